@@ -1,0 +1,51 @@
+# Helpers shared by every folder: one library per concern, tests with CTest labels.
+
+# loom_library(NAME name DEPS ... [TORCH])
+# Builds every .cpp in the calling folder into the static library `name`.
+# TORCH targets reuse one precompiled libtorch header (torch/torch.h costs ~30 s per unit).
+function(loom_library)
+  cmake_parse_arguments(L "TORCH" "NAME" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  add_library(${L_NAME} STATIC ${srcs})
+  target_include_directories(${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${L_NAME} PUBLIC ${L_DEPS})
+  if(L_TORCH)
+    loom_use_torch(${L_NAME})
+  endif()
+endfunction()
+
+function(loom_use_torch target)
+  target_link_libraries(${target} PUBLIC loom_torch_pch)
+  target_precompile_headers(${target} REUSE_FROM loom_torch_pch)
+endfunction()
+
+# loom_test(NAME name SOURCES ... DEPS ... LABELS ... [NP n] [TORCH] [TIMEOUT s] [ARGS ...])
+# NP > 0 runs the test under mpiexec with n ranks (oversubscribed: CI has 2 cores).
+function(loom_test)
+  cmake_parse_arguments(T "TORCH" "NAME;NP;TIMEOUT;EXE" "SOURCES;DEPS;LABELS;ARGS" ${ARGN})
+  if(T_EXE)
+    set(exe ${T_EXE})
+  else()
+    set(exe ${T_NAME})
+    add_executable(${exe} ${T_SOURCES})
+    target_link_libraries(${exe} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+    if(T_TORCH)
+      target_precompile_headers(${exe} REUSE_FROM loom_torch_pch)
+      target_link_libraries(${exe} PRIVATE loom_torch_pch)
+    endif()
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  if(T_NP)
+    add_test(NAME ${T_NAME}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} --oversubscribe
+                     $<TARGET_FILE:${exe}> ${T_ARGS})
+    set_tests_properties(${T_NAME} PROPERTIES
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  else()
+    add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${exe}> ${T_ARGS})
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+endfunction()

@@ -1,0 +1,21 @@
+#pragma once
+// Import/export and pictures of schedules.
+// CSV: one line per pipeline rank, actions separated by commas, e.g. "0F0,0F1,0B0,0B1".
+// A header line "# pp=2 loops=1 microbatches=4 name=custom" gives the shape; without it the
+// shape is inferred (pp = lines, stages = max stage + 1, m = max micro-batch + 1).
+#include <string>
+
+#include "loom/schedule/schedule.h"
+
+namespace loom::schedule {
+
+std::string to_csv(const Schedule& s);
+Schedule from_csv(const std::string& text);   // throws loom::UsageError on bad text
+Schedule load_csv(const std::string& path);   // throws loom::UsageError when unreadable
+
+std::string render_ascii(const Schedule& s);  // rank x step grid, compute actions aligned
+std::string render_svg(const Schedule& s);    // one row per rank, colour per kind
+// Chrome trace JSON (chrome://tracing, Perfetto); unit-time actions, one track per rank.
+std::string render_trace(const Schedule& s);
+
+}  // namespace loom::schedule
