@@ -32,4 +32,8 @@ struct Timing {
 // Throws loom::UsageError if the schedule cannot finish (deadlock / missing dependency).
 Timing time_schedule(const Schedule& s, const UnitCosts& costs = {});
 
+// Peak activations per rank, in stage-loads: the most (stage, micro-batch) pairs whose F has run
+// and whose backward has not yet released them (B, or W when split), over the rank's list.
+std::vector<int> peak_activations(const Schedule& s);
+
 }  // namespace loom::schedule

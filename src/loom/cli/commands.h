@@ -1,0 +1,14 @@
+#pragma once
+// Subcommands of the loom tool. Each returns the process exit code and throws UsageError for
+// bad input (main prints it as one line and exits 2).
+#include <string>
+#include <vector>
+
+namespace loom::cli {
+
+int train_command(const std::vector<std::string>& args, const std::string& self, int* argc,
+                  char*** argv);
+int schedule_command(const std::vector<std::string>& args);
+int doctor_command(const std::vector<std::string>& args);
+
+}  // namespace loom::cli

@@ -1,0 +1,63 @@
+// loom: distributed training with pipeline and data parallelism.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "loom/cli/commands.h"
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/common/log.h"
+
+namespace {
+
+const char* kHelp = R"(usage: loom <command> [options]
+
+commands:
+  train      train a model on several ranks (pipeline x data parallel)
+               loom train --config configs/gpt-fortunes.toml --nproc 4
+  schedule   print or draw a pipeline schedule (ascii, svg, Chrome trace, csv)
+               loom schedule --schedule bfs --pp 4 --loops 2 --microbatches 8 --format ascii
+  doctor     report MPI, BLAS, threads and cores; warn about slow setups
+
+Run `loom <command> --help` for the options of a command. Exit codes: 0 ok, 1 runtime
+failure, 2 bad input (one line that names the problem and the fix).
+)";
+
+bool mpi_active() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kHelp;
+    return args.empty() ? 2 : 0;
+  }
+  std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "train") return loom::cli::train_command(rest, "/proc/self/exe", &argc, &argv);
+    if (cmd == "schedule") return loom::cli::schedule_command(rest);
+    if (cmd == "doctor") return loom::cli::doctor_command(rest);
+    std::fprintf(stderr, "loom: error: unknown command '%s'; run `loom --help` for the list\n",
+                 cmd.c_str());
+    return 2;
+  } catch (const loom::UsageError& e) {
+    if (mpi_active()) {
+      std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), e.what());
+      loom::comm::abort_all(2);
+    }
+    std::fprintf(stderr, "loom: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), e.what());
+    if (mpi_active()) loom::comm::abort_all(1);
+    return 1;
+  }
+}

@@ -1,0 +1,117 @@
+// loom train: parse the configuration, check it, and either relaunch under mpirun (--nproc
+// outside MPI) or train on the ranks MPI started.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "loom/cli/args.h"
+#include "loom/cli/commands.h"
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/config/config.h"
+#include "loom/train/preflight.h"
+#include "loom/train/trainer.h"
+
+namespace loom::cli {
+namespace {
+
+const char* kTrainHelp = R"(usage: loom train [--config FILE] [--nproc N] [--FIELD VALUE ...]
+
+Trains a model on the ranks MPI gives it, or, with --nproc N outside MPI, relaunches itself as
+`mpirun -n N loom train ...` on this machine. Every configuration field can be given as a flag
+(--layers 4 or --model.layers 4); flags override the file.
+
+examples:
+  loom train --config configs/gpt-fortunes.toml --nproc 4
+  loom train --config configs/cnn-fashion.toml --nproc 2 --steps 200 --dp-mode allreduce
+  mpirun -n 4 loom train --config configs/gpt-fortunes.toml --pp 2 --schedule bfs --loops 2
+  loom train --config configs/gpt-fortunes.toml --nproc 4 --resume runs/demo/checkpoint
+
+fields (section.name  type  default  help):
+)";
+
+config::Config load(const Args& a) {
+  config::Config cfg;
+  if (a.flags.count("config")) cfg = config::load_file(a.flags.at("config"));
+  config::apply_overrides(cfg, a.rest);
+  return cfg;
+}
+
+void print_help() {
+  std::cout << kTrainHelp;
+  for (const auto& f : config::fields())
+    std::printf("  %-28s %-7s %-12s %s\n", (f.section + "." + f.name).c_str(), f.type.c_str(),
+                f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.help.c_str());
+}
+
+[[noreturn]] void relaunch(int nproc, const std::string& self, const std::vector<std::string>& args) {
+  std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(nproc), "--oversubscribe",
+                                  "--quiet", "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"};
+  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.push_back(std::filesystem::read_symlink(self).string());  // mpirun must not run itself
+  cmd.push_back("train");
+  for (const auto& a : args) cmd.push_back(a);
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  std::vector<char*> argv;
+  for (auto& c : cmd) argv.push_back(c.data());
+  argv.push_back(nullptr);
+  ::execvp("mpirun", argv.data());
+  LOOM_USAGE("cannot run mpirun (", std::strerror(errno),
+             "); install Open MPI with scripts/install-deps.sh");
+}
+
+}  // namespace
+
+int train_command(const std::vector<std::string>& args, const std::string& self, int* argc,
+                  char*** argv) {
+  Args a = take_flags(args, {"config", "nproc"}, {"help"});
+  if (a.flags.count("help")) {
+    print_help();
+    return 0;
+  }
+  if (a.flags.count("nproc") && !comm::launched_by_mpi()) {
+    int n = to_int("nproc", a.flags.at("nproc"), 1, 4096);
+    config::Config cfg = load(a);
+    train::preflight(cfg, n);
+    std::vector<std::string> pass;
+    if (a.flags.count("config")) pass = {"--config", a.flags.at("config")};
+    pass.insert(pass.end(), a.rest.begin(), a.rest.end());
+    relaunch(n, self, pass);
+  }
+  comm::init(argc, argv);
+  comm::Communicator& w = comm::world();
+  // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
+  config::Config cfg;
+  std::string problem;
+  try {
+    cfg = load(a);
+    if (a.flags.count("nproc") && to_int("nproc", a.flags.at("nproc"), 1, 4096) != w.size())
+      LOOM_USAGE("--nproc ", a.flags.at("nproc"), " but MPI started ", w.size(),
+                 " ranks; drop --nproc when launching with mpirun");
+    train::preflight(cfg, w.size(), w.rank() == 0);
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  int bad = problem.empty() ? w.size() : w.rank();
+  w.all_reduce(&bad, 1, comm::DType::Int32, comm::ReduceOp::Min)->wait();
+  if (bad < w.size()) {
+    if (bad == w.rank()) std::fprintf(stderr, "loom: error: %s\n", problem.c_str());
+    comm::finalize();
+    return 2;
+  }
+  {
+    train::Trainer trainer(cfg, w);
+    trainer.run();
+  }
+  w.barrier()->wait();
+  comm::finalize();
+  return 0;
+}
+
+}  // namespace loom::cli

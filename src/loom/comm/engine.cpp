@@ -1,0 +1,119 @@
+#include "loom/comm/engine.h"
+
+#include <chrono>
+
+#include "loom/common/error.h"
+
+namespace loom::comm {
+
+Engine& Engine::instance() {
+  static Engine e;
+  return e;
+}
+
+std::atomic<int>& Engine::waiters() {
+  static std::atomic<int> w{0};
+  return w;
+}
+
+void Engine::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_) return;
+  running_ = true;
+  stopping_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  running_ = false;
+}
+
+void Engine::submit(Op op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    LOOM_CHECK(running_, "communication engine not started (loom::comm::init missing)");
+    queue_.push_back(std::move(op));
+  }
+  cv_.notify_one();
+}
+
+void Engine::loop() {
+  std::vector<Active> active;
+  std::vector<MPI_Request> reqs;
+  std::vector<int> indices;
+  int idle_polls = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (active.empty())
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_ && queue_.empty() && active.empty()) return;
+      while (!queue_.empty()) {
+        Op op = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        double t0 = MPI_Wtime();
+        MPI_Request r = op.post();
+        Active a{std::move(op), r, t0};
+        if (r == MPI_REQUEST_NULL) a.ready = MPI_Wtime();  // completed inside post()
+        active.push_back(std::move(a));
+        lock.lock();
+      }
+    }
+    // Poll the posted requests.
+    reqs.clear();
+    for (auto& a : active) reqs.push_back(a.ready >= 0 ? MPI_REQUEST_NULL : a.req);
+    indices.resize(reqs.size());
+    int outcount = 0;
+    bool progressed = false;
+    if (!reqs.empty()) {
+      MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, indices.data(),
+                   MPI_STATUSES_IGNORE);
+      if (outcount == MPI_UNDEFINED) outcount = 0;
+    }
+    double now = MPI_Wtime();
+    for (int k = 0; k < outcount; ++k) {
+      Active& a = active[indices[k]];
+      a.req = MPI_REQUEST_NULL;
+      a.ready = now;
+      if (emulation_.active()) {
+        double delay = emulation_.latency_s;
+        if (emulation_.bandwidth_bytes_per_s > 0)
+          delay += static_cast<double>(a.op.bytes) / emulation_.bandwidth_bytes_per_s;
+        a.ready = std::max(now, a.start + delay);
+      }
+    }
+    // Finish those whose (emulated) completion time has come; keep order otherwise.
+    for (size_t i = 0; i < active.size();) {
+      Active& a = active[i];
+      if (a.ready >= 0 && a.ready <= now) {
+        if (a.op.on_done) a.op.on_done(a.ready - a.start);
+        a.op.work->mark_done();
+        active.erase(active.begin() + static_cast<long>(i));
+        progressed = true;
+      } else {
+        ++i;
+      }
+    }
+    if (progressed) {
+      idle_polls = 0;
+      continue;
+    }
+    // Nobody blocked: back off so the compute thread keeps its core.
+    if (waiters().load(std::memory_order_relaxed) > 0 && idle_polls < 2000) {
+      ++idle_polls;
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(waiters().load() > 0 ? 20 : 100));
+    }
+  }
+}
+
+}  // namespace loom::comm

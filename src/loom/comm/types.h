@@ -1,0 +1,47 @@
+#pragma once
+// Plain types of the communication layer (no MPI in this header).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace loom::comm {
+
+enum class DType : uint8_t { Float32, Float64, Int32, Int64, UInt8 };
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+enum class OpKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv };
+constexpr int kOpKinds = 7;
+
+size_t dtype_size(DType t);
+std::string_view op_name(OpKind k);
+
+// Default timeout of every operation: long enough for slow oversubscribed CI machines, short
+// enough that a hang turns into an error. LOOM_COMM_TIMEOUT_S overrides it process-wide.
+std::chrono::milliseconds default_timeout();
+
+struct Options {
+  std::chrono::milliseconds timeout = default_timeout();
+};
+
+// An emulated link (clearly labelled as emulation wherever it is reported): every operation
+// completes no earlier than latency + bytes_sent / bandwidth after it started.
+struct LinkEmulation {
+  double bandwidth_bytes_per_s = 0;  // 0 = no emulation
+  double latency_s = 0;
+  bool active() const { return bandwidth_bytes_per_s > 0 || latency_s > 0; }
+};
+
+// Counters of one communicator. Bytes are those this rank sends under a ring algorithm
+// (all-reduce 2(d-1)/d n, reduce-scatter and all-gather (d-1)/d n, broadcast n from the root),
+// so they compare directly with DESIGN.md's cost formulas whatever MPI does inside.
+struct Stats {
+  uint64_t calls[kOpKinds] = {};
+  uint64_t bytes[kOpKinds] = {};
+  double busy_s = 0;  // sum over operations of (completion - start)
+  uint64_t total_bytes() const;
+  uint64_t total_calls() const;
+  Stats& operator+=(const Stats& o);
+  Stats operator-(const Stats& o) const;
+};
+
+}  // namespace loom::comm

@@ -1,0 +1,755 @@
+// The configuration schema and everything driven by it. Each field is described once, in
+// schema() below; TOML loading, flag overrides, --help (fields()), validate() and to_toml()
+// all walk that one table, so adding a field means adding one line there.
+#include "loom/config/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <toml++/toml.h>
+#include <variant>
+
+#include "loom/common/error.h"
+#include "loom/config/text.h"
+
+namespace loom::config {
+namespace {
+
+using detail::quote;
+
+// Where a field lives inside a Config. Its alternative is also the field's type, so the type
+// is never written down separately.
+using Ref = std::variant<int64_t*, uint64_t*, double*, std::string*, bool*>;
+
+template <typename... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <typename... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+// A field's own constraint. `text` goes into the help line; `check` returns "" for a good
+// value and otherwise what the value must be ("must be >= 1").
+struct Rule {
+  std::string text;
+  std::function<std::string(const Ref&)> check;
+};
+
+struct Field {
+  std::string section;
+  std::string name;
+  Ref (*get)(Config&);
+  std::string help;
+  Rule rule;
+
+  std::string key() const { return section + "." + name; }
+};
+
+// Shortest text that reads back to the same double (std::to_chars guarantees the round
+// trip, which to_toml relies on). Plain decimals unless the exponent form is much shorter,
+// so that 3e-4 shows as 0.0003 but 1e-8 stays 1e-8.
+std::string number_text(double v) {
+  char fixed[400], sci[64];
+  auto f = std::to_chars(fixed, fixed + sizeof fixed, v, std::chars_format::fixed);
+  auto e = std::to_chars(sci, sci + sizeof sci, v, std::chars_format::scientific);
+  if (f.ec == std::errc() && f.ptr - fixed <= e.ptr - sci + 3) return std::string(fixed, f.ptr);
+  // "1e-08" -> "1e-8", "1e+20" -> "1e20": both forms are valid TOML, the short one reads better.
+  std::string s(sci, e.ptr);
+  size_t at = s.find('e');
+  if (at == std::string::npos) return s;  // inf, nan
+  std::string mantissa = s.substr(0, at), exponent = s.substr(at + 1);
+  std::string sign;
+  if (exponent[0] == '+' || exponent[0] == '-') {
+    if (exponent[0] == '-') sign = "-";
+    exponent.erase(0, 1);
+  }
+  exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+  return mantissa + "e" + sign + exponent;
+}
+
+// A TOML float literal: "1" would read back as an integer, so it becomes "1.0".
+std::string toml_double(double v) {
+  std::string s = number_text(v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // 'n': inf and nan
+  return s;
+}
+
+// The value as it is written in TOML: strings quoted and escaped, floats with a point.
+std::string toml_value(const Ref& r) {
+  return std::visit(Overloaded{
+                        [](const int64_t* p) { return std::to_string(*p); },
+                        [](const uint64_t* p) { return std::to_string(*p); },
+                        [](const double* p) { return toml_double(*p); },
+                        [](const std::string* p) { return detail::toml_string(*p); },
+                        [](const bool* p) { return std::string(*p ? "true" : "false"); },
+                    },
+                    r);
+}
+
+// The value as shown after "got" in an error message.
+std::string display(const Ref& r) {
+  if (auto p = std::get_if<std::string*>(&r)) return quote(**p);
+  if (auto p = std::get_if<double*>(&r)) return number_text(**p);
+  return toml_value(r);
+}
+
+// What a value of this type looks like, for "must be ..." in type errors.
+std::string expected(const Ref& r) {
+  return std::visit(Overloaded{
+                        [](const int64_t*) { return "an integer"; },
+                        [](const uint64_t*) { return "a non-negative integer"; },
+                        [](const double*) { return "a number"; },
+                        [](const std::string*) { return "a string"; },
+                        [](const bool*) { return "true or false"; },
+                    },
+                    r);
+}
+
+std::string type_name(const Ref& r) {
+  return std::visit(Overloaded{
+                        [](const int64_t*) { return "int"; },
+                        [](const uint64_t*) { return "int"; },
+                        [](const double*) { return "float"; },
+                        [](const std::string*) { return "string"; },
+                        [](const bool*) { return "bool"; },
+                    },
+                    r);
+}
+
+// ---- rules ----------------------------------------------------------------------------------
+
+Rule int_range(int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max()) {
+  const bool open_top = hi == std::numeric_limits<int64_t>::max();
+  std::string text = open_top ? ">= " + std::to_string(lo)
+                              : std::to_string(lo) + ".." + std::to_string(hi);
+  return {text, [=](const Ref& r) -> std::string {
+            int64_t v = *std::get<int64_t*>(r);
+            if (v >= lo && v <= hi) return "";
+            return open_top ? "must be " + text : "must be in " + text;
+          }};
+}
+
+// Seeds are uint64 but TOML integers are signed 64-bit, so the top half could not be
+// written back by to_toml.
+Rule seed_range() {
+  const auto hi = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  return {"0..2^63-1", [=](const Ref& r) -> std::string {
+            return *std::get<uint64_t*>(r) > hi ? "must be at most 2^63-1 = " + std::to_string(hi)
+                                                : "";
+          }};
+}
+
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+
+// lo and hi are bounds; *_open excludes them. hi = kNoLimit means no upper bound.
+Rule float_range(double lo, bool lo_open, double hi = kNoLimit, bool hi_open = true) {
+  std::string text;
+  if (hi == kNoLimit) {
+    text = (lo_open ? "> " : ">= ") + number_text(lo);
+  } else {
+    text = std::string("in ") + (lo_open ? "(" : "[") + number_text(lo) + ", " +
+           number_text(hi) + (hi_open ? ")" : "]");
+  }
+  return {text, [=](const Ref& r) -> std::string {
+            double v = *std::get<double*>(r);
+            bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+            return ok ? "" : "must be " + text;
+          }};
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+Rule one_of(std::vector<std::string> choices) {
+  std::string text = "one of " + join(choices, "|");
+  return {text, [=](const Ref& r) -> std::string {
+            const std::string& v = *std::get<std::string*>(r);
+            for (const auto& c : choices) {
+              if (v == c) return "";
+            }
+            return "must be " + text;
+          }};
+}
+
+Rule int_one_of(std::vector<int64_t> choices) {
+  std::vector<std::string> names;
+  for (int64_t c : choices) names.push_back(std::to_string(c));
+  std::string text = "one of " + join(names, "|");
+  return {text, [=](const Ref& r) -> std::string {
+            for (int64_t c : choices) {
+              if (*std::get<int64_t*>(r) == c) return "";
+            }
+            return "must be " + text;
+          }};
+}
+
+// A string rule from a predicate; `must` completes "must be ...".
+Rule string_rule(std::string text, std::string must, std::function<bool(const std::string&)> ok) {
+  return {std::move(text), [=](const Ref& r) -> std::string {
+            return ok(*std::get<std::string*>(r)) ? "" : "must be " + must;
+          }};
+}
+
+// "flops", "uniform" or strictly increasing non-negative block indices such as "2,5,9".
+bool valid_partition(const std::string& s) {
+  if (s == "flops" || s == "uniform") return true;
+  if (s.empty()) return false;
+  int64_t previous = -1;
+  std::stringstream in(s);
+  std::string item;
+  size_t items = 0;
+  while (std::getline(in, item, ',')) {
+    ++items;
+    size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+    if (a == std::string::npos) return false;
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(item.data() + a, item.data() + b + 1, v);
+    if (ec != std::errc() || end != item.data() + b + 1 || v <= previous) return false;
+    previous = v;
+  }
+  // getline drops a trailing empty item ("2,5,"), so count the commas as well.
+  return items == static_cast<size_t>(std::count(s.begin(), s.end(), ',')) + 1;
+}
+
+template <double (*parse)(const std::string&)>
+bool parses_or_empty(const std::string& s) {
+  if (s.empty()) return true;
+  try {
+    parse(s);
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+// ---- the schema -----------------------------------------------------------------------------
+
+// Section, name and accessor from one spelling, so the three cannot drift apart.
+#define LOOM_FIELD(section, member) \
+  #section, #member, [](Config& c) -> Ref { return &c.section.member; }
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> table = {
+      {LOOM_FIELD(model, kind), "model family", one_of({"gpt", "mlp", "cnn"})},
+      {LOOM_FIELD(model, vocab), "vocabulary size (gpt; 256 = bytes)", int_range(2, 65536)},
+      {LOOM_FIELD(model, seq_len), "context length T (gpt)", int_range(1)},
+      {LOOM_FIELD(model, width), "model width D (gpt) or hidden units (mlp)", int_range(1)},
+      {LOOM_FIELD(model, layers), "transformer blocks (gpt) or hidden layers (mlp)",
+       int_range(1)},
+      {LOOM_FIELD(model, heads), "attention heads (gpt); must divide width", int_range(1)},
+      {LOOM_FIELD(model, classes), "output classes (mlp, cnn)", int_range(2)},
+
+      {LOOM_FIELD(data, kind), "data set", one_of({"text", "fashion-mnist", "synthetic"})},
+      {LOOM_FIELD(data, path), "text: file or folder; fashion-mnist: folder; empty = default",
+       {}},
+      {LOOM_FIELD(data, synthetic_size), "samples in the synthetic data set", int_range(1)},
+      {LOOM_FIELD(data, test_fraction), "held-out tail of the text", float_range(0, true, 1)},
+
+      {LOOM_FIELD(train, steps), "optimizer steps", int_range(0)},
+      {LOOM_FIELD(train, global_batch), "samples per step over all replicas", int_range(1)},
+      {LOOM_FIELD(train, microbatches), "micro-batches per replica per step", int_range(1)},
+      {LOOM_FIELD(train, optimizer), "optimizer", one_of({"adamw", "sgd"})},
+      {LOOM_FIELD(train, lr), "peak learning rate", float_range(0, true)},
+      {LOOM_FIELD(train, min_lr), "final learning rate of the cosine schedule",
+       float_range(0, false)},
+      {LOOM_FIELD(train, warmup), "steps of linear warm-up", int_range(0)},
+      {LOOM_FIELD(train, lr_schedule), "learning-rate schedule", one_of({"cosine", "constant"})},
+      {LOOM_FIELD(train, momentum), "sgd momentum", float_range(0, false, 1)},
+      {LOOM_FIELD(train, weight_decay), "decoupled weight decay", float_range(0, false)},
+      {LOOM_FIELD(train, beta1), "adamw beta1", float_range(0, false, 1)},
+      {LOOM_FIELD(train, beta2), "adamw beta2", float_range(0, false, 1)},
+      {LOOM_FIELD(train, eps), "adamw epsilon", float_range(0, true)},
+      {LOOM_FIELD(train, clip), "global gradient-norm clipping; 0 = off", float_range(0, false)},
+      {LOOM_FIELD(train, eval_every), "steps between evaluations; 0 = only at the end",
+       int_range(0)},
+      {LOOM_FIELD(train, eval_batches), "batches of global_batch samples per evaluation",
+       int_range(1)},
+      {LOOM_FIELD(train, seed), "random seed", seed_range()},
+      {LOOM_FIELD(train, threads), "compute threads per rank", int_range(1)},
+
+      {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / pp", int_range(0)},
+      {LOOM_FIELD(parallel, pp), "pipeline stages", int_range(1)},
+      {LOOM_FIELD(parallel, loops), "model chunks per stage (interleaved schedules)",
+       int_range(1)},
+      {LOOM_FIELD(parallel, schedule), "pipeline schedule",
+       one_of({"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"})},
+      {LOOM_FIELD(parallel, schedule_file), "custom CSV schedule, overrides schedule; empty = none",
+       {}},
+      {LOOM_FIELD(parallel, partition), "how blocks are cut into stages",
+       string_rule("flops|uniform|increasing block indices like 2,5,9",
+                   "flops|uniform or comma-separated increasing non-negative block indices "
+                   "like 2,5,9",
+                   valid_partition)},
+      {LOOM_FIELD(parallel, dp_mode), "data-parallel gradient exchange",
+       one_of({"allreduce", "zero1", "zero2", "zero3", "slim", "quant"})},
+      {LOOM_FIELD(parallel, bucket_mib), "gradient bucket size in MiB", float_range(0, true)},
+      {LOOM_FIELD(parallel, reshard_after_forward), "zero3: free gathered parameters after "
+       "forward", {}},
+      {LOOM_FIELD(parallel, max_unsharded), "zero3: layers gathered at once (prefetch bound)",
+       int_range(1)},
+
+      {LOOM_FIELD(slim, core), "c: fraction of coordinates in the core set (core + explore "
+       "in (0, 1])", float_range(0, false, 1, false)},
+      {LOOM_FIELD(slim, explore), "e: fraction of coordinates in the explorer set",
+       float_range(0, false, 1, false)},
+      {LOOM_FIELD(slim, period), "tau: steps between syncs", int_range(1)},
+      {LOOM_FIELD(slim, refresh), "R: syncs between core-set refreshes", int_range(1)},
+      {LOOM_FIELD(slim, lambda), "significance weight of the running update",
+       float_range(0, false)},
+      {LOOM_FIELD(slim, full_sync), "F: full sync every F syncs; 0 = never", int_range(0)},
+
+      {LOOM_FIELD(quant, bits), "bits per quantized value", int_one_of({4, 8})},
+      {LOOM_FIELD(quant, block), "values per scale", int_range(1)},
+
+      {LOOM_FIELD(emulate, bandwidth), "emulated link bandwidth; empty = off",
+       string_rule("e.g. 1Gbit, 100Mbit, 125MB/s",
+                   "empty or a bandwidth such as 1Gbit, 100Mbit, 1Gbps or 125MB/s",
+                   parses_or_empty<parse_bandwidth>)},
+      {LOOM_FIELD(emulate, latency), "emulated link latency; empty = off",
+       string_rule("e.g. 50us, 1ms", "empty or a duration such as 50us, 1ms or 0.5s",
+                   parses_or_empty<parse_duration>)},
+
+      {LOOM_FIELD(output, dir), "run folder for metrics, config and checkpoints",
+       string_rule("non-empty", "a non-empty path",
+                   [](const std::string& s) { return !s.empty(); })},
+      {LOOM_FIELD(output, checkpoint_every), "steps between checkpoints; 0 = only at the end",
+       int_range(0)},
+      {LOOM_FIELD(output, progress), "progress bar when stderr is a terminal", {}},
+      {LOOM_FIELD(output, resume), "checkpoint folder to resume from; empty = fresh start", {}},
+      {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none",
+       {}},
+  };
+  return table;
+}
+
+#undef LOOM_FIELD
+
+// The schema only reads through this; the const_cast saves a second, const accessor.
+Ref ref(const Config& c, const Field& f) { return f.get(const_cast<Config&>(c)); }
+
+const Config& defaults() {
+  static const Config c;
+  return c;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const auto& f : schema()) {
+    if (out.empty() || out.back() != f.section) out.push_back(f.section);
+  }
+  return out;
+}
+
+const Field* find_field(const std::string& section, const std::string& name) {
+  for (const auto& f : schema()) {
+    if (f.section == section && f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<const Field*> find_short(const std::string& name) {
+  std::vector<const Field*> out;
+  for (const auto& f : schema()) {
+    if (f.name == name) out.push_back(&f);
+  }
+  return out;
+}
+
+const Field* find_field_by_key(const std::string& key) {
+  auto dot = key.find('.');
+  return dot == std::string::npos ? nullptr : find_field(key.substr(0, dot), key.substr(dot + 1));
+}
+
+bool has_section(const std::string& section) {
+  for (const auto& f : schema()) {
+    if (f.section == section) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> long_names() {
+  std::vector<std::string> out;
+  for (const auto& f : schema()) out.push_back(f.key());
+  return out;
+}
+
+std::vector<std::string> keys_of(const std::vector<const Field*>& fs) {
+  std::vector<std::string> out;
+  for (const Field* f : fs) out.push_back(f->key());
+  return out;
+}
+
+// Long names that `section.name` may have meant; empty when nothing is close. A known name in
+// the wrong section ("model.lr") is better fixed by its section than by the nearest spelling.
+std::vector<std::string> suggest_field(const std::string& section, const std::string& name) {
+  if (has_section(section)) {
+    std::vector<std::string> same_section;
+    for (const auto& f : schema()) {
+      if (f.section == section) same_section.push_back(f.name);
+    }
+    std::string near = detail::closest(name, same_section);
+    if (!near.empty()) return {section + "." + near};
+  }
+  if (auto elsewhere = find_short(name); !elsewhere.empty()) return keys_of(elsewhere);
+  std::string near = detail::closest(section + "." + name, long_names());
+  if (!near.empty()) return {near};
+  return {};
+}
+
+// Long names that a top-level `name` (no section) may have meant.
+std::vector<std::string> suggest_short(const std::string& name) {
+  std::vector<std::string> shorts;
+  for (const auto& f : schema()) shorts.push_back(f.name);
+  std::string near = detail::closest(name, shorts);
+  return near.empty() ? std::vector<std::string>{} : keys_of(find_short(near));
+}
+
+// "'a' or 'b'", each with `prefix` ("--" for flags).
+std::string alternatives(const std::vector<std::string>& keys, const std::string& prefix = "") {
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i) out += (i ? " or '" : "'") + prefix + keys[i] + "'";
+  return out;
+}
+
+void check_rule(const Config& c, const Field& f, const std::string& where) {
+  if (!f.rule.check) return;
+  Ref r = ref(c, f);
+  std::string must = f.rule.check(r);
+  if (!must.empty()) LOOM_USAGE(f.key(), " ", must, ", got ", display(r), where);
+}
+
+// ---- TOML -----------------------------------------------------------------------------------
+
+std::string describe(const toml::node& node) {
+  if (auto v = node.as_string()) return quote(v->get(), '"');
+  if (auto v = node.as_integer()) return std::to_string(v->get());
+  if (auto v = node.as_floating_point()) return toml_double(v->get());
+  if (auto v = node.as_boolean()) return v->get() ? "true" : "false";
+  if (node.is_array()) return "an array";
+  if (node.is_table()) return "a table";
+  return "a date/time";
+}
+
+std::string location(const std::string& origin, const toml::node& node) {
+  const auto& begin = node.source().begin;
+  if (begin.line == 0) return " (in " + origin + ")";
+  return " (in " + origin + ", line " + std::to_string(begin.line) + ")";
+}
+
+void set_from_node(Config& c, const Field& f, const toml::node& node, const std::string& where) {
+  Ref r = f.get(c);
+  bool ok = std::visit(
+      Overloaded{
+          [&](int64_t* p) {
+            auto v = node.as_integer();
+            if (v) *p = v->get();
+            return v != nullptr;
+          },
+          [&](uint64_t* p) {
+            auto v = node.as_integer();
+            if (!v || v->get() < 0) return false;
+            *p = static_cast<uint64_t>(v->get());
+            return true;
+          },
+          [&](double* p) {
+            // Integers are fine where a float is expected: "lr = 1" means 1.0.
+            if (auto v = node.as_integer()) {
+              *p = static_cast<double>(v->get());
+              return true;
+            }
+            auto v = node.as_floating_point();
+            if (!v || !std::isfinite(v->get())) return false;
+            *p = v->get();
+            return true;
+          },
+          [&](std::string* p) {
+            auto v = node.as_string();
+            if (v) *p = v->get();
+            return v != nullptr;
+          },
+          [&](bool* p) {
+            auto v = node.as_boolean();
+            if (v) *p = v->get();
+            return v != nullptr;
+          },
+      },
+      r);
+  if (!ok) LOOM_USAGE(f.key(), " must be ", expected(r), ", got ", describe(node), where);
+  check_rule(c, f, where);
+}
+
+std::string one_line(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  return out;
+}
+
+// ---- flags ----------------------------------------------------------------------------------
+
+void set_from_text(Config& c, const Field& f, const std::string& text, const std::string& where) {
+  Ref r = f.get(c);
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  bool ok = std::visit(Overloaded{
+                           [&](int64_t* p) {
+                             auto [end, ec] = std::from_chars(first, last, *p);
+                             return ec == std::errc() && end == last && !text.empty();
+                           },
+                           [&](uint64_t* p) {
+                             auto [end, ec] = std::from_chars(first, last, *p);
+                             return ec == std::errc() && end == last && !text.empty();
+                           },
+                           [&](double* p) {
+                             double v = 0;
+                             auto [end, ec] = std::from_chars(first, last, v);
+                             if (ec != std::errc() || end != last || !std::isfinite(v)) {
+                               return false;
+                             }
+                             *p = v;
+                             return true;
+                           },
+                           [&](std::string* p) {
+                             *p = text;
+                             return true;
+                           },
+                           [&](bool* p) {
+                             if (text != "true" && text != "false") return false;
+                             *p = text == "true";
+                             return true;
+                           },
+                       },
+                       r);
+  if (!ok) LOOM_USAGE(f.key(), " must be ", expected(r), ", got ", quote(text), where);
+  check_rule(c, f, where);
+}
+
+// The field a flag names, or nullptr when it names none and `allow_unknown` is set.
+const Field* resolve_flag(const std::string& name, bool allow_unknown) {
+  auto dot = name.find('.');
+  if (dot != std::string::npos) {
+    if (const Field* f = find_field(name.substr(0, dot), name.substr(dot + 1))) return f;
+  } else {
+    auto matches = find_short(name);
+    if (matches.size() == 1) return matches[0];
+    if (matches.size() > 1) {
+      std::vector<std::string> forms;
+      for (const Field* f : matches) forms.push_back("--" + f->key());
+      LOOM_USAGE("flag --", name, " is ambiguous: it names ", join(forms, " and "),
+                 "; use the long form, e.g. ", forms[0]);
+    }
+  }
+  if (allow_unknown) return nullptr;
+
+  std::vector<std::string> guess;
+  if (dot != std::string::npos) {
+    guess = suggest_field(name.substr(0, dot), name.substr(dot + 1));
+  } else {
+    guess = suggest_short(name);
+    // A unique short name is the shorter flag; a shared one needs the long forms.
+    if (guess.size() == 1) guess[0] = find_field_by_key(guess[0])->name;
+  }
+  if (guess.empty()) {
+    LOOM_USAGE("unknown flag ", quote("--" + name), "; flags are the config fields, "
+               "--name or --section.name (see --help)");
+  }
+  LOOM_USAGE("unknown flag ", quote("--" + name), "; did you mean ", alternatives(guess, "--"),
+             "?");
+}
+
+// A plausible value for the "needs a value" hint.
+std::string example_value(const Field& f) {
+  Ref r = ref(defaults(), f);
+  if (std::holds_alternative<bool*>(r)) return "true|false";
+  if (auto p = std::get_if<std::string*>(&r)) return (*p)->empty() ? "<text>" : **p;
+  return display(r);
+}
+
+}  // namespace
+
+const std::vector<FieldInfo>& fields() {
+  static const std::vector<FieldInfo> infos = [] {
+    std::vector<FieldInfo> out;
+    for (const auto& f : schema()) {
+      Ref r = ref(defaults(), f);
+      std::string help = f.help;
+      if (!f.rule.text.empty()) help += "; " + f.rule.text;
+      out.push_back({f.section, f.name, type_name(r), help, toml_value(r)});
+    }
+    return out;
+  }();
+  return infos;
+}
+
+Config load_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    LOOM_USAGE("config file ", quote(path), " not found; pass an existing file to --config");
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    LOOM_USAGE("config file ", quote(path), " is a directory; pass a .toml file to --config");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    LOOM_USAGE("config file ", quote(path), " cannot be read; check its permissions");
+  }
+  return from_toml_string(text.str(), path);
+}
+
+Config from_toml_string(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    LOOM_USAGE("cannot parse ", origin, " at line ", at.line, ", column ", at.column, ": ",
+               one_line(e.description()), "; fix the TOML syntax there");
+  }
+  Config c;
+  for (const auto& [key, node] : root) {
+    const std::string section(key.str());
+    if (!has_section(section)) {
+      if (!node.is_table()) {
+        // "layers = 4" above every [section]: the section header is missing.
+        std::string what = "unknown field " + quote(section) + " in " + origin +
+                           "; fields belong in a section";
+        auto guess = suggest_short(section);
+        if (guess.empty()) LOOM_USAGE(what, " such as [model]");
+        LOOM_USAGE(what, ", did you mean ", alternatives(guess), "?");
+      }
+      std::string what = "unknown section [" + detail::escape(section) + "] in " + origin;
+      std::string guess = detail::closest(section, section_names());
+      if (!guess.empty()) LOOM_USAGE(what, "; did you mean [", guess, "]?");
+      LOOM_USAGE(what, "; the sections are ", join(section_names(), ", "));
+    }
+    const toml::table* table = node.as_table();
+    if (!table) {
+      LOOM_USAGE(section, " must be a section [", section, "], got ", describe(node),
+                 location(origin, node));
+    }
+    for (const auto& [name_key, value] : *table) {
+      const std::string name(name_key.str());
+      const Field* f = find_field(section, name);
+      if (!f) {
+        auto guess = suggest_field(section, name);
+        std::string what = "unknown field " + quote(section + "." + name) + " in " + origin;
+        if (guess.empty()) {
+          std::vector<std::string> names;
+          for (const auto& g : schema()) {
+            if (g.section == section) names.push_back(g.name);
+          }
+          LOOM_USAGE(what, "; the fields of [", section, "] are ", join(names, ", "));
+        }
+        LOOM_USAGE(what, "; did you mean ", alternatives(guess), "?");
+      }
+      set_from_node(c, *f, value, location(origin, value));
+    }
+  }
+  return c;
+}
+
+void apply_overrides(Config& c, const std::vector<std::string>& args) {
+  apply_overrides(c, args, false);
+}
+
+std::vector<std::string> apply_overrides(Config& c, const std::vector<std::string>& args,
+                                         bool allow_rest) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) {
+      if (allow_rest) {
+        rest.push_back(arg);
+        continue;
+      }
+      LOOM_USAGE("unexpected argument ", quote(arg),
+                 "; flags look like --name value, --name=value or --section.name value");
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const Field* f = resolve_flag(name, allow_rest);
+    if (!f) {
+      rest.push_back(arg);
+      continue;
+    }
+    if (!value) {
+      // "--layers --heads 4" forgot the value; a value that starts with "--" needs the
+      // --name=value form.
+      if (i + 1 >= args.size() || args[i + 1].compare(0, 2, "--") == 0) {
+        LOOM_USAGE("flag --", name, " needs a value, e.g. --", name, " ", example_value(*f));
+      }
+      value = args[++i];
+    }
+    set_from_text(c, *f, *value, " (from flag --" + name + ")");
+  }
+  return rest;
+}
+
+void validate(const Config& c) {
+  for (const auto& f : schema()) check_rule(c, f, "");
+
+  const auto& m = c.model;
+  if (m.kind == "gpt" && m.width % m.heads != 0) {
+    // Name the nearest head counts that would work.
+    int64_t below = m.heads, above = m.heads;
+    while (below > 1 && m.width % below != 0) --below;
+    while (above <= m.width && m.width % above != 0) ++above;
+    std::string options = std::to_string(below);
+    if (above <= m.width) options += " or " + std::to_string(above);
+    LOOM_USAGE("model.heads (", m.heads, ") must divide model.width (", m.width,
+               "); use heads ", options, ", or change width");
+  }
+
+  const double sum = c.slim.core + c.slim.explore;
+  if (!(sum > 0 && sum <= 1)) {
+    LOOM_USAGE("slim.core + slim.explore must be in (0, 1], got ", number_text(c.slim.core),
+               " + ", number_text(c.slim.explore), " = ", number_text(sum), "; ",
+               sum > 0 ? "lower" : "raise", " slim.core or slim.explore");
+  }
+
+  const bool text_model = m.kind == "gpt";
+  const bool fits = c.data.kind == "synthetic" ||
+                    (text_model ? c.data.kind == "text" : c.data.kind == "fashion-mnist");
+  if (!fits) {
+    LOOM_USAGE("model.kind ", quote(m.kind), " does not fit data.kind ", quote(c.data.kind),
+               ": ", m.kind, " needs data.kind ", text_model ? "text" : "fashion-mnist",
+               "|synthetic; change model.kind or data.kind");
+  }
+}
+
+std::string to_toml(const Config& c) {
+  std::ostringstream out;
+  out << "# loom run configuration; rerun with: loom train --config <this file>\n";
+  std::string section;
+  for (const auto& f : schema()) {
+    if (f.section != section) {
+      section = f.section;
+      out << "\n[" << section << "]\n";
+    }
+    out << f.name << " = " << toml_value(ref(c, f)) << "  # " << f.help;
+    if (!f.rule.text.empty()) out << "; " << f.rule.text;
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace loom::config

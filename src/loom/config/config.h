@@ -1,0 +1,148 @@
+#pragma once
+// Run configuration: TOML file sections [model] [data] [train] [parallel] [output] [slim]
+// [quant] [emulate], every field also a flag (--layers 4 or --model.layers 4).
+// No libtorch or MPI here: the parser and its errors are tested fast.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::config {
+
+struct ModelConfig {
+  std::string kind = "gpt";  // gpt | mlp | cnn
+  int64_t vocab = 256;       // gpt: byte-level
+  int64_t seq_len = 128;     // gpt: T
+  int64_t width = 256;       // gpt: D; mlp: hidden units
+  int64_t layers = 4;        // gpt: transformer blocks; mlp: hidden layers
+  int64_t heads = 4;         // gpt: attention heads (must divide width)
+  int64_t classes = 10;      // mlp/cnn
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string kind = "text";  // text | fashion-mnist | synthetic
+  std::string path;           // text: file or folder; fashion-mnist: folder; "" = default
+  int64_t synthetic_size = 65536;
+  double test_fraction = 0.05;  // text: held-out tail
+
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  int64_t global_batch = 64;  // G = dp * microbatches * micro-batch size
+  int64_t microbatches = 1;   // m, per replica per step
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 3e-4;
+  double min_lr = 0.0;
+  int64_t warmup = 0;  // steps of linear warm-up
+  std::string lr_schedule = "cosine";  // cosine | constant
+  double momentum = 0.9;      // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  double clip = 0.0;          // global-norm clipping; 0 = off
+  int64_t eval_every = 0;     // steps; 0 = only at the end
+  int64_t eval_batches = 8;   // batches of global_batch samples per evaluation
+  uint64_t seed = 1234;
+  int64_t threads = 1;        // compute threads per rank
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct ParallelConfig {
+  int64_t dp = 0;  // 0 = world / pp
+  int64_t pp = 1;
+  int64_t loops = 1;
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | bfs | zb-h1
+  std::string schedule_file;      // custom CSV schedule (overrides schedule)
+  std::string partition = "flops";  // flops | uniform | "2,5,9" cut points (block indices)
+  std::string dp_mode = "allreduce";  // allreduce | zero1 | zero2 | zero3 | slim | quant
+  double bucket_mib = 25.0;
+  bool reshard_after_forward = true;  // zero3
+  int64_t max_unsharded = 2;          // zero3 prefetch bound
+
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct SlimConfig {
+  double core = 0.2;      // c: fraction of coordinates in the core set
+  double explore = 0.1;   // e: fraction in the explorer set
+  int64_t period = 1;     // tau: steps between syncs
+  int64_t refresh = 10;   // R: syncs between core-set refreshes
+  double lambda = 1.0;    // significance weight of the running update
+  int64_t full_sync = 0;  // F: full sync every F syncs; 0 = never
+
+  bool operator==(const SlimConfig&) const = default;
+};
+
+struct QuantConfig {
+  int64_t bits = 8;       // 8 | 4
+  int64_t block = 256;    // values per scale
+
+  bool operator==(const QuantConfig&) const = default;
+};
+
+struct EmulateConfig {
+  std::string bandwidth;  // e.g. "1Gbit", "10Gbit", "100Mbit"; "" = off
+  std::string latency;    // e.g. "50us", "1ms"; "" = off
+
+  bool operator==(const EmulateConfig&) const = default;
+};
+
+struct OutputConfig {
+  std::string dir = "runs/latest";
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  bool progress = true;          // progress bar when stderr is a terminal
+  std::string resume;            // checkpoint folder to resume from ("" = fresh start)
+  std::string trace;             // Chrome trace JSON of the measured timeline ("" = none)
+
+  bool operator==(const OutputConfig&) const = default;
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  ParallelConfig parallel;
+  SlimConfig slim;
+  QuantConfig quant;
+  EmulateConfig emulate;
+  OutputConfig output;
+
+  bool operator==(const Config&) const = default;
+};
+
+// One field of the schema, for --help and error messages.
+struct FieldInfo {
+  std::string section;  // "model"
+  std::string name;     // "layers"
+  std::string type;     // "int", "float", "string", "bool"
+  std::string help;     // one line, with the allowed values or range
+  std::string default_value;
+};
+const std::vector<FieldInfo>& fields();
+
+// Loads a TOML file (throws loom::UsageError: missing file, parse error with line, unknown
+// section or field, wrong type, value out of range). Fields not in the file keep their
+// defaults. Cross-field rules are not checked here: call validate() after the overrides.
+Config load_file(const std::string& path);
+Config from_toml_string(const std::string& text, const std::string& origin = "<string>");
+// Applies "--name value" / "--section.name value" / "--name=value" overrides in order;
+// unknown flags are errors. Checks each value's own range; cross-field rules are left to
+// validate() so that a later flag can still fix an earlier value.
+void apply_overrides(Config& c, const std::vector<std::string>& args);
+// Same, but unknown flags and other arguments are returned in order instead of rejected
+// (when allow_rest is true), so the CLI can handle its own flags such as --nproc.
+std::vector<std::string> apply_overrides(Config& c, const std::vector<std::string>& args,
+                                         bool allow_rest);
+// Checks ranges and cross-field rules that do not need the world size (heads | width, ...).
+void validate(const Config& c);
+// Serialized back to TOML (stored next to metrics and checkpoints).
+std::string to_toml(const Config& c);
+
+// Parsers shared with the CLI: "1Gbit" -> bytes/s, "50us" -> seconds.
+double parse_bandwidth(const std::string& text);
+double parse_duration(const std::string& text);
+
+}  // namespace loom::config

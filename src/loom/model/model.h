@@ -1,0 +1,43 @@
+#pragma once
+// A model is an ordered list of blocks, ready to be cut into pipeline stages:
+//   gpt: embedding (tokens + learned positions), N pre-LayerNorm transformer layers, final
+//        LayerNorm + untied head (the architecture of shared/bench/peers/ddp_gpt.py);
+//   mlp / cnn: the layers of small Fashion-MNIST classifiers.
+// The loss (cross entropy on the last block's logits) is separate from the blocks, so the
+// pipeline computes it on the last stage only.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/config/config.h"
+
+namespace loom::model {
+
+class Block : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // Forward FLOPs for one sample (multiply-add = 2 FLOPs), for balancing and MFU.
+  virtual double flops_per_sample() const = 0;
+  virtual std::string kind() const = 0;
+};
+
+struct Model {
+  std::string name;
+  std::vector<std::shared_ptr<Block>> blocks;
+  // Cross entropy over the last dimension of logits, mean over all positions.
+  static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target);
+  bool classifier = false;  // report accuracy
+  double flops_per_sample() const;  // forward; training ~ 3x
+  int64_t num_parameters() const;
+};
+
+// Builds the full model with torch's default initialization after torch::manual_seed(seed):
+// every rank builds the same parameters, then keeps only its stages.
+Model build(const config::ModelConfig& cfg, uint64_t seed);
+
+// Parameter name of block `index`'s parameter `local`: "blocks.3.qkv.weight".
+std::string param_name(size_t block_index, const std::string& local);
+
+}  // namespace loom::model

@@ -1,0 +1,228 @@
+#include "loom/parallel/executor.h"
+
+#include <chrono>
+
+#include "loom/common/error.h"
+
+namespace loom::parallel {
+namespace {
+
+using schedule::Kind;
+constexpr size_t kRecvLookahead = 8;  // actions ahead of the current one whose RECVs are posted
+
+comm::DType comm_dtype(torch::Dtype t) {
+  if (t == torch::kFloat32) return comm::DType::Float32;
+  if (t == torch::kFloat64) return comm::DType::Float64;
+  if (t == torch::kInt64) return comm::DType::Int64;
+  throw Error("unsupported activation dtype for pipeline transfer");
+}
+
+}  // namespace
+
+Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Communicator& pp_comm,
+                   std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
+                   std::vector<ActivationSpec> boundary)
+    : actions_(lowered.ranks.at(pp_rank)),
+      shape_(lowered.shape),
+      pp_rank_(pp_rank),
+      pp_(pp_comm),
+      stages_(std::move(stages)),
+      syncs_(std::move(syncs)),
+      boundary_(std::move(boundary)) {
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    const auto& a = actions_[i];
+    LOOM_CHECK(shape_.rank_of(a.stage) == pp_rank_, "action ", schedule::to_string(a),
+               " is not for pipeline rank ", pp_rank_);
+    LOOM_CHECK(stages_.count(a.stage), "no stage ", a.stage, " on this rank");
+    if (a.kind == Kind::B || a.kind == Kind::W) last_backward_[a.stage] = i;
+  }
+  int64_t max_tag = int64_t(shape_.stages() + 1) * (shape_.microbatches + 1) * 3;
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(pp_.handle(), MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) LOOM_CHECK_LE(max_tag, int64_t(*ub), "too many stages x micro-batches for MPI tags");
+  origin_us_ = now_us();
+}
+
+double Executor::now_us() const {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int Executor::tag(const Key& k) const {
+  return (k.stage * (shape_.microbatches + 1) + k.mb) * 3 + k.dir;
+}
+
+void Executor::post_recv(const schedule::Action& a) {
+  Key k{a.stage, a.microbatch, a.kind == Kind::RECV_F ? 0 : 1};
+  if (inbox_.count(k) || mailbox_.count(k)) return;
+  int from_stage = k.dir == 0 ? a.stage - 1 : a.stage + 1;
+  // The gradient of a stage's output has the shape of the next stage's input.
+  const ActivationSpec& spec = boundary_.at(k.dir == 0 ? a.stage : a.stage + 1);
+  torch::Tensor buf = torch::empty(spec.shape, torch::TensorOptions().dtype(
+                                                   k.dir == 0 ? spec.dtype : torch::kFloat32));
+  auto w = pp_.recv(buf.data_ptr(), buf.numel(), comm_dtype(buf.scalar_type()),
+                    shape_.rank_of(from_stage), tag(k));
+  inbox_.emplace(k, std::make_pair(buf, w));
+}
+
+torch::Tensor Executor::take(const Key& k, bool* waited) {
+  if (auto it = mailbox_.find(k); it != mailbox_.end()) {
+    torch::Tensor t = std::move(it->second);
+    mailbox_.erase(it);
+    return t;
+  }
+  auto it = inbox_.find(k);
+  LOOM_CHECK(it != inbox_.end(), "stage ", k.stage, " micro-batch ", k.mb, " needs ",
+             k.dir == 0 ? "an activation" : "a gradient",
+             " that nothing sends (schedule lacks a RECV or the previous stage's action)");
+  auto [t, w] = std::move(it->second);
+  inbox_.erase(it);
+  if (waited) *waited = !w->test();
+  w->wait();
+  return t;
+}
+
+void Executor::deliver(int to_stage, int mb, int dir, torch::Tensor t) {
+  Key k{to_stage, mb, dir};
+  if (shape_.rank_of(to_stage) == pp_rank_)
+    mailbox_[k] = t.detach();
+  else
+    outbox_[k] = t.detach().contiguous();
+}
+
+StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
+                              const std::vector<torch::Tensor>& targets, double loss_scale) {
+  StepReport rep;
+  for (auto& [s, st] : stages_) st->reset_step_stats();
+  size_t posted = 0;
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    for (; posted < actions_.size() && posted <= i + kRecvLookahead; ++posted) {
+      const auto& p = actions_[posted];
+      if (p.kind == Kind::RECV_F || p.kind == Kind::RECV_B) post_recv(p);
+    }
+    const schedule::Action& a = actions_[i];
+    Stage& st = *stages_.at(a.stage);
+    GradSync* sync = syncs_.count(a.stage) ? syncs_.at(a.stage) : nullptr;
+    if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
+      sync->on_last_backward();
+    double t0 = now_us();
+    double wait_us = 0;
+    auto take_timed = [&](const Key& k) {
+      double w0 = now_us();
+      torch::Tensor t = take(k);
+      wait_us += now_us() - w0;
+      return t;
+    };
+    switch (a.kind) {
+      case Kind::F: {
+        torch::Tensor in = st.is_first() ? inputs.at(a.microbatch) : take_timed({a.stage, a.microbatch, 0});
+        torch::Tensor tgt = st.is_last() ? targets.at(a.microbatch) : torch::Tensor();
+        torch::Tensor out = st.forward(a.microbatch, in, tgt, loss_scale);
+        if (!st.is_last()) deliver(a.stage + 1, a.microbatch, 0, out);
+        break;
+      }
+      case Kind::B:
+      case Kind::I: {
+        torch::Tensor g = st.is_last() ? torch::Tensor() : take_timed({a.stage, a.microbatch, 1});
+        torch::Tensor gi = a.kind == Kind::B ? st.backward(a.microbatch, g)
+                                             : st.backward_input(a.microbatch, g);
+        if (!st.is_first()) deliver(a.stage - 1, a.microbatch, 1, gi);
+        break;
+      }
+      case Kind::W:
+        st.backward_weight(a.microbatch);
+        break;
+      case Kind::SEND_F:
+      case Kind::SEND_B: {
+        Key k = a.kind == Kind::SEND_F ? Key{a.stage + 1, a.microbatch, 0}
+                                       : Key{a.stage - 1, a.microbatch, 1};
+        auto it = outbox_.find(k);
+        LOOM_CHECK(it != outbox_.end(), schedule::to_string(a), " before the compute that produces it");
+        torch::Tensor t = std::move(it->second);
+        outbox_.erase(it);
+        auto w = pp_.send(t.data_ptr(), t.numel(), comm_dtype(t.scalar_type()),
+                          shape_.rank_of(k.stage), tag(k));
+        sending_.emplace_back(t, w);
+        break;
+      }
+      case Kind::RECV_F:
+      case Kind::RECV_B:
+        post_recv(a);  // normally already posted by the lookahead
+        break;
+      case Kind::UNSHARD:
+        if (sync) sync->unshard();
+        break;
+      case Kind::RESHARD:
+        if (sync) sync->reshard();
+        break;
+      case Kind::REDUCE_GRAD:
+        if (sync) sync->reduce_grad();
+        break;
+    }
+    double t1 = now_us();
+    if (schedule::is_compute(a.kind)) {
+      rep.compute_s += (t1 - t0 - wait_us) * 1e-6;
+      int64_t act = 0;
+      int live = 0;
+      for (auto& [s, stg] : stages_) {
+        act += stg->live_activation_bytes();
+        live += stg->live_microbatches();
+      }
+      rep.peak_activation_bytes = std::max(rep.peak_activation_bytes, act);
+      rep.peak_live_microbatches = std::max(rep.peak_live_microbatches, live);
+    }
+    rep.p2p_wait_s += wait_us * 1e-6;
+    if (tracing_) {
+      if (wait_us > 1.0)
+        trace_.push_back({"wait " + schedule::to_string(a), "wait", t0 - origin_us_, wait_us});
+      trace_.push_back({schedule::to_string(a), std::string(schedule::kind_name(a.kind)),
+                        t0 + wait_us - origin_us_, t1 - t0 - wait_us});
+    }
+  }
+  double s0 = now_us();
+  for (auto& [t, w] : sending_) w->wait();
+  sending_.clear();
+  rep.p2p_wait_s += (now_us() - s0) * 1e-6;
+  LOOM_CHECK(inbox_.empty() && outbox_.empty() && mailbox_.empty(),
+             "pipeline step ended with undelivered tensors (inbox ", inbox_.size(), ", outbox ",
+             outbox_.size(), ", mailbox ", mailbox_.size(), ")");
+  for (auto& [s, sync] : syncs_) rep.dp_wait_s += sync->exposed_wait_s();
+  return rep;
+}
+
+std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor>& inputs, int m) {
+  std::vector<torch::Tensor> logits;
+  std::vector<std::pair<torch::Tensor, comm::WorkPtr>> sends;
+  for (auto& [s, st] : stages_) {  // std::map: stage order
+    for (int j = 0; j < m; ++j) {
+      torch::Tensor in;
+      if (st->is_first()) {
+        in = inputs.at(j);
+      } else if (shape_.rank_of(s - 1) == pp_rank_) {
+        in = take({s, j, 2});
+      } else {
+        const ActivationSpec& spec = boundary_.at(s);
+        in = torch::empty(spec.shape, torch::TensorOptions().dtype(spec.dtype));
+        pp_.recv(in.data_ptr(), in.numel(), comm_dtype(in.scalar_type()), shape_.rank_of(s - 1),
+                 tag({s, j, 2}))
+            ->wait();
+      }
+      torch::Tensor out = st->forward_eval(in);
+      if (st->is_last()) {
+        logits.push_back(out);
+      } else if (shape_.rank_of(s + 1) == pp_rank_) {
+        mailbox_[{s + 1, j, 2}] = out;
+      } else {
+        out = out.contiguous();
+        sends.emplace_back(out, pp_.send(out.data_ptr(), out.numel(), comm_dtype(out.scalar_type()),
+                                         shape_.rank_of(s + 1), tag({s + 1, j, 2})));
+      }
+    }
+  }
+  for (auto& [t, w] : sends) w->wait();
+  return logits;
+}
+
+}  // namespace loom::parallel

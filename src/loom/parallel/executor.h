@@ -1,0 +1,100 @@
+#pragma once
+// The pipeline executor interprets one rank's lowered action list (schedule/lower.h). It never
+// looks at the schedule's name: gpipe, 1f1b, interleaved, bfs, zb-h1 and hand-written CSV
+// schedules all run through the same loop.
+//  - RECV_F / RECV_B are posted ahead of time (a window of upcoming actions), so a message
+//    that arrives early lands in its buffer while the rank computes something else;
+//  - SEND_F / SEND_B are non-blocking; their buffers stay alive until the end of the step;
+//  - adjacent stages on the same rank hand tensors over locally (a mailbox, no action);
+//  - F / B / I / W call the Stage; the loss is computed on the last stage;
+//  - UNSHARD / RESHARD / REDUCE_GRAD call the stage's GradSync; the sync is told right before
+//    the stage's last backward of the step so that its reductions overlap that backward.
+// Every action is timed (Chrome trace of the real run).
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/stage.h"
+#include "loom/schedule/schedule.h"
+
+namespace loom::parallel {
+
+struct TraceEvent {
+  std::string name;  // "2F0"
+  std::string cat;   // kind
+  double start_us = 0;
+  double dur_us = 0;
+};
+
+struct StepReport {
+  double compute_s = 0;        // time in F/B/I/W
+  double p2p_wait_s = 0;       // blocked on pipeline receives/sends
+  double dp_wait_s = 0;        // blocked on data-parallel communication inside the step
+  int64_t peak_activation_bytes = 0;
+  int peak_live_microbatches = 0;
+};
+
+struct ActivationSpec {
+  std::vector<int64_t> shape;  // for one micro-batch
+  torch::Dtype dtype = torch::kFloat32;
+};
+
+class Executor {
+ public:
+  // stages: the stages this rank owns (by global stage index). syncs: same keys.
+  // boundary[s]: shape of stage s's input for one micro-batch (s >= 1).
+  Executor(const schedule::Schedule& lowered, int pp_rank, comm::Communicator& pp_comm,
+           std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
+           std::vector<ActivationSpec> boundary);
+
+  // Runs one training step. inputs[j] / targets[j]: micro-batch j (needed on the ranks that
+  // own the first / last stage; may be empty elsewhere). loss_scale multiplies each
+  // micro-batch loss (1/m: the gradient is the mean over the replica's micro-batches).
+  StepReport run_step(const std::vector<torch::Tensor>& inputs,
+                      const std::vector<torch::Tensor>& targets, double loss_scale);
+
+  // Forward-only pass for evaluation (every stage in order, micro-batches in order);
+  // returns last-stage logits per micro-batch on the rank that owns the last stage.
+  std::vector<torch::Tensor> run_forward(const std::vector<torch::Tensor>& inputs, int m);
+
+  void set_tracing(bool on) { tracing_ = on; }
+  const std::vector<TraceEvent>& trace() const { return trace_; }
+  void clear_trace() { trace_.clear(); }
+  double trace_origin_us() const { return origin_us_; }
+
+ private:
+  struct Key {
+    int stage, mb, dir;  // dir 0: activation into stage, 1: gradient into stage (from stage+1)
+    bool operator<(const Key& o) const {
+      return std::tie(stage, mb, dir) < std::tie(o.stage, o.mb, o.dir);
+    }
+  };
+  int tag(const Key& k) const;
+  void post_recv(const schedule::Action& a);
+  torch::Tensor take(const Key& k, bool* waited = nullptr);
+  void deliver(int to_stage, int mb, int dir, torch::Tensor t);
+  double now_us() const;
+
+  std::vector<schedule::Action> actions_;
+  schedule::Shape shape_;
+  int pp_rank_;
+  comm::Communicator& pp_;
+  std::map<int, Stage*> stages_;
+  std::map<int, GradSync*> syncs_;
+  std::vector<ActivationSpec> boundary_;
+  std::map<int, size_t> last_backward_;  // stage -> index of its last B/W in actions_
+
+  std::map<Key, torch::Tensor> mailbox_;                          // ready tensors
+  std::map<Key, std::pair<torch::Tensor, comm::WorkPtr>> inbox_;  // posted receives
+  std::map<Key, torch::Tensor> outbox_;                           // outputs waiting for SEND
+  std::vector<std::pair<torch::Tensor, comm::WorkPtr>> sending_;
+  bool tracing_ = true;
+  std::vector<TraceEvent> trace_;
+  double origin_us_;
+};
+
+}  // namespace loom::parallel

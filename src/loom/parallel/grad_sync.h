@@ -1,0 +1,74 @@
+#pragma once
+// Data-parallel gradient synchronizers (Flashlight's Reducer idea): one per pipeline stage,
+// one interface, one implementation per --dp-mode. The executor drives them through the
+// schedule's actions; the trainer finishes the step:
+//
+//   executor:  unshard()            UNSHARD action (zero3: all-gather parameters)
+//              on_last_backward()   right before the stage's last B/W of the step
+//              reduce_grad()        REDUCE_GRAD action (start every reduction not started yet)
+//              reshard()            RESHARD action
+//   trainer:   finish()             wait for the reductions: grads are the mean over dp
+//              grad_norm_sq()       this rank's share of the squared global norm
+//              step(lr, scale)      optimizer update with gradients multiplied by scale
+//
+// Collectives on the DP communicator are issued in the same order on every replica because
+// every replica runs the same action list and the same autograd graph (deterministic order).
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/config/config.h"
+#include "loom/parallel/stage.h"
+
+namespace loom::parallel {
+
+// Bytes this rank holds for one stage, by category (per-rank accounting).
+struct MemoryBytes {
+  int64_t params = 0;
+  int64_t grads = 0;
+  int64_t optimizer = 0;
+  int64_t total() const { return params + grads + optimizer; }
+};
+
+class GradSync {
+ public:
+  virtual ~GradSync() = default;
+  virtual std::string name() const = 0;
+  virtual void unshard() {}
+  virtual void reshard() {}
+  virtual void on_last_backward() {}
+  virtual void reduce_grad() = 0;
+  virtual void finish() = 0;
+  virtual double grad_norm_sq() = 0;
+  virtual void step(double lr, double grad_scale) = 0;
+  virtual MemoryBytes memory() const = 0;
+  // Seconds the caller spent blocked on this synchronizer's communication in the step.
+  double exposed_wait_s() const { return exposed_s_; }
+  void reset_exposed() { exposed_s_ = 0; }
+  // Optimizer state and anything else a resumed run needs.
+  virtual void save(torch::serialize::OutputArchive& ar) const = 0;
+  virtual void load(torch::serialize::InputArchive& ar) = 0;
+  // Per-step report line items (e.g. slim: fraction synchronized, drift); may be empty.
+  virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
+
+ protected:
+  double exposed_s_ = 0;
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params,
+                                                        const config::TrainConfig& t);
+void set_lr(torch::optim::Optimizer& opt, double lr);
+
+struct SyncContext {
+  Stage* stage = nullptr;
+  comm::Communicator* dp = nullptr;  // size 1 when dp == 1
+  const config::Config* cfg = nullptr;
+};
+
+// Factory for --dp-mode; throws UsageError for modes that are not built.
+std::unique_ptr<GradSync> make_grad_sync(const SyncContext& ctx);
+
+}  // namespace loom::parallel

@@ -1,0 +1,26 @@
+#include "loom/common/error.h"
+#include "loom/parallel/grad_sync.h"
+
+namespace loom::parallel {
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params,
+                                                        const config::TrainConfig& t) {
+  if (t.optimizer == "adamw") {
+    auto o = torch::optim::AdamWOptions(t.lr)
+                 .betas({t.beta1, t.beta2})
+                 .eps(t.eps)
+                 .weight_decay(t.weight_decay);
+    return std::make_unique<torch::optim::AdamW>(std::move(params), o);
+  }
+  if (t.optimizer == "sgd") {
+    auto o = torch::optim::SGDOptions(t.lr).momentum(t.momentum).weight_decay(t.weight_decay);
+    return std::make_unique<torch::optim::SGD>(std::move(params), o);
+  }
+  LOOM_USAGE("train.optimizer must be adamw or sgd, got '", t.optimizer, "'");
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& g : opt.param_groups()) g.options().set_lr(lr);
+}
+
+}  // namespace loom::parallel

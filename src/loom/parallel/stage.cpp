@@ -1,0 +1,119 @@
+#include "loom/parallel/stage.h"
+
+#include "loom/common/error.h"
+
+namespace loom::parallel {
+
+Stage::Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
+             int first_block)
+    : index_(index), num_stages_(num_stages), blocks_(std::move(blocks)) {
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    for (const auto& item : blocks_[b]->named_parameters()) {
+      params_.push_back({model::param_name(first_block + b, item.key()), item.value()});
+      param_tensors_.push_back(item.value());
+    }
+}
+
+int64_t Stage::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p.tensor.numel();
+  return n;
+}
+
+torch::Tensor Stage::run_blocks(const torch::Tensor& input) {
+  torch::Tensor x = input;
+  for (auto& b : blocks_) x = b->forward(x);
+  return x;
+}
+
+torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Tensor& target,
+                             double loss_scale) {
+  LOOM_CHECK(live_.count(mb) == 0, "stage ", index_, " forward of micro-batch ", mb, " twice");
+  Live live;
+  live.input = is_first() ? input : input.detach().requires_grad_(true);
+  torch::Tensor out = run_blocks(live.input);
+  torch::Tensor result = out;
+  if (is_last()) {
+    LOOM_CHECK(target.defined(), "last stage needs targets");
+    torch::Tensor loss = model::Model::loss(out, target);
+    loss_sum_ += loss.item<double>();
+    if (out.dim() == 2) {  // classifier logits [b, classes]
+      correct_ += out.argmax(1).eq(target).sum().item<int64_t>();
+      counted_ += target.numel();
+    }
+    live.output = loss * loss_scale;
+    result = loss.detach();
+  } else {
+    live.output = out;
+  }
+  live.bytes = out.numel() * out.element_size() * 8;  // graph holds a few copies per block
+  live_.emplace(mb, std::move(live));
+  return result;
+}
+
+torch::Tensor Stage::forward_eval(const torch::Tensor& input) {
+  torch::NoGradGuard no_grad;
+  return run_blocks(input);
+}
+
+Stage::Live Stage::take(int mb) {
+  auto it = live_.find(mb);
+  LOOM_CHECK(it != live_.end(), "stage ", index_, " backward of micro-batch ", mb,
+             " without its forward");
+  Live l = std::move(it->second);
+  live_.erase(it);
+  return l;
+}
+
+torch::Tensor Stage::backward(int mb, const torch::Tensor& grad_output) {
+  Live l = take(mb);
+  if (is_last())
+    l.output.backward();
+  else
+    l.output.backward(grad_output);
+  return is_first() ? torch::Tensor() : l.input.grad();
+}
+
+torch::Tensor Stage::backward_input(int mb, const torch::Tensor& grad_output) {
+  auto it = live_.find(mb);
+  LOOM_CHECK(it != live_.end(), "stage ", index_, " I of micro-batch ", mb, " without forward");
+  Live& l = it->second;
+  l.grad_output = is_last() ? torch::Tensor() : grad_output;
+  if (is_first()) return torch::Tensor();
+  auto grads = torch::autograd::grad({l.output}, {l.input},
+                                     {is_last() ? torch::Tensor() : grad_output},
+                                     /*retain_graph=*/true);
+  return grads[0];
+}
+
+void Stage::backward_weight(int mb) {
+  Live l = take(mb);
+  // Weight gradients through the retained graph. autograd::grad returns them instead of
+  // accumulating, so add them to .grad here (the weights' AccumulateGrad hooks do not fire).
+  auto grads = torch::autograd::grad({l.output}, param_tensors_,
+                                     {is_last() ? torch::Tensor() : l.grad_output},
+                                     /*retain_graph=*/false, /*create_graph=*/false,
+                                     /*allow_unused=*/true);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    auto& p = param_tensors_[i];
+    if (p.grad().defined())
+      p.mutable_grad().add_(grads[i]);
+    else
+      p.mutable_grad() = grads[i].clone();
+  }
+}
+
+void Stage::reset_step_stats() {
+  loss_sum_ = 0;
+  correct_ = counted_ = 0;
+}
+
+int64_t Stage::live_activation_bytes() const {
+  int64_t n = 0;
+  for (const auto& [mb, l] : live_) n += l.bytes;
+  return n;
+}
+
+}  // namespace loom::parallel

@@ -1,0 +1,79 @@
+#pragma once
+// A pipeline stage: a contiguous chunk of the model's blocks plus the per-micro-batch state
+// that lives between its forward and backward (input, output; on the last stage the loss).
+// The stage knows nothing about schedules; the executor calls it in whatever order the
+// schedule says.
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/model/model.h"
+
+namespace loom::parallel {
+
+struct NamedParam {
+  std::string name;  // "blocks.3.qkv.weight" (global block index)
+  torch::Tensor tensor;
+};
+
+class Stage {
+ public:
+  Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
+        int first_block);
+
+  int index() const { return index_; }
+  bool is_first() const { return index_ == 0; }
+  bool is_last() const { return index_ == num_stages_ - 1; }
+  const std::vector<NamedParam>& params() const { return params_; }
+  int64_t num_parameters() const;
+
+  // Runs the blocks on `input` (tokens on the first stage, else an activation; the stage
+  // detaches it and makes it require grad, so each stage owns its own autograd graph).
+  // On the last stage `target` must be defined; the loss times loss_scale is kept for the
+  // backward. Returns the output activation (last stage: the unscaled loss).
+  torch::Tensor forward(int mb, const torch::Tensor& input, const torch::Tensor& target,
+                        double loss_scale);
+  // Forward without autograd state (evaluation). Returns logits on the last stage.
+  torch::Tensor forward_eval(const torch::Tensor& input);
+
+  // Full backward of micro-batch mb: accumulates weight gradients and returns the gradient of
+  // the stage input (undefined on the first stage). grad_output is ignored on the last stage.
+  torch::Tensor backward(int mb, const torch::Tensor& grad_output);
+  // Zero-bubble split: input gradient now (keeps the graph), weight gradient later.
+  torch::Tensor backward_input(int mb, const torch::Tensor& grad_output);
+  void backward_weight(int mb);
+
+  // Last-stage statistics of the step (sum of unscaled losses, correct predictions).
+  double loss_sum() const { return loss_sum_; }
+  int64_t correct() const { return correct_; }
+  int64_t counted() const { return counted_; }
+  void reset_step_stats();
+
+  int live_microbatches() const { return static_cast<int>(live_.size()); }
+  int64_t live_activation_bytes() const;
+
+ private:
+  struct Live {
+    torch::Tensor input;   // requires grad (not on the first stage)
+    torch::Tensor output;  // activation, or scaled loss on the last stage
+    torch::Tensor grad_output;  // kept between I and W
+    int64_t bytes = 0;     // rough size of what the graph holds
+  };
+  torch::Tensor run_blocks(const torch::Tensor& input);
+  Live take(int mb);
+
+  int index_;
+  int num_stages_;
+  std::vector<std::shared_ptr<model::Block>> blocks_;
+  std::vector<NamedParam> params_;
+  std::vector<torch::Tensor> param_tensors_;
+  std::map<int, Live> live_;
+  double loss_sum_ = 0;
+  int64_t correct_ = 0, counted_ = 0;
+  bool classifier_ = false;
+};
+
+}  // namespace loom::parallel

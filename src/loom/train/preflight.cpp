@@ -1,0 +1,99 @@
+#include "loom/train/preflight.h"
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "loom/common/error.h"
+#include "loom/data/dataset.h"
+#include "loom/model/partition.h"
+#include "loom/schedule/generate.h"
+#include "loom/schedule/io.h"
+#include "loom/schedule/validate.h"
+
+namespace loom::train {
+namespace fs = std::filesystem;
+
+std::string default_data_path(const config::Config& cfg) {
+  if (!cfg.data.path.empty()) return cfg.data.path;
+  if (cfg.data.kind == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
+  if (cfg.data.kind == "text") return "/usr/share/games/fortunes";
+  return "";
+}
+
+namespace {
+
+int block_count(const config::ModelConfig& m) {
+  if (m.kind == "gpt") return static_cast<int>(m.layers) + 2;
+  if (m.kind == "mlp") return static_cast<int>(m.layers) + 1;
+  return 4;  // cnn
+}
+
+void check_output_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    LOOM_USAGE("cannot create output folder '", dir, "' (", ec ? ec.message() : "not a folder",
+               "); pass a writable folder with --output.dir");
+  std::string probe = (fs::path(dir) / (".loom-write-test-" + std::to_string(::getpid()))).string();
+  {
+    std::ofstream f(probe);
+    if (!f || !(f << "x") || !f.flush())
+      LOOM_USAGE("output folder '", dir, "' is not writable; pass a writable folder with --output.dir");
+  }
+  fs::remove(probe, ec);
+}
+
+}  // namespace
+
+Resolved preflight(const config::Config& cfg, int world, bool check_output) {
+  config::validate(cfg);
+  Resolved r;
+  r.pp = static_cast<int>(cfg.parallel.pp);
+  r.loops = static_cast<int>(cfg.parallel.loops);
+  r.m = static_cast<int>(cfg.train.microbatches);
+  if (world % r.pp != 0)
+    LOOM_USAGE("pp (", r.pp, ") does not divide the number of ranks (", world,
+               "); choose --pp among the divisors of ", world, " or change --nproc");
+  r.dp = cfg.parallel.dp == 0 ? world / r.pp : static_cast<int>(cfg.parallel.dp);
+  if (r.dp * r.pp != world)
+    LOOM_USAGE("dp (", r.dp, ") x pp (", r.pp, ") = ", r.dp * r.pp, " but ", world,
+               " ranks were launched; set --dp ", world / r.pp, " (or 0 for automatic) or --nproc ",
+               r.dp * r.pp);
+  int64_t per = int64_t(r.dp) * r.m;
+  if (cfg.train.global_batch % per != 0)
+    LOOM_USAGE("train.global_batch (", cfg.train.global_batch, ") is not divisible by dp (", r.dp,
+               ") x microbatches (", r.m, ") = ", per, "; choose a multiple of ", per);
+  r.micro_batch = cfg.train.global_batch / per;
+
+  // Model cut and schedule.
+  int stages = r.pp * r.loops;
+  std::vector<double> unit(block_count(cfg.model), 1.0);
+  model::partition(unit, stages, cfg.parallel.partition == "flops" ? "uniform"
+                                                                   : cfg.parallel.partition);
+  schedule::Shape shape{r.pp, r.loops, r.m};
+  if (!cfg.parallel.schedule_file.empty()) {
+    schedule::Schedule s = schedule::load_csv(cfg.parallel.schedule_file);
+    if (s.shape.pp != r.pp || s.shape.loops != r.loops || s.shape.microbatches != r.m)
+      LOOM_USAGE("schedule file '", cfg.parallel.schedule_file, "' is for pp=", s.shape.pp,
+                 " loops=", s.shape.loops, " microbatches=", s.shape.microbatches,
+                 " but the run has pp=", r.pp, " loops=", r.loops, " microbatches=", r.m,
+                 "; set --pp/--loops/--microbatches to match");
+    schedule::validate(s);
+  } else {
+    std::string why = schedule::unsupported_reason(cfg.parallel.schedule, shape);
+    if (!why.empty()) LOOM_USAGE(why);
+  }
+
+  // Data: open the training split (checks existence and headers).
+  std::string path = default_data_path(cfg);
+  if (cfg.data.kind == "fashion-mnist") {
+    data::open_idx_images(path, data::Split::Train);
+  } else if (cfg.data.kind == "text") {
+    data::open_text(path, cfg.model.seq_len, data::Split::Train, cfg.data.test_fraction);
+  }
+  if (check_output) check_output_dir(cfg.output.dir);
+  return r;
+}
+
+}  // namespace loom::train

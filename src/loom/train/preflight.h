@@ -1,0 +1,23 @@
+#pragma once
+// Everything about a run that can be checked before any rank starts: the configuration, the
+// mesh against the world size, batch divisibility, the model cut, the schedule, the data files
+// and the output folder. The CLI runs it before launching mpirun (so bad input costs one line
+// and exit code 2, not a crash of N ranks); every rank runs it again at start.
+#include <string>
+
+#include "loom/config/config.h"
+
+namespace loom::train {
+
+struct Resolved {
+  int dp = 1, pp = 1, loops = 1, m = 1;
+  int64_t micro_batch = 1;  // samples per micro-batch
+};
+
+// Throws loom::UsageError with one line naming the problem and the fix.
+Resolved preflight(const config::Config& cfg, int world_size, bool check_output = true);
+
+// Default data location for a data kind when data.path is empty.
+std::string default_data_path(const config::Config& cfg);
+
+}  // namespace loom::train

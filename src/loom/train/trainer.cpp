@@ -1,0 +1,452 @@
+#include "loom/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/common/log.h"
+#include "loom/data/dataset.h"
+#include "loom/data/sampler.h"
+#include "loom/model/model.h"
+#include "loom/model/partition.h"
+#include "loom/parallel/executor.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/schedule/generate.h"
+#include "loom/schedule/io.h"
+#include "loom/schedule/lower.h"
+#include "loom/schedule/validate.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/lr_schedule.h"
+#include "loom/train/preflight.h"
+#include "loom/train/report.h"
+
+namespace loom::train {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+torch::Tensor to_tensor(const data::Array& a) {
+  if (a.type == data::ElemType::Int64)
+    return torch::from_blob(const_cast<int64_t*>(a.i64.data()), a.shape, torch::kInt64).clone();
+  return torch::from_blob(const_cast<float*>(a.f32.data()), a.shape, torch::kFloat32).clone();
+}
+
+double world_sum(comm::Communicator& c, double v) {
+  c.all_reduce(&v, 1, comm::DType::Float64)->wait();
+  return v;
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  config::Config cfg;
+  comm::Communicator& base;
+  Resolved r;
+  comm::Mesh mesh;
+  model::Model model;
+  model::Partition cut;
+  schedule::Schedule lowered;
+  std::map<int, std::unique_ptr<parallel::Stage>> stages;
+  std::map<int, std::unique_ptr<parallel::GradSync>> syncs;
+  std::unique_ptr<parallel::Executor> exec;
+  std::unique_ptr<data::Dataset> train_set, eval_set;
+  std::unique_ptr<data::Sampler> sampler, eval_sampler;
+  bool needs_inputs = false, needs_targets = false;
+  int64_t start_step = 0;
+  bool is_root = false;
+
+  Impl(const config::Config& c, comm::Communicator& b) : cfg(c), base(b) {}
+
+  void setup();
+  void build_schedule();
+  std::vector<parallel::ActivationSpec> infer_boundaries();
+  void microbatches(data::Dataset& ds, data::Sampler& smp, int64_t step, std::vector<torch::Tensor>* in,
+                    std::vector<torch::Tensor>* tgt);
+  std::pair<double, double> evaluate();
+  void save_checkpoint(int64_t steps_done);
+  void load_checkpoint(const std::string& path);
+  void write_trace(const std::string& path);
+  TrainResult run(int64_t stop_after);
+};
+
+void Trainer::Impl::setup() {
+  r = preflight(cfg, base.size(), /*check_output=*/base.rank() == 0);
+  torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  mesh = comm::make_mesh(base, r.dp, r.pp);
+  is_root = base.rank() == 0;
+
+  model = model::build(cfg.model, cfg.train.seed);
+  std::vector<double> costs;
+  for (auto& b : model.blocks) costs.push_back(b->flops_per_sample());
+  cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition);
+  for (int s = mesh.pp_rank; s < r.pp * r.loops; s += r.pp) {
+    std::vector<std::shared_ptr<model::Block>> blocks(model.blocks.begin() + cut.begin(s),
+                                                      model.blocks.begin() + cut.end(s));
+    stages[s] = std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s));
+  }
+  needs_inputs = stages.count(0) > 0;
+  needs_targets = stages.count(r.pp * r.loops - 1) > 0;
+
+  // Data: only the ranks that own the first or last stage read it.
+  std::string path = default_data_path(cfg);
+  auto open = [&](data::Split split) -> std::unique_ptr<data::Dataset> {
+    if (cfg.data.kind == "fashion-mnist") return data::open_idx_images(path, split);
+    if (cfg.data.kind == "text")
+      return data::open_text(path, cfg.model.seq_len, split, cfg.data.test_fraction);
+    uint64_t seed = cfg.train.seed + (split == data::Split::Test ? 7919 : 0);
+    int64_t n = split == data::Split::Test ? std::max<int64_t>(1, cfg.data.synthetic_size / 10)
+                                           : cfg.data.synthetic_size;
+    if (cfg.model.kind == "gpt") return data::synthetic_tokens(cfg.model.vocab, cfg.model.seq_len, n, seed);
+    return data::synthetic_classification({1, 28, 28}, cfg.model.classes, n, seed);
+  };
+  train_set = open(data::Split::Train);
+  eval_set = open(data::Split::Test);
+  sampler = std::make_unique<data::Sampler>(train_set->size(), cfg.train.seed, true);
+  eval_sampler = std::make_unique<data::Sampler>(eval_set->size(), cfg.train.seed, false);
+
+  build_schedule();
+  for (auto& [s, st] : stages) {
+    parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
+    syncs[s] = parallel::make_grad_sync(ctx);
+  }
+  std::map<int, parallel::Stage*> sp;
+  std::map<int, parallel::GradSync*> yp;
+  for (auto& [s, st] : stages) sp[s] = st.get();
+  for (auto& [s, y] : syncs) yp[s] = y.get();
+  exec = std::make_unique<parallel::Executor>(lowered, mesh.pp_rank, *mesh.pp_comm, sp, yp,
+                                              infer_boundaries());
+  exec->set_tracing(!cfg.output.trace.empty());
+  if (!cfg.output.resume.empty()) load_checkpoint(cfg.output.resume);
+}
+
+void Trainer::Impl::build_schedule() {
+  schedule::Schedule compute;
+  if (!cfg.parallel.schedule_file.empty())
+    compute = schedule::load_csv(cfg.parallel.schedule_file);
+  else
+    compute = schedule::generate(cfg.parallel.schedule, {r.pp, r.loops, r.m});
+  schedule::validate(compute);
+  schedule::LowerOptions lo;
+  lo.dp_mode = r.dp == 1 ? schedule::DpMode::None
+               : cfg.parallel.dp_mode == "zero3" ? schedule::DpMode::ZeroParams
+                                                 : schedule::DpMode::Reduce;
+  lo.reshard_after_forward = cfg.parallel.reshard_after_forward;
+  lo.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
+  lowered = schedule::lower(compute, lo);
+  schedule::validate(lowered);
+}
+
+// Shapes of each stage's input for one micro-batch, from a no-grad forward of the full model
+// (every rank holds it at setup) on a micro-batch of synthetic-but-valid input.
+std::vector<parallel::ActivationSpec> Trainer::Impl::infer_boundaries() {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x;
+  if (cfg.model.kind == "gpt")
+    x = torch::zeros({r.micro_batch, cfg.model.seq_len}, torch::kInt64);
+  else
+    x = torch::zeros({r.micro_batch, 1, 28, 28}, torch::kFloat32);
+  std::vector<parallel::ActivationSpec> out(r.pp * r.loops + 1);
+  for (int s = 0; s < r.pp * r.loops; ++s) {
+    out[s].shape = x.sizes().vec();
+    out[s].dtype = x.scalar_type();
+    for (int b = cut.begin(s); b < cut.end(s); ++b) x = model.blocks[b]->forward(x);
+  }
+  out.back().shape = x.sizes().vec();
+  return out;
+}
+
+void Trainer::Impl::microbatches(data::Dataset& ds, data::Sampler& smp, int64_t step,
+                                 std::vector<torch::Tensor>* in, std::vector<torch::Tensor>* tgt) {
+  in->clear();
+  tgt->clear();
+  if (!needs_inputs && !needs_targets) return;
+  for (int j = 0; j < r.m; ++j) {
+    auto idx = smp.microbatch(step, cfg.train.global_batch, r.dp, mesh.dp_rank, r.m, j);
+    data::Batch b = ds.get(idx);
+    in->push_back(needs_inputs ? to_tensor(b.input) : torch::Tensor());
+    tgt->push_back(needs_targets ? to_tensor(b.target) : torch::Tensor());
+  }
+}
+
+std::pair<double, double> Trainer::Impl::evaluate() {
+  double loss_sum = 0, correct = 0, count = 0;
+  int64_t batches = std::max<int64_t>(1, std::min<int64_t>(
+      cfg.train.eval_batches, eval_set->size() / cfg.train.global_batch));
+  if (eval_set->size() < cfg.train.global_batch) batches = 0;
+  std::vector<torch::Tensor> in, tgt;
+  for (int64_t i = 0; i < batches; ++i) {
+    microbatches(*eval_set, *eval_sampler, i, &in, &tgt);
+    auto logits = exec->run_forward(in, r.m);
+    if (needs_targets) {
+      for (int j = 0; j < r.m; ++j) {
+        torch::NoGradGuard ng;
+        double l = model::Model::loss(logits[j], tgt[j]).item<double>();
+        loss_sum += l;
+        count += 1;
+        if (model.classifier) correct += logits[j].argmax(1).eq(tgt[j]).sum().item<double>();
+      }
+    }
+  }
+  // Only the last stage's ranks (one per replica) contribute.
+  double n_loss = world_sum(base, count);
+  double total = world_sum(base, loss_sum);
+  double acc = world_sum(base, correct);
+  double samples = n_loss * r.micro_batch;
+  return {n_loss > 0 ? total / n_loss : NAN, model.classifier && samples > 0 ? acc / samples : -1};
+}
+
+void Trainer::Impl::save_checkpoint(int64_t steps_done) {
+  fs::path root = fs::path(cfg.output.dir) / "checkpoint";
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(steps_done));
+  fs::path dir = root / name;
+  if (is_root) fs::create_directories(dir);
+  base.barrier()->wait();
+  {
+    torch::serialize::OutputArchive ar;
+    for (auto& [s, st] : stages)
+      for (auto& p : st->params()) ar.write("param." + p.name, p.tensor.detach());
+    for (auto& [s, y] : syncs) {
+      torch::serialize::OutputArchive sub;
+      y->save(sub);
+      ar.write("sync." + std::to_string(s), sub);
+    }
+    ar.write("rng", torch::Tensor(at::detail::getDefaultCPUGenerator().get_state()));
+    char file[32];
+    std::snprintf(file, sizeof file, "rank-%05d.pt", base.rank());
+    std::string tmp = (dir / (std::string(file) + ".tmp")).string();
+    ar.save_to(tmp);
+    fs::rename(tmp, dir / file);
+  }
+  base.barrier()->wait();
+  if (is_root) {
+    Manifest m{steps_done, base.size(), r.dp, r.pp, r.loops, cfg.parallel.dp_mode,
+               cfg.model.kind, cfg.parallel.schedule};
+    write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
+    write_file_atomic((root / "latest").string(), std::string(name) + "\n");
+    // Keep only the newest complete checkpoint.
+    for (auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && e.path().filename() != name &&
+          e.path().filename().string().rfind("step-", 0) == 0)
+        fs::remove_all(e.path());
+  }
+  base.barrier()->wait();
+}
+
+void Trainer::Impl::load_checkpoint(const std::string& path) {
+  std::string dir;
+  Manifest m = read_manifest(path, &dir);
+  if (m.world != base.size() || m.dp != r.dp || m.pp != r.pp || m.loops != r.loops ||
+      m.dp_mode != cfg.parallel.dp_mode || m.model_kind != cfg.model.kind)
+    LOOM_USAGE("checkpoint '", dir, "' was written with world=", m.world, " dp=", m.dp, " pp=",
+               m.pp, " loops=", m.loops, " dp_mode=", m.dp_mode, " model=", m.model_kind,
+               "; resume with the same settings");
+  char file[32];
+  std::snprintf(file, sizeof file, "rank-%05d.pt", base.rank());
+  fs::path f = fs::path(dir) / file;
+  if (!fs::exists(f)) LOOM_USAGE("checkpoint file '", f.string(), "' is missing; the checkpoint is incomplete");
+  torch::serialize::InputArchive ar;
+  ar.load_from(f.string());
+  torch::NoGradGuard ng;
+  for (auto& [s, st] : stages)
+    for (auto& p : st->params()) {
+      torch::Tensor t;
+      ar.read("param." + p.name, t);
+      p.tensor.copy_(t);
+    }
+  for (auto& [s, y] : syncs) {
+    torch::serialize::InputArchive sub;
+    ar.read("sync." + std::to_string(s), sub);
+    y->load(sub);
+  }
+  torch::Tensor rng;
+  ar.read("rng", rng);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(rng);
+  start_step = m.step;
+}
+
+void Trainer::Impl::write_trace(const std::string& path) {
+  // Every rank serializes its events; rank 0 collects them over the base communicator.
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& e : exec->trace()) {
+    os << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.cat
+       << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << base.rank() << ",\"ts\":" << e.start_us
+       << ",\"dur\":" << e.dur_us << "}";
+    first = false;
+  }
+  std::string mine = os.str();
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lens(base.size());
+  base.all_gather(&len, lens.data(), 1, comm::DType::Int64)->wait();
+  if (!is_root) {
+    if (len) base.send(mine.data(), mine.size(), comm::DType::UInt8, 0, 4242)->wait();
+    return;
+  }
+  std::string out = "{\"traceEvents\":[\n";
+  bool any = false;
+  for (int q = 0; q < base.size(); ++q) {
+    out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(q) +
+           ",\"args\":{\"name\":\"rank " + std::to_string(q) + "\"}},\n";
+    std::string part = mine;
+    if (q != 0) {
+      part.assign(lens[q], '\0');
+      if (lens[q]) base.recv(part.data(), part.size(), comm::DType::UInt8, q, 4242)->wait();
+    }
+    if (part.empty()) continue;
+    out += (any ? ",\n" : "") + part;
+    any = true;
+  }
+  if (!any && out.size() > 2) out.resize(out.size() - 2);  // drop the trailing ",\n"
+  out += "\n]}\n";
+  write_file_atomic(path, out);
+}
+
+TrainResult Trainer::Impl::run(int64_t stop_after) {
+  TrainResult res;
+  const int64_t total = cfg.train.steps;
+  const bool gpt = cfg.model.kind == "gpt";
+  const double items_per_step = double(cfg.train.global_batch) * (gpt ? cfg.model.seq_len : 1);
+  std::unique_ptr<std::ofstream> metrics;
+  if (is_root) {
+    fs::create_directories(cfg.output.dir);
+    write_file_atomic((fs::path(cfg.output.dir) / "config.toml").string(), config::to_toml(cfg));
+    metrics = std::make_unique<std::ofstream>(fs::path(cfg.output.dir) / "metrics.jsonl",
+                                              start_step > 0 ? std::ios::app : std::ios::trunc);
+  }
+  Progress progress(total, is_root && cfg.output.progress, gpt ? "tokens" : "samples");
+  if (is_root)
+    progress.message(detail::concat(
+        "loom: ", model.name, " with ", human_count(double(model.num_parameters())),
+        " parameters, ", cut.describe(), " on dp=", r.dp, " x pp=", r.pp, " (loops ", r.loops,
+        ", schedule ", cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom",
+        ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode,
+        start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
+
+  comm::Stats dp0 = mesh.dp_comm->stats(), pp0 = mesh.pp_comm->stats();
+  std::vector<torch::Tensor> in, tgt;
+  auto t_run = Clock::now();
+  double compute_s = 0, exposed_s = 0, loss = NAN, steps_time = 0;
+  int64_t peak_act = 0;
+  const int64_t end = stop_after > 0 ? std::min(total, start_step + stop_after) : total;
+  for (int64_t step = start_step; step < end; ++step) {
+    auto t0 = Clock::now();
+    double lr = learning_rate(cfg.train.lr_schedule, cfg.train.lr, cfg.train.min_lr,
+                              cfg.train.warmup, total, step);
+    microbatches(*train_set, *sampler, step, &in, &tgt);
+    for (auto& [s, y] : syncs) y->reset_exposed();
+    parallel::StepReport rep = exec->run_step(in, tgt, 1.0 / r.m);
+    auto tw = Clock::now();
+    for (auto& [s, y] : syncs) y->finish();
+    double sync_wait = seconds_since(tw);
+    double scale = 1.0, norm = NAN;
+    if (cfg.train.clip > 0) {
+      double sq = 0;
+      for (auto& [s, y] : syncs) sq += y->grad_norm_sq();
+      norm = std::sqrt(world_sum(base, sq));
+      scale = std::min(1.0, cfg.train.clip / (norm + 1e-6));
+    }
+    for (auto& [s, y] : syncs) y->step(lr, scale);
+    double loss_sum = 0;
+    for (auto& [s, st] : stages)
+      if (st->is_last()) loss_sum += st->loss_sum();
+    loss = world_sum(base, loss_sum) / (double(r.dp) * r.m);
+    double dt = seconds_since(t0);
+    steps_time += dt;
+    compute_s += rep.compute_s;
+    exposed_s += rep.p2p_wait_s + sync_wait;
+    peak_act = std::max(peak_act, rep.peak_activation_bytes);
+    res.final_loss = loss;
+    ++res.steps;
+    if (is_root) {
+      JsonLine j;
+      j.integer("step", step + 1).num("loss", loss).num("lr", lr).num("step_s", dt)
+          .num(gpt ? "tokens_per_s" : "samples_per_s", items_per_step / dt)
+          .num("compute_s", rep.compute_s).num("p2p_wait_s", rep.p2p_wait_s)
+          .num("dp_wait_s", sync_wait + rep.dp_wait_s)
+          .integer("dp_bytes", (mesh.dp_comm->stats() - dp0).total_bytes())
+          .integer("pp_bytes", (mesh.pp_comm->stats() - pp0).total_bytes())
+          .integer("peak_activation_bytes", rep.peak_activation_bytes);
+      if (cfg.train.clip > 0) j.num("grad_norm", norm);
+      for (auto& [s, y] : syncs)
+        for (auto& [k, v] : y->step_metrics()) j.num(k + "." + std::to_string(s), v);
+      *metrics << j.done() << "\n" << std::flush;
+    }
+    progress.update(step + 1, loss, items_per_step / dt, seconds_since(t_run));
+    bool last = step + 1 == total;
+    if ((cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0) || last) {
+      auto [el, ea] = evaluate();
+      res.eval_loss = el;
+      res.eval_accuracy = ea;
+      if (is_root) {
+        JsonLine j;
+        j.integer("step", step + 1).num("eval_loss", el);
+        if (ea >= 0) j.num("eval_accuracy", ea);
+        *metrics << j.done() << "\n" << std::flush;
+        progress.message(detail::concat("eval at step ", step + 1, ": loss ", el,
+                                        ea >= 0 ? detail::concat(", accuracy ", ea * 100, "%") : ""));
+      }
+    }
+    if ((cfg.output.checkpoint_every > 0 && (step + 1) % cfg.output.checkpoint_every == 0) || last)
+      save_checkpoint(step + 1);
+  }
+  progress.finish();
+  res.wall_s = seconds_since(t_run);
+  res.items_per_s = res.steps > 0 ? items_per_step * res.steps / steps_time : 0;
+  res.dp_bytes = (mesh.dp_comm->stats() - dp0).total_bytes();
+  res.pp_bytes = (mesh.pp_comm->stats() - pp0).total_bytes();
+  if (!cfg.output.trace.empty()) write_trace(cfg.output.trace);
+  for (auto& [s, st] : stages)
+    for (auto& p : st->params()) res.params[p.name] = p.tensor.detach().clone();
+
+  // Summary (rank 0 shows its own accounting; the metrics file has per-step numbers).
+  parallel::MemoryBytes mem;
+  for (auto& [s, y] : syncs) {
+    auto m = y->memory();
+    mem.params += m.params;
+    mem.grads += m.grads;
+    mem.optimizer += m.optimizer;
+  }
+  double bubble = steps_time > 0 ? std::max(0.0, 1.0 - compute_s / steps_time) : 0;
+  if (is_root) {
+    std::vector<std::pair<std::string, std::string>> rows = {
+        {"steps", std::to_string(res.steps) + (start_step ? " (resumed at " + std::to_string(start_step) + ")" : "")},
+        {"wall time", human_time(res.wall_s)},
+        {"throughput", human_count(res.items_per_s) + (gpt ? " tokens/s" : " samples/s")},
+        {"final train loss", std::to_string(res.final_loss)},
+        {"eval loss", std::to_string(res.eval_loss)},
+    };
+    if (res.eval_accuracy >= 0) rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
+    rows.push_back({"idle + comm (rank 0)", std::to_string(bubble * 100) + " % of step time"});
+    rows.push_back({"exposed comm (rank 0)", human_time(exposed_s)});
+    rows.push_back({"dp bytes sent (rank 0)", human_bytes(double(res.dp_bytes))});
+    rows.push_back({"pp bytes sent (rank 0)", human_bytes(double(res.pp_bytes))});
+    rows.push_back({"params/grads/optim (rank 0)",
+                    human_bytes(mem.params) + " / " + human_bytes(mem.grads) + " / " + human_bytes(mem.optimizer)});
+    rows.push_back({"peak activations (rank 0)", human_bytes(double(peak_act))});
+    rows.push_back({"metrics", (fs::path(cfg.output.dir) / "metrics.jsonl").string()});
+    rows.push_back({"checkpoint", (fs::path(cfg.output.dir) / "checkpoint").string()});
+    if (!cfg.output.trace.empty()) rows.push_back({"timeline", cfg.output.trace});
+    if (cfg.output.progress) std::fprintf(stderr, "\n%s", summary_table("loom run summary", rows).c_str());
+  }
+  return res;
+}
+
+Trainer::Trainer(const config::Config& cfg, comm::Communicator& base)
+    : impl_(std::make_unique<Impl>(cfg, base)) {
+  impl_->setup();
+}
+Trainer::~Trainer() = default;
+TrainResult Trainer::run(int64_t stop_after) { return impl_->run(stop_after); }
+
+}  // namespace loom::train

@@ -1,0 +1,43 @@
+#pragma once
+// The training loop on a dp x pp mesh: builds the model on every rank (same seed, same
+// parameters), keeps this rank's stages, runs the lowered schedule through the executor,
+// finishes data-parallel synchronization, clips by the global norm, steps the optimizers,
+// reports metrics, evaluates, and writes checkpoints.
+#include <map>
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "loom/comm/communicator.h"
+#include "loom/config/config.h"
+
+namespace loom::train {
+
+struct TrainResult {
+  int64_t steps = 0;            // steps run by this call (after a resume: the remaining ones)
+  double final_loss = 0;        // mean training loss of the last step
+  double eval_loss = 0;
+  double eval_accuracy = -1;    // classifiers only
+  double wall_s = 0;
+  double items_per_s = 0;       // tokens/s (gpt) or samples/s
+  uint64_t dp_bytes = 0;        // this rank, whole run
+  uint64_t pp_bytes = 0;
+  // This rank's parameters by global name ("blocks.3.qkv.weight"), after the last step.
+  std::map<std::string, torch::Tensor> params;
+};
+
+class Trainer {
+ public:
+  // base: the ranks that train (the world, or a sub-communicator in tests).
+  Trainer(const config::Config& cfg, comm::Communicator& base);
+  ~Trainer();
+  // stop_after > 0: return after that many steps of this call (an interrupted run).
+  TrainResult run(int64_t stop_after = -1);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom::train

@@ -1,0 +1,130 @@
+#include "loom/schedule/generate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "loom/common/error.h"
+#include "loom/schedule/lower.h"
+#include "loom/schedule/timing.h"
+#include "loom/schedule/validate.h"
+#include "test_util.h"
+
+namespace loom::schedule {
+namespace {
+
+using test_util::shape_str;
+using test_util::sweep_shapes;
+
+bool supported(const std::string& name, const Shape& s) {
+  if (name == "1f1b" || name == "zb-h1") return s.loops == 1;
+  if (name == "interleaved") return s.loops == 1 || s.microbatches % s.pp == 0;
+  return true;  // gpipe, bfs
+}
+
+TEST(Generate, Names) {
+  EXPECT_EQ(generator_names(),
+            (std::vector<std::string>{"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"}));
+}
+
+// Every generator over pp 1..8, loops 1..4, m 1..16: supported shapes validate, also once
+// lowered in every data-parallel mode; unsupported ones throw UsageError with a reason.
+TEST(Generate, SweepValidatesAndLowers) {
+  const LowerOptions modes[] = {{DpMode::None, true, 2},
+                                {DpMode::Reduce, true, 2},
+                                {DpMode::ZeroParams, true, 2},
+                                {DpMode::ZeroParams, false, 2},
+                                {DpMode::ZeroParams, true, 1}};
+  int generated = 0;
+  for (const std::string& name : generator_names()) {
+    for (const Shape& shape : sweep_shapes()) {
+      const std::string what = shape_str(name, shape);
+      const std::string reason = unsupported_reason(name, shape);
+      ASSERT_EQ(reason.empty(), supported(name, shape)) << what << ": " << reason;
+      if (!reason.empty()) {
+        EXPECT_THROW(generate(name, shape), UsageError) << what;
+        continue;
+      }
+      Schedule s = generate(name, shape);
+      ++generated;
+      ASSERT_EQ(s.name, name);
+      ASSERT_EQ(s.shape.pp, shape.pp);
+      ValidationResult v = check(s);
+      ASSERT_TRUE(v.ok) << what << ": " << v.message << "\n" << v.grid;
+      for (const auto& list : s.ranks)
+        for (const Action& a : list) ASSERT_TRUE(is_compute(a.kind)) << what;
+      for (const LowerOptions& opts : modes) {
+        Schedule low = lower(s, opts);
+        ValidationResult lv = check(low);
+        ASSERT_TRUE(lv.ok) << what << " lowered mode " << static_cast<int>(opts.dp_mode) << ": "
+                           << lv.message << "\n"
+                           << lv.grid;
+        // Lowering only inserts; the compute order is untouched.
+        ASSERT_EQ(test_util::strip_to_compute(low).ranks, s.ranks) << what;
+      }
+    }
+  }
+  EXPECT_GT(generated, 1500);
+}
+
+TEST(Generate, UnsupportedShapesExplainTheFix) {
+  auto reason_of = [](const std::string& name, Shape s) {
+    try {
+      generate(name, s);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(reason_of("1f1b", {2, 2, 4}).find("use interleaved or bfs"), std::string::npos);
+  EXPECT_NE(reason_of("zb-h1", {2, 3, 4}).find("loops=1"), std::string::npos);
+  EXPECT_NE(reason_of("interleaved", {4, 2, 6}).find("divisible by pp"), std::string::npos);
+  EXPECT_NE(reason_of("interleaved", {4, 2, 6}).find("microbatches=8"), std::string::npos);
+  EXPECT_NE(reason_of("nope", {2, 1, 4}).find("known: gpipe, 1f1b, interleaved, bfs, zb-h1"),
+            std::string::npos);
+  for (Shape bad : {Shape{0, 1, 1}, Shape{1, 0, 1}, Shape{1, 1, 0}, Shape{-2, 1, 4}})
+    for (const std::string& name : generator_names()) {
+      EXPECT_FALSE(unsupported_reason(name, bad).empty());
+      EXPECT_THROW(generate(name, bad), UsageError);
+    }
+  EXPECT_EQ(unsupported_reason("interleaved", {4, 1, 6}), "");
+}
+
+TEST(Generate, InterleavedWithOneLoopIs1F1B) {
+  for (int pp = 1; pp <= 6; ++pp)
+    for (int m = 1; m <= 9; ++m)
+      EXPECT_EQ(generate("interleaved", {pp, 1, m}).ranks, generate("1f1b", {pp, 1, m}).ranks);
+}
+
+TEST(Generate, GPipeAndBfsAgree) {
+  // bfs with one loop is GPipe; gpipe with loops is breadth-first too.
+  for (int pp = 1; pp <= 4; ++pp)
+    for (int loops = 1; loops <= 3; ++loops)
+      EXPECT_EQ(generate("gpipe", {pp, loops, 5}).ranks, generate("bfs", {pp, loops, 5}).ranks);
+}
+
+TEST(Generate, InterleavedFollowsMegatronOrder) {
+  // pp=4, v=2, m=8, rank 0: warm-up (4-0-1)*2 + (2-1)*4 = 10 forwards, chunk-major in groups
+  // of pp micro-batches, then one forward / one backward, backward chunks reversed.
+  Schedule s = generate("interleaved", {4, 2, 8});
+  const std::vector<std::string> want = {"0F0", "0F1", "0F2", "0F3", "4F0", "4F1", "4F2",
+                                         "4F3", "0F4", "0F5", "0F6", "4B0", "0F7", "4B1"};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(to_string(s.ranks[0][i]), want[i]) << i;
+  EXPECT_EQ(to_string(s.ranks[0].back()), "0B7");
+  // Rank 3: warm-up 4.
+  EXPECT_EQ(to_string(s.ranks[3][4]), "7F0");
+  EXPECT_EQ(to_string(s.ranks[3][5]), "7B0");
+}
+
+TEST(Generate, OneF1BWarmup) {
+  Schedule s = generate("1f1b", {4, 1, 8});
+  for (int r = 0; r < 4; ++r) {
+    // The first backward comes after pp - r forwards.
+    auto first_b = std::find_if(s.ranks[r].begin(), s.ranks[r].end(),
+                                [](const Action& a) { return a.kind == Kind::B; });
+    EXPECT_EQ(first_b - s.ranks[r].begin(), 4 - r);
+  }
+}
+
+}  // namespace
+}  // namespace loom::schedule

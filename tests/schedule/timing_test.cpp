@@ -1,0 +1,148 @@
+// Bubbles and activation peaks against the closed forms of DESIGN.md section 2.
+// Unit per-stage costs F, B (= I + W); p = pp, v = loops, m = micro-batches; every rank is busy
+// v*m*(F+B), so the bubble fraction is 1 - v*m*(F+B) / makespan.
+#include "loom/schedule/timing.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "loom/common/error.h"
+#include "loom/schedule/generate.h"
+#include "loom/schedule/lower.h"
+#include "test_util.h"
+
+namespace loom::schedule {
+namespace {
+
+using test_util::shape_str;
+
+const UnitCosts kCosts[] = {{1, 2, 1, 1}, {1, 1, 0.5, 0.5}, {2, 3, 1, 2}};
+
+void expect_makespan(const std::string& name, const Shape& shape, const UnitCosts& c, double want) {
+  const Timing t = time_schedule(generate(name, shape), c);
+  EXPECT_DOUBLE_EQ(t.makespan, want) << shape_str(name, shape) << " F=" << c.f << " B=" << c.b;
+  const double busy = shape.loops * shape.microbatches * (c.f + c.b);
+  for (int r = 0; r < shape.pp; ++r) EXPECT_DOUBLE_EQ(t.busy(r), busy);
+  EXPECT_NEAR(t.bubble_fraction(), 1.0 - busy / want, 1e-12);
+}
+
+// GPipe and 1F1B: makespan (m + p - 1)(F + B), bubble fraction (p - 1)/(m + p - 1), any m.
+TEST(Timing, GPipeAnd1F1BMakespan) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m)
+      for (const UnitCosts& c : kCosts)
+        for (const char* name : {"gpipe", "1f1b"})
+          expect_makespan(name, {p, 1, m}, c, (m + p - 1) * (c.f + c.b));
+  EXPECT_NEAR(time_schedule(generate("1f1b", {4, 1, 8})).bubble_fraction(), 3.0 / 11, 1e-12);
+}
+
+// Breadth-first: with m >= p a rank never waits inside a phase, so each rank idles
+// (p - 1)(F + B) in total: makespan (v m + p - 1)(F + B), idle/busy = (p - 1)/(v m).
+// With m < p the pipeline chain dominates: makespan (p v + m - 1)(F + B); each extra loop adds
+// (p - m)(F + B) of idle time.
+TEST(Timing, BreadthFirstMakespan) {
+  for (int p = 1; p <= 8; ++p)
+    for (int v = 1; v <= 4; ++v)
+      for (int m = 1; m <= 16; ++m)
+        for (const UnitCosts& c : kCosts) {
+          const int want = m >= p ? v * m + p - 1 : p * v + m - 1;
+          expect_makespan("bfs", {p, v, m}, c, want * (c.f + c.b));
+          expect_makespan("gpipe", {p, v, m}, c, want * (c.f + c.b));
+        }
+}
+
+// Megatron's interleaved schedule with m % p == 0 has the same bubble as breadth-first:
+// makespan (v m + p - 1)(F + B), bubble fraction (p - 1)/(v m + p - 1).
+TEST(Timing, InterleavedMakespan) {
+  for (int p = 1; p <= 8; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int m = p; m <= 16; m += p)
+        for (const UnitCosts& c : kCosts)
+          expect_makespan("interleaved", {p, v, m}, c, (v * m + p - 1) * (c.f + c.b));
+  EXPECT_NEAR(time_schedule(generate("interleaved", {4, 2, 8})).bubble_fraction(), 3.0 / 19, 1e-12);
+}
+
+// ZB-H1 with F = I = W = 1 against 1F1B with F = 1, B = 2: the I chain is half as long as
+// the B chain, so the cool-down shrinks by (p - 1) W: makespan m(F+I+W) + (p - 1)(F + I)
+// = 3m + 2(p - 1) for m >= p, below 1F1B's 3(m + p - 1) whenever p >= 2.
+TEST(Timing, ZeroBubbleBeats1F1B) {
+  const UnitCosts unit{1, 2, 1, 1};
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m) {
+      const Shape shape{p, 1, m};
+      const Timing zb = time_schedule(generate("zb-h1", shape), unit);
+      const Timing base = time_schedule(generate("1f1b", shape), unit);
+      EXPECT_LE(zb.makespan, base.makespan) << shape_str("zb-h1", shape);
+      if (m >= p) {
+        EXPECT_DOUBLE_EQ(zb.makespan, 3 * m + 2 * (p - 1)) << shape_str("zb-h1", shape);
+      }
+      if (m >= p && p >= 2) {
+        EXPECT_LT(zb.makespan, base.makespan) << shape_str("zb-h1", shape);
+      }
+    }
+}
+
+TEST(Timing, PeakActivations) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m) {
+      const Shape one{p, 1, m};
+      const std::vector<int> gpipe = peak_activations(generate("gpipe", one));
+      const std::vector<int> f1b1 = peak_activations(generate("1f1b", one));
+      const std::vector<int> zb = peak_activations(generate("zb-h1", one));
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(gpipe[r], m);
+        EXPECT_EQ(f1b1[r], std::min(p - r, m)) << "rank " << r;
+        EXPECT_LE(zb[r], f1b1[r]) << shape_str("zb-h1", one) << " rank " << r;
+      }
+      for (int v = 1; v <= 4; ++v) {
+        const std::vector<int> bfs = peak_activations(generate("bfs", {p, v, m}));
+        for (int r = 0; r < p; ++r) EXPECT_EQ(bfs[r], m * v);
+        if (v > 1 && m % p == 0) {
+          // Megatron: warm-up + 1 stage-loads, i.e. about p(1 + (p-1)/(p v)) micro-batches.
+          const std::vector<int> inter = peak_activations(generate("interleaved", {p, v, m}));
+          for (int r = 0; r < p; ++r)
+            EXPECT_EQ(inter[r], std::min(2 * (p - r - 1) + (v - 1) * p + 1, m * v));
+        }
+      }
+    }
+}
+
+TEST(Timing, IgnoresCommunicationAndFollowsDependencies) {
+  Schedule s = generate("zb-h1", {3, 1, 6});
+  const Timing plain = time_schedule(s);
+  const Timing low = time_schedule(lower(s, {DpMode::ZeroParams, true, 2}));
+  EXPECT_DOUBLE_EQ(plain.makespan, low.makespan);
+  for (const auto& row : plain.ranks)
+    for (size_t i = 1; i < row.size(); ++i) EXPECT_GE(row[i].start, row[i - 1].end);
+  // W runs after its own I, even with W much cheaper.
+  const Timing t = time_schedule(s, {1, 2, 1, 0.25});
+  for (const auto& row : t.ranks) {
+    double i_end = -1;
+    for (const TimedAction& a : row) {
+      if (a.action.kind == Kind::I && a.action.microbatch == 0) i_end = a.end;
+      if (a.action.kind == Kind::W && a.action.microbatch == 0) {
+        EXPECT_GE(a.start, i_end);
+      }
+    }
+  }
+}
+
+TEST(Timing, DeadlockThrows) {
+  Schedule s;
+  s.name = "custom";
+  s.shape = {2, 1, 2};
+  s.ranks = {{{0, Kind::F, 0}, {0, Kind::B, 0}, {0, Kind::F, 1}, {0, Kind::B, 1}},
+             {{1, Kind::F, 1}, {1, Kind::B, 1}, {1, Kind::F, 0}, {1, Kind::B, 0}}};
+  try {
+    time_schedule(s);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 at 0B0"), std::string::npos) << e.what();
+  }
+  s.ranks[1].push_back({5, Kind::F, 0});
+  EXPECT_THROW(time_schedule(s), UsageError);
+}
+
+}  // namespace
+}  // namespace loom::schedule

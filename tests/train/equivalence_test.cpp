@@ -1,0 +1,144 @@
+// Parallel training must give the parameters of single-process training on the same global
+// batches. Every rank computes the single-process reference itself (tiny models), then the
+// first k ranks train in parallel and each compares the parameters of the stages it holds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "loom/comm/world.h"
+#include "loom/train/trainer.h"
+
+using namespace loom;
+
+namespace {
+
+config::Config tiny(const std::string& kind, const std::string& opt) {
+  config::Config c;
+  c.model.kind = kind;
+  if (kind == "gpt") {
+    c.model.layers = 3;
+    c.model.width = 32;
+    c.model.heads = 2;
+    c.model.seq_len = 16;
+    c.data.kind = "synthetic";
+    c.data.synthetic_size = 512;
+  } else {
+    c.data.kind = "synthetic";
+    c.data.synthetic_size = 512;
+  }
+  c.train.steps = 5;
+  c.train.global_batch = 16;
+  c.train.optimizer = opt;
+  c.train.lr = opt == "sgd" ? 0.05 : 1e-3;
+  c.train.warmup = 2;
+  c.train.clip = 1.0;
+  c.train.eval_batches = 1;
+  c.output.progress = false;
+  c.output.dir = std::filesystem::temp_directory_path() / ("loom-eq-" + std::to_string(::getpid()));
+  return c;
+}
+
+// Reference on this rank alone.
+std::map<std::string, torch::Tensor> reference(const config::Config& c) {
+  comm::Communicator& w = comm::world();
+  auto self = w.split(w.rank(), 0, "self");
+  config::Config r = c;
+  r.parallel = {};
+  r.parallel.pp = 1;
+  r.train.microbatches = 1;
+  r.output.dir += "-ref" + std::to_string(w.rank());
+  return train::Trainer(r, *self).run().params;
+}
+
+// Trains on the first dp*pp ranks; returns the max relative difference over all parameters
+// (max over ranks), or -1 on ranks that did not take part.
+double parallel_diff(const config::Config& c, int world_needed) {
+  comm::Communicator& w = comm::world();
+  auto ref = reference(c);
+  bool in = w.rank() < world_needed;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "train");
+  double diff = 0;
+  int compared = 0;
+  if (in) {
+    auto got = train::Trainer(c, *sub).run().params;
+    for (auto& [name, t] : got) {
+      auto it = ref.find(name);
+      EXPECT_NE(it, ref.end()) << name;
+      if (it == ref.end()) continue;
+      double d = (t - it->second).abs().max().item<double>() /
+                 std::max(1e-8, it->second.abs().max().item<double>());
+      diff = std::max(diff, d);
+      ++compared;
+    }
+    EXPECT_GT(compared, 0);
+  }
+  w.all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  return diff;
+}
+
+struct Case {
+  std::string model, opt;
+  int dp, m;
+};
+
+class DataParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DataParallel, MatchesSingleProcess) {
+  Case k = GetParam();
+  comm::Communicator& w = comm::world();
+  if (k.dp > w.size()) GTEST_SKIP() << "needs " << k.dp << " ranks";
+  config::Config c = tiny(k.model, k.opt);
+  c.parallel.dp = k.dp;
+  c.train.microbatches = k.m;
+  double diff = parallel_diff(c, k.dp);
+  double tol = k.opt == "sgd" ? 1e-5 : 1e-4;
+  if (w.rank() == 0)
+    std::printf("[ equiv ] %s %s dp=%d m=%d max relative difference %.3g (tolerance %.0e)\n",
+                k.model.c_str(), k.opt.c_str(), k.dp, k.m, diff, tol);
+  EXPECT_LE(diff, tol);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (std::string model : {"gpt", "cnn"})
+    for (std::string opt : {"adamw", "sgd"})
+      for (int dp : {1, 2, 4})
+        for (int m : {1, 2, 4}) v.push_back({model, opt, dp, m});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, DataParallel, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           const Case& k = info.param;
+                           return k.model + "_" + k.opt + "_dp" + std::to_string(k.dp) + "_m" +
+                                  std::to_string(k.m);
+                         });
+
+TEST(Resume, ContinuesExactly) {
+  comm::Communicator& w = comm::world();
+  int n = std::min(2, w.size());
+  bool in = w.rank() < n;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "resume");
+  if (!in) return;
+  config::Config c = tiny("gpt", "adamw");
+  c.train.steps = 6;
+  c.parallel.dp = n;
+  c.train.microbatches = 2;
+  c.output.checkpoint_every = 3;
+  config::Config straight = c;
+  straight.output.dir += "-straight";
+  auto ref = train::Trainer(straight, *sub).run().params;
+  // Interrupted after the checkpoint of step 3, then resumed to step 6.
+  config::Config split = c;
+  split.output.dir += "-split";
+  EXPECT_EQ(train::Trainer(split, *sub).run(/*stop_after=*/3).steps, 3);
+  config::Config resume = split;
+  resume.output.resume = split.output.dir + "/checkpoint";
+  auto resumed = train::Trainer(resume, *sub).run();
+  EXPECT_EQ(resumed.steps, 3);
+  for (auto& [name, t] : ref) ASSERT_TRUE(torch::equal(t, resumed.params.at(name))) << name;
+}
+
+}  // namespace
