@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "loom/common/error.h"
 #include "loom/schedule/generate.h"
+#include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
+#include "loom/schedule/timing.h"
 #include "test_util.h"
 
 namespace loom::schedule {
@@ -168,6 +171,52 @@ TEST(Validate, GridLayout) {
   EXPECT_EQ(v.grid,
             "rank 0 |  0F0   0F1   0B0   0B1  [0F0]\n"
             "rank 1 |  1F0   1B0   1F1   1B1\n");
+}
+
+// Random edits never crash the validator, and what it accepts can be timed (no deadlock).
+TEST(Validate, RandomEditsAreDiagnosed) {
+  std::mt19937 rng(1234);
+  std::vector<Schedule> bases;
+  for (const std::string& name : generator_names()) {
+    const Shape shape{3, name == "1f1b" || name == "zb-h1" ? 1 : 2, 3};
+    bases.push_back(generate(name, shape));
+    bases.push_back(lower(bases.back(), {DpMode::ZeroParams, true, 2}));
+  }
+  int accepted = 0, rejected = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    Schedule s = bases[trial % bases.size()];
+    auto& list = s.ranks[rng() % s.ranks.size()];
+    const size_t i = rng() % list.size();
+    switch (rng() % 5) {
+      case 0:  // swap neighbours
+        if (i + 1 < list.size()) std::swap(list[i], list[i + 1]);
+        break;
+      case 1:
+        list.erase(list.begin() + i);
+        break;
+      case 2:
+        list.insert(list.begin() + rng() % list.size(), list[i]);
+        break;
+      case 3:
+        list[i].stage += static_cast<int>(rng() % 5) - 2;
+        break;
+      default:
+        list[i].microbatch += static_cast<int>(rng() % 5) - 2;
+        break;
+    }
+    ValidationResult v;
+    ASSERT_NO_THROW(v = check(s)) << to_csv(s);
+    if (v.ok) {
+      ++accepted;
+      EXPECT_NO_THROW(time_schedule(s)) << to_csv(s);
+    } else {
+      ++rejected;
+      EXPECT_FALSE(v.message.empty());
+      EXPECT_FALSE(v.grid.empty());
+    }
+  }
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(rejected, 1000);
 }
 
 }  // namespace

@@ -176,7 +176,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     rep.p2p_wait_s += wait_us * 1e-6;
     if (tracing_) {
       if (wait_us > 1.0)
-        trace_.push_back({"wait " + schedule::to_string(a), "wait", t0 - origin_us_, wait_us});
+        trace_.push_back({"wait:" + schedule::to_string(a), "wait", t0 - origin_us_, wait_us});
       trace_.push_back({schedule::to_string(a), std::string(schedule::kind_name(a.kind)),
                         t0 + wait_us - origin_us_, t1 - t0 - wait_us});
     }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "loom/schedule/schedule.h"
+#include "loom/schedule/timing.h"
 
 namespace loom::schedule {
 
@@ -15,6 +16,8 @@ Schedule load_csv(const std::string& path);   // throws loom::UsageError when un
 
 std::string render_ascii(const Schedule& s);  // rank x step grid, compute actions aligned
 std::string render_svg(const Schedule& s);    // one row per rank, colour per kind
+// Same picture for a given timing (e.g. one measured by the runtime; unit_label like " ms").
+std::string render_svg(const Schedule& s, const Timing& timing, const std::string& unit_label);
 // Chrome trace JSON (chrome://tracing, Perfetto); unit-time actions, one track per rank.
 std::string render_trace(const Schedule& s);
 

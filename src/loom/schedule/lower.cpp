@@ -59,17 +59,21 @@ std::vector<Gather> needed_gathers(const std::vector<Action>& list, int stages,
   return out;
 }
 
-// Prefetch: each UNSHARD moves earlier, in order of first use, while fewer than max_unsharded
-// stages are gathered there and the stage's previous gather has ended.
+// Prefetch one gather ahead: each UNSHARD moves earlier, in order of first use, while fewer
+// than max_unsharded stages are gathered there, but not before the first compute action of the
+// previous gather nor before the stage's own previous RESHARD.
 void place_unshards(std::vector<Gather>& gathers, int n, int stages, int max_unsharded) {
   std::vector<int> held(n, 0);
   std::vector<int> prev_last(stages, -1);
+  int prev_first = 0;
   for (Gather& g : gathers) {
+    const int earliest = std::max(prev_first, prev_last[g.stage] + 1);
     int at = g.first;
-    while (at - 1 > prev_last[g.stage] && held[at - 1] < max_unsharded) --at;
+    while (at > earliest && held[at - 1] < max_unsharded) --at;
     g.unshard = at;
     for (int i = at; i <= g.last; ++i) ++held[i];
     prev_last[g.stage] = g.last;
+    prev_first = g.first;
   }
 }
 

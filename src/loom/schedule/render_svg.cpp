@@ -63,18 +63,21 @@ std::string fill(Kind k, double light) {
 }  // namespace
 
 std::string render_svg(const Schedule& s) {
-  const Timing timing = time_schedule(s);
+  return render_svg(s, time_schedule(s), "");
+}
+
+std::string render_svg(const Schedule& s, const Timing& timing, const std::string& unit_label) {
   const Shape& shape = s.shape;
   const double span = std::max(timing.makespan, 1.0);
-  const double unit = std::clamp(1200.0 / span, 14.0, 40.0);
+  const double unit = unit_label.empty() ? std::clamp(1200.0 / span, 16.0, 40.0) : 1200.0 / span;
   const double left = 64, top = 64, row = 26, gap = 6;
   const double width = left + span * unit + 16;
   const double height = top + shape.pp * (row + gap) + 12;
 
   char title[256];
-  std::snprintf(title, sizeof title, " pp=%d loops=%d microbatches=%d: makespan %s, bubble %.1f%%",
+  std::snprintf(title, sizeof title, " pp=%d loops=%d microbatches=%d: makespan %s%s, bubble %.1f%%",
                 shape.pp, shape.loops, shape.microbatches, num(timing.makespan).c_str(),
-                100.0 * timing.bubble_fraction());
+                unit_label.c_str(), 100.0 * timing.bubble_fraction());
   std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) +
                     "\" height=\"" + num(height) + "\" viewBox=\"0 0 " + num(width) + " " +
                     num(height) + "\" font-family=\"sans-serif\">\n";
@@ -91,7 +94,7 @@ std::string render_svg(const Schedule& s) {
     out += "<rect class=\"legend\" x=\"" + num(x) +
            "\" y=\"32\" width=\"12\" height=\"12\" fill=\"" + fill(kind, 42) + "\"/>";
     out += "<text x=\"" + num(x + 16) + "\" y=\"43\" font-size=\"12\">" + text + "</text>\n";
-    x += 110;
+    x += 120;
   }
   out += "<text x=\"" + num(x) +
          "\" y=\"43\" font-size=\"12\">label: micro-batch (stage:micro-batch" +
@@ -117,8 +120,10 @@ std::string render_svg(const Schedule& s) {
              "</title></rect>";
       std::string label = std::to_string(a.stage) + ":" + std::to_string(a.microbatch);
       if (w < 6.5 * label.size() + 4) label = std::to_string(a.microbatch);
-      out += "<text x=\"" + num(ax + w / 2) + "\" y=\"" + num(y + row * 0.65) +
-             "\" font-size=\"10\" text-anchor=\"middle\" fill=\"" +
+      // Shrink the font so that two-digit micro-batches fit in one narrow unit.
+      const double font = std::clamp((w - 2) / (0.62 * label.size() + 0.4), 7.0, 10.0);
+      out += "<text x=\"" + num(ax + w / 2) + "\" y=\"" + num(y + row * 0.65) + "\" font-size=\"" +
+             num(font) + "\" text-anchor=\"middle\" fill=\"" +
              (light < 55 ? "#ffffff" : "#111111") + "\">" + label + "</text>\n";
     }
   }

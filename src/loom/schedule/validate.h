@@ -7,6 +7,10 @@
 //  - a step-by-step simulation where each rank executes its list in order, compute actions wait
 //    for their cross-rank dependencies (compute-only schedules) or RECV waits for the matching
 //    SEND (lowered schedules; sends never block); no progress with work left = deadlock.
+// Lowered schedules (those with any SEND/RECV) must have exactly the SEND/RECV pairs of every
+// boundary between ranks. REDUCE_GRAD is optional, but then once per stage, after all of the
+// stage's B/W. A stage with UNSHARD/RESHARD actions must be gathered when it computes, the two
+// must alternate, and the stage ends the list resharded.
 // On failure the report holds a rank x step grid with the offending action marked like [2B0].
 #include <string>
 

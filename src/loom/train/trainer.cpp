@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "loom/comm/engine.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
@@ -82,6 +83,12 @@ void Trainer::Impl::setup() {
   r = preflight(cfg, base.size(), /*check_output=*/base.rank() == 0);
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
   mesh = comm::make_mesh(base, r.dp, r.pp);
+  if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
+    comm::LinkEmulation e;
+    if (!cfg.emulate.bandwidth.empty()) e.bandwidth_bytes_per_s = config::parse_bandwidth(cfg.emulate.bandwidth);
+    if (!cfg.emulate.latency.empty()) e.latency_s = config::parse_duration(cfg.emulate.latency);
+    comm::Engine::instance().set_emulation(e);
+  }
   is_root = base.rank() == 0;
 
   model = model::build(cfg.model, cfg.train.seed);
@@ -209,8 +216,7 @@ void Trainer::Impl::save_checkpoint(int64_t steps_done) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(steps_done));
   fs::path dir = root / name;
-  if (is_root) fs::create_directories(dir);
-  base.barrier()->wait();
+  fs::create_directories(dir);  // every rank: nodes need not share a file system
   {
     torch::serialize::OutputArchive ar;
     for (auto& [s, st] : stages)
@@ -275,16 +281,12 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   start_step = m.step;
 }
 
+// The executor's events of the last step, from every rank, as a Chrome trace (all ranks) and
+// an SVG of the pipeline (the ranks of replica 0) drawn like the generated schedule.
 void Trainer::Impl::write_trace(const std::string& path) {
-  // Every rank serializes its events; rank 0 collects them over the base communicator.
   std::ostringstream os;
-  bool first = true;
-  for (const auto& e : exec->trace()) {
-    os << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.cat
-       << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << base.rank() << ",\"ts\":" << e.start_us
-       << ",\"dur\":" << e.dur_us << "}";
-    first = false;
-  }
+  for (const auto& e : exec->trace())
+    os << e.name << ' ' << e.cat << ' ' << e.start_us << ' ' << e.dur_us << '\n';
   std::string mine = os.str();
   int64_t len = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lens(base.size());
@@ -293,23 +295,52 @@ void Trainer::Impl::write_trace(const std::string& path) {
     if (len) base.send(mine.data(), mine.size(), comm::DType::UInt8, 0, 4242)->wait();
     return;
   }
-  std::string out = "{\"traceEvents\":[\n";
-  bool any = false;
-  for (int q = 0; q < base.size(); ++q) {
-    out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(q) +
-           ",\"args\":{\"name\":\"rank " + std::to_string(q) + "\"}},\n";
-    std::string part = mine;
-    if (q != 0) {
-      part.assign(lens[q], '\0');
-      if (lens[q]) base.recv(part.data(), part.size(), comm::DType::UInt8, q, 4242)->wait();
-    }
-    if (part.empty()) continue;
-    out += (any ? ",\n" : "") + part;
-    any = true;
+  std::vector<std::string> parts(base.size());
+  parts[0] = mine;
+  for (int q = 1; q < base.size(); ++q) {
+    parts[q].assign(lens[q], '\0');
+    if (lens[q]) base.recv(parts[q].data(), parts[q].size(), comm::DType::UInt8, q, 4242)->wait();
   }
-  if (!any && out.size() > 2) out.resize(out.size() - 2);  // drop the trailing ",\n"
-  out += "\n]}\n";
-  write_file_atomic(path, out);
+  double t0 = 1e300;
+  for (auto& p : parts) {
+    std::istringstream is(p);
+    std::string n, c;
+    double st, du;
+    while (is >> n >> c >> st >> du) t0 = std::min(t0, st);
+  }
+  std::string json = "{\"traceEvents\":[\n";
+  schedule::Timing timing;
+  timing.ranks.resize(r.pp);
+  for (int q = 0; q < base.size(); ++q) {
+    json += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(q) +
+            ",\"args\":{\"name\":\"rank " + std::to_string(q) + "\"}}";
+    std::istringstream is(parts[q]);
+    std::string n, c;
+    double st, du;
+    while (is >> n >> c >> st >> du) {
+      char ev[256];
+      std::snprintf(ev, sizeof ev,
+                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
+                    "\"ts\":%.1f,\"dur\":%.1f}",
+                    n.c_str(), c.c_str(), q, st - t0, du);
+      json += ev;
+      bool replica0 = q % r.dp == 0;
+      if (replica0 && n.rfind("wait:", 0) != 0) {
+        schedule::Action a = schedule::parse_action(n);
+        if (!schedule::is_compute(a.kind)) continue;
+        double s_ms = (st - t0) / 1000.0, e_ms = s_ms + du / 1000.0;
+        timing.ranks[q / r.dp].push_back({a, s_ms, e_ms});
+        timing.makespan = std::max(timing.makespan, e_ms);
+      }
+    }
+    json += q + 1 < base.size() ? ",\n" : "\n";
+  }
+  json += "]}\n";
+  write_file_atomic(path, json);
+  std::string svg_path = fs::path(path).replace_extension(".svg").string();
+  schedule::Schedule shown = lowered;
+  shown.name = "measured " + (cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom");
+  write_file_atomic(svg_path, schedule::render_svg(shown, timing, " ms"));
 }
 
 TrainResult Trainer::Impl::run(int64_t stop_after) {
@@ -332,6 +363,12 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
         ", schedule ", cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom",
         ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode,
         start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
+  if (is_root && comm::Engine::instance().emulation().active())
+    progress.message(detail::concat(
+        "EMULATED LINK: every communication is delayed as on a ",
+        cfg.emulate.bandwidth.empty() ? "infinitely fast" : cfg.emulate.bandwidth, " link with ",
+        cfg.emulate.latency.empty() ? "0" : cfg.emulate.latency,
+        " latency (emulation, not a real network)"));
 
   comm::Stats dp0 = mesh.dp_comm->stats(), pp0 = mesh.pp_comm->stats();
   std::vector<torch::Tensor> in, tgt;
@@ -345,6 +382,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
                               cfg.train.warmup, total, step);
     microbatches(*train_set, *sampler, step, &in, &tgt);
     for (auto& [s, y] : syncs) y->reset_exposed();
+    exec->clear_trace();
     parallel::StepReport rep = exec->run_step(in, tgt, 1.0 / r.m);
     auto tw = Clock::now();
     for (auto& [s, y] : syncs) y->finish();
@@ -429,6 +467,8 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     if (res.eval_accuracy >= 0) rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
     rows.push_back({"idle + comm (rank 0)", std::to_string(bubble * 100) + " % of step time"});
     rows.push_back({"exposed comm (rank 0)", human_time(exposed_s)});
+    if (comm::Engine::instance().emulation().active())
+      rows.push_back({"link", "EMULATED " + cfg.emulate.bandwidth + " " + cfg.emulate.latency});
     rows.push_back({"dp bytes sent (rank 0)", human_bytes(double(res.dp_bytes))});
     rows.push_back({"pp bytes sent (rank 0)", human_bytes(double(res.pp_bytes))});
     rows.push_back({"params/grads/optim (rank 0)",

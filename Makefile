@@ -1,0 +1,37 @@
+# The two commands a newcomer needs:  make demo  and  make test.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+NPROC ?= 4
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMP_NUM_THREADS := 1
+export OPENBLAS_NUM_THREADS := 1
+
+.PHONY: deps build demo test test-fast bench clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Trains the byte-level GPT on the fortunes corpus on $(NPROC) local ranks (pp=2 x dp=2,
+# breadth-first schedule with 2 loops) for about two minutes.
+demo: build
+	bash scripts/demo.sh $(BUILD) $(NPROC)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 900
+
+# Only the fast unit tests (no MPI).
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -L unit
+
+bench: build
+	bash bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# make demo: train the GPT on the fortunes corpus on local ranks and show where results went.
+set -euo pipefail
+build=${1:-build}
+nproc=${2:-4}
+out=runs/demo
+rm -rf "$out"
+mkdir -p "$out"
+"$build/bin/loom" schedule --schedule bfs --pp 2 --loops 2 --microbatches 4 --format svg \
+  --out "$out/schedule.svg"
+"$build/bin/loom" train --config configs/gpt-fortunes.toml --nproc "$nproc" \
+  --pp 2 --loops 2 --schedule bfs --microbatches 4 \
+  --output.dir "$out" --output.trace "$out/timeline.json"
+echo
+echo "demo outputs in $out/:"
+ls -1 "$out" | sed 's/^/  /'
