@@ -58,6 +58,30 @@ TEST(Comm, ReduceScatterAndAllGather) {
   }
 }
 
+// Block j of rank r's send buffer lands as block r of rank j's receive buffer.
+TEST(Comm, AllToAllExchangesBlocks) {
+  Communicator& w = world();
+  int d = w.size();
+  for (size_t n : kCounts) {
+    std::vector<float> send(n * d), recv(n * d, -1.f);
+    for (int j = 0; j < d; ++j)
+      for (size_t i = 0; i < n; ++i) send[j * n + i] = value(w.rank(), i) + 100.f * j;
+    w.reset_stats();
+    w.all_to_all(send.data(), recv.data(), n, DType::Float32)->wait();
+    EXPECT_EQ(w.stats().bytes[int(OpKind::AllToAll)], uint64_t(d - 1) * n * 4);
+    for (int r = 0; r < d; ++r)
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_FLOAT_EQ(recv[r * n + i], value(r, i) + 100.f * w.rank()) << "n=" << n;
+  }
+  // Bytes (the quantized exchange of --dp-mode quant).
+  std::vector<uint8_t> s8(3 * d), r8(3 * d);
+  for (int j = 0; j < d; ++j)
+    for (int i = 0; i < 3; ++i) s8[j * 3 + i] = static_cast<uint8_t>(16 * w.rank() + j + i);
+  w.all_to_all(s8.data(), r8.data(), 3, DType::UInt8)->wait();
+  for (int r = 0; r < d; ++r)
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(r8[r * 3 + i], 16 * r + w.rank() + i);
+}
+
 TEST(Comm, BroadcastFromEveryRoot) {
   Communicator& w = world();
   for (size_t n : kCounts) {

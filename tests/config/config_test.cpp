@@ -602,5 +602,28 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(mlp.data.kind, "fashion-mnist");
 }
 
+// The spellings: --dp-mode, --slim-core, --emulate-bandwidth (hyphens for "_" or ".").
+TEST(ConfigFlags, HyphenatedSpellings) {
+  Config c;
+  apply_overrides(c, {"--dp-mode", "slim", "--slim-core", "0.3", "--slim-explore=0.05",
+                      "--slim-period", "2", "--slim-refresh", "5", "--slim-lambda", "0.5",
+                      "--slim-full-sync", "4", "--emulate-bandwidth", "1Gbit",
+                      "--emulate-latency", "50us", "--quant-bits", "4", "--global-batch", "32",
+                      "--slim.full-sync", "3"});
+  EXPECT_EQ(c.parallel.dp_mode, "slim");
+  EXPECT_DOUBLE_EQ(c.slim.core, 0.3);
+  EXPECT_DOUBLE_EQ(c.slim.explore, 0.05);
+  EXPECT_EQ(c.slim.period, 2);
+  EXPECT_EQ(c.slim.refresh, 5);
+  EXPECT_DOUBLE_EQ(c.slim.lambda, 0.5);
+  EXPECT_EQ(c.slim.full_sync, 3);
+  EXPECT_EQ(c.emulate.bandwidth, "1Gbit");
+  EXPECT_EQ(c.emulate.latency, "50us");
+  EXPECT_EQ(c.quant.bits, 4);
+  EXPECT_EQ(c.train.global_batch, 32);
+  expect_flag_error({"--slim-core", "1.5"}, {"slim.core must be in [0, 1], got 1.5"});
+  expect_flag_error({"--slim-cores", "0.5"}, {"unknown flag"});
+}
+
 }  // namespace
 }  // namespace loom::config

@@ -56,7 +56,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), e.what());
+    std::string msg = e.what();
+    if (msg.rfind("[rank ", 0) == 0)  // already names the rank
+      std::fprintf(stderr, "loom: error: %s\n", msg.c_str());
+    else
+      std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), msg.c_str());
     if (mpi_active()) loom::comm::abort_all(1);
     return 1;
   }

@@ -51,7 +51,7 @@ void print_help() {
 
 [[noreturn]] void relaunch(int nproc, const std::string& self, const std::vector<std::string>& args) {
   std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(nproc), "--oversubscribe",
-                                  "--quiet", "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"};
+                                  "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.push_back(std::filesystem::read_symlink(self).string());  // mpirun must not run itself
   cmd.push_back("train");

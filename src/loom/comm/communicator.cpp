@@ -119,6 +119,20 @@ WorkPtr Communicator::all_gather(const void* send, void* recv, size_t send_count
                 });
 }
 
+WorkPtr Communicator::all_to_all(const void* send, void* recv, size_t count, DType t,
+                                 const Options& o) {
+  int n = checked_int(count);
+  checked_int(count * size_);
+  // Every rank keeps its own block and sends the other d-1.
+  uint64_t bytes = (size_ - 1) * count * dtype_size(t);
+  return submit(OpKind::AllToAll, std::to_string(count) + " " + type_name(t) + " per rank",
+                bytes, o, [=, this] {
+                  MPI_Request r;
+                  MPI_Ialltoall(send, n, mpi_type(t), recv, n, mpi_type(t), comm_, &r);
+                  return r;
+                });
+}
+
 WorkPtr Communicator::broadcast(void* buf, size_t count, DType t, int root, const Options& o) {
   int n = checked_int(count);
   uint64_t bytes = (rank_ == root && size_ > 1) ? count * dtype_size(t) : 0;

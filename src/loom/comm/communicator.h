@@ -37,6 +37,9 @@ class Communicator {
   // recv gets size() * send_count elements, block i from rank i.
   WorkPtr all_gather(const void* send, void* recv, size_t send_count, DType t,
                      const Options& o = {});
+  // send holds size() blocks of count elements, block j for rank j; recv gets size() blocks,
+  // block i from rank i (MPI_Alltoall).
+  WorkPtr all_to_all(const void* send, void* recv, size_t count, DType t, const Options& o = {});
   WorkPtr broadcast(void* buf, size_t count, DType t, int root, const Options& o = {});
   WorkPtr barrier(const Options& o = {});
   WorkPtr send(const void* buf, size_t count, DType t, int dst, int tag, const Options& o = {});

@@ -24,6 +24,7 @@ std::string_view op_name(OpKind k) {
     case OpKind::Barrier: return "barrier";
     case OpKind::Send: return "send";
     case OpKind::Recv: return "recv";
+    case OpKind::AllToAll: return "all_to_all";
   }
   return "?";
 }

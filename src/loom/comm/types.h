@@ -9,8 +9,10 @@ namespace loom::comm {
 
 enum class DType : uint8_t { Float32, Float64, Int32, Int64, UInt8 };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
-enum class OpKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv };
-constexpr int kOpKinds = 7;
+enum class OpKind : uint8_t {
+  AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv, AllToAll
+};
+constexpr int kOpKinds = 8;
 
 size_t dtype_size(DType t);
 std::string_view op_name(OpKind k);
@@ -32,7 +34,8 @@ struct LinkEmulation {
 };
 
 // Counters of one communicator. Bytes are those this rank sends under a ring algorithm
-// (all-reduce 2(d-1)/d n, reduce-scatter and all-gather (d-1)/d n, broadcast n from the root),
+// (all-reduce 2(d-1)/d n, reduce-scatter, all-gather and all-to-all (d-1)/d n, broadcast n from
+// the root),
 // so they compare directly with DESIGN.md's cost formulas whatever MPI does inside.
 struct Stats {
   uint64_t calls[kOpKinds] = {};

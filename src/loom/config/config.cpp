@@ -539,6 +539,16 @@ void set_from_text(Config& c, const Field& f, const std::string& text, const std
 
 // The field a flag names, or nullptr when it names none and `allow_unknown` is set.
 const Field* resolve_flag(const std::string& name, bool allow_unknown) {
+  // Hyphenated spellings (--dp-mode, --slim-core, --emulate-bandwidth) name the same fields:
+  // "-" reads as "_", and the first "-" after a section name may also read as ".".
+  if (name.find('-') != std::string::npos) {
+    std::string under = name;
+    std::replace(under.begin(), under.end(), '-', '_');
+    auto dash = name.find('-');
+    if (name.find('.') == std::string::npos)
+      if (const Field* f = find_field(name.substr(0, dash), under.substr(dash + 1))) return f;
+    return resolve_flag(under, allow_unknown);
+  }
   auto dot = name.find('.');
   if (dot != std::string::npos) {
     if (const Field* f = find_field(name.substr(0, dot), name.substr(dot + 1))) return f;

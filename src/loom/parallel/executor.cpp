@@ -108,6 +108,13 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
       sync->on_last_backward();
     double t0 = now_us();
+    // Sharded parameters: wait for the stage's all-gather (started by UNSHARD) right before the
+    // first compute that needs it. Counted as data-parallel wait, not compute.
+    double dp_wait_us = 0;
+    if (sync && schedule::is_compute(a.kind)) {
+      sync->before_compute(a.kind != Kind::F);
+      dp_wait_us = now_us() - t0;
+    }
     double wait_us = 0;
     auto take_timed = [&](const Key& k) {
       double w0 = now_us();
@@ -163,7 +170,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     }
     double t1 = now_us();
     if (schedule::is_compute(a.kind)) {
-      rep.compute_s += (t1 - t0 - wait_us) * 1e-6;
+      rep.compute_s += (t1 - t0 - wait_us - dp_wait_us) * 1e-6;
       int64_t act = 0;
       int live = 0;
       for (auto& [s, stg] : stages_) {
@@ -175,10 +182,13 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     }
     rep.p2p_wait_s += wait_us * 1e-6;
     if (tracing_) {
+      if (dp_wait_us > 1.0)
+        trace_.push_back({"wait:dp:" + schedule::to_string(a), "dp_wait", t0 - origin_us_, dp_wait_us});
+      const double tw = t0 + dp_wait_us;
       if (wait_us > 1.0)
-        trace_.push_back({"wait:" + schedule::to_string(a), "wait", t0 - origin_us_, wait_us});
+        trace_.push_back({"wait:" + schedule::to_string(a), "wait", tw - origin_us_, wait_us});
       trace_.push_back({schedule::to_string(a), std::string(schedule::kind_name(a.kind)),
-                        t0 + wait_us - origin_us_, t1 - t0 - wait_us});
+                        tw + wait_us - origin_us_, t1 - tw - wait_us});
     }
   }
   double s0 = now_us();
@@ -196,6 +206,13 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
   std::vector<torch::Tensor> logits;
   std::vector<std::pair<torch::Tensor, comm::WorkPtr>> sends;
   for (auto& [s, st] : stages_) {  // std::map: stage order
+    // Sharded parameters are gathered for the stage's evaluation and freed after it (the same
+    // calls on every replica, so the DP collectives match).
+    GradSync* sync = syncs_.count(s) ? syncs_.at(s) : nullptr;
+    if (sync) {
+      sync->unshard();
+      sync->before_compute(false);
+    }
     for (int j = 0; j < m; ++j) {
       torch::Tensor in;
       if (st->is_first()) {
@@ -220,6 +237,7 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
                                          shape_.rank_of(s + 1), tag({s + 1, j, 2})));
       }
     }
+    if (sync) sync->reshard();
   }
   for (auto& [t, w] : sends) w->wait();
   return logits;

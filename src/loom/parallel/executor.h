@@ -8,7 +8,9 @@
 //  - adjacent stages on the same rank hand tensors over locally (a mailbox, no action);
 //  - F / B / I / W call the Stage; the loss is computed on the last stage;
 //  - UNSHARD / RESHARD / REDUCE_GRAD call the stage's GradSync; the sync is told right before
-//    the stage's last backward of the step so that its reductions overlap that backward.
+//    the stage's last backward of the step so that its reductions overlap that backward, and
+//    before every compute action (GradSync::before_compute: zero3 waits there for the gather
+//    that UNSHARD started, so the gather overlaps whatever ran in between).
 // Every action is timed (Chrome trace of the real run).
 #include <torch/torch.h>
 

@@ -2,12 +2,19 @@
 
 #include "loom/common/error.h"
 #include "loom/parallel/allreduce_sync.h"
+#include "loom/parallel/quant_sync.h"
+#include "loom/parallel/slim_sync.h"
+#include "loom/parallel/zero_sync.h"
 
 namespace loom::parallel {
 
 std::unique_ptr<GradSync> make_grad_sync(const SyncContext& ctx) {
   const std::string& mode = ctx.cfg->parallel.dp_mode;
   if (mode == "allreduce") return std::make_unique<AllReduceSync>(ctx);
+  if (mode == "slim") return std::make_unique<SlimSync>(ctx);
+  if (mode == "quant") return std::make_unique<QuantSync>(ctx);
+  if (mode == "zero1" || mode == "zero2" || mode == "zero3")
+    return std::make_unique<ZeroSync>(ctx, mode.back() - '0');
   LOOM_USAGE("parallel.dp_mode '", mode,
              "' is not implemented yet in this build; use --dp-mode allreduce");
 }

@@ -3,7 +3,9 @@
 // one interface, one implementation per --dp-mode. The executor drives them through the
 // schedule's actions; the trainer finishes the step:
 //
-//   executor:  unshard()            UNSHARD action (zero3: all-gather parameters)
+//   executor:  unshard()            UNSHARD action (zero3: start all-gathering parameters)
+//              before_compute()     right before each F/B/I/W of the stage (zero3: wait for
+//                                   the gather; zero2/3: gradient buffer before a backward)
 //              on_last_backward()   right before the stage's last B/W of the step
 //              reduce_grad()        REDUCE_GRAD action (start every reduction not started yet)
 //              reshard()            RESHARD action
@@ -30,6 +32,9 @@ struct MemoryBytes {
   int64_t params = 0;
   int64_t grads = 0;
   int64_t optimizer = 0;
+  // Of the above, transient full-size copies (zero3: gathered parameters; zero2/3: the full
+  // gradient during the backward), at their peak. 0 for modes without such copies.
+  int64_t working = 0;
   int64_t total() const { return params + grads + optimizer; }
 };
 
@@ -39,6 +44,8 @@ class GradSync {
   virtual std::string name() const = 0;
   virtual void unshard() {}
   virtual void reshard() {}
+  // backward: the compute is B, I or W. Blocks until the stage's parameters are usable.
+  virtual void before_compute(bool /*backward*/) {}
   virtual void on_last_backward() {}
   virtual void reduce_grad() = 0;
   virtual void finish() = 0;
@@ -51,6 +58,13 @@ class GradSync {
   // Optimizer state and anything else a resumed run needs.
   virtual void save(torch::serialize::OutputArchive& ar) const = 0;
   virtual void load(torch::serialize::InputArchive& ar) = 0;
+  // Sharded modes: save()/load() carry this rank's shard of the parameters, so the trainer
+  // neither writes nor reads the stage's parameter tensors (zero3 leaves them empty).
+  virtual bool saves_params() const { return false; }
+  // The stage's complete parameters by name (copies). Sharded modes gather them: a collective
+  // over the DP group, so every replica calls it for the same stages in the same order.
+  // Empty: the stage's own tensors are complete (unsharded modes).
+  virtual std::vector<NamedParam> full_params() { return {}; }
   // Per-step report line items (e.g. slim: fraction synchronized, drift); may be empty.
   virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
 

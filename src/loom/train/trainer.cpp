@@ -1,10 +1,13 @@
 #include "loom/train/trainer.h"
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "loom/comm/engine.h"
 #include "loom/comm/world.h"
@@ -41,6 +44,24 @@ torch::Tensor to_tensor(const data::Array& a) {
   return torch::from_blob(const_cast<float*>(a.f32.data()), a.shape, torch::kFloat32).clone();
 }
 
+// Fault injection for the tests that prove a dying rank brings the job down:
+// LOOM_FAULT_RANK=r LOOM_FAULT_STEP=s kills rank r (SIGKILL, no clean-up) at step s;
+// with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps), so that the
+// others' timeouts fire.
+void maybe_inject_fault(int rank, int64_t step) {
+  static const char* r = std::getenv("LOOM_FAULT_RANK");
+  static const char* s = std::getenv("LOOM_FAULT_STEP");
+  static const char* kind = std::getenv("LOOM_FAULT_KIND");
+  if (!r || !s || std::atoi(r) != rank || std::atoll(s) != step) return;
+  bool hang = kind && std::string(kind) == "hang";
+  std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
+               hang ? "hanging" : "killing", static_cast<long long>(step));
+  if (hang)
+    std::this_thread::sleep_for(std::chrono::hours(1));
+  else
+    std::raise(SIGKILL);
+}
+
 double world_sum(comm::Communicator& c, double v) {
   c.all_reduce(&v, 1, comm::DType::Float64)->wait();
   return v;
@@ -63,6 +84,7 @@ struct Trainer::Impl {
   std::unique_ptr<data::Sampler> sampler, eval_sampler;
   bool needs_inputs = false, needs_targets = false;
   int64_t start_step = 0;
+  int64_t num_params = 0;  // whole model, counted before sharding
   bool is_root = false;
 
   Impl(const config::Config& c, comm::Communicator& b) : cfg(c), base(b) {}
@@ -121,6 +143,9 @@ void Trainer::Impl::setup() {
   eval_sampler = std::make_unique<data::Sampler>(eval_set->size(), cfg.train.seed, false);
 
   build_schedule();
+  // Before the synchronizers: zero3 empties its stages' parameter tensors.
+  std::vector<parallel::ActivationSpec> boundaries = infer_boundaries();
+  num_params = model.num_parameters();
   for (auto& [s, st] : stages) {
     parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
     syncs[s] = parallel::make_grad_sync(ctx);
@@ -130,7 +155,7 @@ void Trainer::Impl::setup() {
   for (auto& [s, st] : stages) sp[s] = st.get();
   for (auto& [s, y] : syncs) yp[s] = y.get();
   exec = std::make_unique<parallel::Executor>(lowered, mesh.pp_rank, *mesh.pp_comm, sp, yp,
-                                              infer_boundaries());
+                                              boundaries);
   exec->set_tracing(!cfg.output.trace.empty());
   if (!cfg.output.resume.empty()) load_checkpoint(cfg.output.resume);
 }
@@ -220,7 +245,8 @@ void Trainer::Impl::save_checkpoint(int64_t steps_done) {
   {
     torch::serialize::OutputArchive ar;
     for (auto& [s, st] : stages)
-      for (auto& p : st->params()) ar.write("param." + p.name, p.tensor.detach());
+      if (!syncs.at(s)->saves_params())  // sharded modes write their shard in sync.<s>
+        for (auto& p : st->params()) ar.write("param." + p.name, p.tensor.detach());
     for (auto& [s, y] : syncs) {
       torch::serialize::OutputArchive sub;
       y->save(sub);
@@ -263,12 +289,14 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   torch::serialize::InputArchive ar;
   ar.load_from(f.string());
   torch::NoGradGuard ng;
-  for (auto& [s, st] : stages)
+  for (auto& [s, st] : stages) {
+    if (syncs.at(s)->saves_params()) continue;  // restored by the sync from its shard
     for (auto& p : st->params()) {
       torch::Tensor t;
       ar.read("param." + p.name, t);
       p.tensor.copy_(t);
     }
+  }
   for (auto& [s, y] : syncs) {
     torch::serialize::InputArchive sub;
     ar.read("sync." + std::to_string(s), sub);
@@ -358,7 +386,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   Progress progress(total, is_root && cfg.output.progress, gpt ? "tokens" : "samples");
   if (is_root)
     progress.message(detail::concat(
-        "loom: ", model.name, " with ", human_count(double(model.num_parameters())),
+        "loom: ", model.name, " with ", human_count(double(num_params)),
         " parameters, ", cut.describe(), " on dp=", r.dp, " x pp=", r.pp, " (loops ", r.loops,
         ", schedule ", cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom",
         ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode,
@@ -374,14 +402,21 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   std::vector<torch::Tensor> in, tgt;
   auto t_run = Clock::now();
   double compute_s = 0, exposed_s = 0, loss = NAN, steps_time = 0;
+  // Data-parallel communication: exposed = time blocked in Work::wait on DP operations (sum of
+  // the synchronizers' exposed_wait_s); busy = Stats::busy_s (post to completion, summed over
+  // operations); hidden = busy - exposed, the part that overlapped other work.
+  double dp_exposed_s = 0, dp_hidden_s = 0, p2p_s = 0;
+  comm::Stats dp_steps;  // DP collectives of the steps run (no evaluation, no checkpoints)
   int64_t peak_act = 0;
   const int64_t end = stop_after > 0 ? std::min(total, start_step + stop_after) : total;
   for (int64_t step = start_step; step < end; ++step) {
     auto t0 = Clock::now();
+    maybe_inject_fault(base.rank(), step);
     double lr = learning_rate(cfg.train.lr_schedule, cfg.train.lr, cfg.train.min_lr,
                               cfg.train.warmup, total, step);
     microbatches(*train_set, *sampler, step, &in, &tgt);
     for (auto& [s, y] : syncs) y->reset_exposed();
+    const comm::Stats dp_step0 = mesh.dp_comm->stats();
     exec->clear_trace();
     parallel::StepReport rep = exec->run_step(in, tgt, 1.0 / r.m);
     auto tw = Clock::now();
@@ -395,6 +430,14 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
       scale = std::min(1.0, cfg.train.clip / (norm + 1e-6));
     }
     for (auto& [s, y] : syncs) y->step(lr, scale);
+    const comm::Stats dp_step = mesh.dp_comm->stats() - dp_step0;
+    double dp_exposed = 0;
+    for (auto& [s, y] : syncs) dp_exposed += y->exposed_wait_s();
+    const double dp_hidden = std::max(0.0, dp_step.busy_s - dp_exposed);
+    dp_exposed_s += dp_exposed;
+    dp_hidden_s += dp_hidden;
+    dp_steps += dp_step;
+    res.dp_last_step = dp_step;
     double loss_sum = 0;
     for (auto& [s, st] : stages)
       if (st->is_last()) loss_sum += st->loss_sum();
@@ -402,7 +445,8 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     double dt = seconds_since(t0);
     steps_time += dt;
     compute_s += rep.compute_s;
-    exposed_s += rep.p2p_wait_s + sync_wait;
+    exposed_s += rep.p2p_wait_s + dp_exposed;
+    p2p_s += rep.p2p_wait_s;
     peak_act = std::max(peak_act, rep.peak_activation_bytes);
     res.final_loss = loss;
     ++res.steps;
@@ -413,6 +457,9 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
           .num("compute_s", rep.compute_s).num("p2p_wait_s", rep.p2p_wait_s)
           .num("dp_wait_s", sync_wait + rep.dp_wait_s)
           .integer("dp_bytes", (mesh.dp_comm->stats() - dp0).total_bytes())
+          .integer("dp_step_calls", dp_step.total_calls())
+          .integer("dp_step_bytes", dp_step.total_bytes())
+          .num("dp_exposed_s", dp_exposed).num("dp_hidden_s", dp_hidden)
           .integer("pp_bytes", (mesh.pp_comm->stats() - pp0).total_bytes())
           .integer("peak_activation_bytes", rep.peak_activation_bytes);
       if (cfg.train.clip > 0) j.num("grad_norm", norm);
@@ -444,8 +491,10 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   res.dp_bytes = (mesh.dp_comm->stats() - dp0).total_bytes();
   res.pp_bytes = (mesh.pp_comm->stats() - pp0).total_bytes();
   if (!cfg.output.trace.empty()) write_trace(cfg.output.trace);
-  for (auto& [s, st] : stages)
-    for (auto& p : st->params()) res.params[p.name] = p.tensor.detach().clone();
+  for (auto& [s, st] : stages) {
+    std::vector<parallel::NamedParam> full = syncs.at(s)->full_params();  // DP collective
+    for (auto& p : full.empty() ? st->params() : full) res.params[p.name] = p.tensor.detach().clone();
+  }
 
   // Summary (rank 0 shows its own accounting; the metrics file has per-step numbers).
   parallel::MemoryBytes mem;
@@ -454,6 +503,25 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     mem.params += m.params;
     mem.grads += m.grads;
     mem.optimizer += m.optimizer;
+    mem.working += m.working;
+  }
+  res.memory = mem;
+  // Every rank's state (params + grads + optimizer, peaks included) and peak activations.
+  int64_t mine[2] = {mem.total(), peak_act};
+  std::vector<int64_t> per_rank(2 * base.size());
+  base.all_gather(mine, per_rank.data(), 2, comm::DType::Int64)->wait();
+  const double nsteps = std::max<int64_t>(1, res.steps);
+  if (is_root) {
+    JsonLine j;
+    j.str("summary", "run").integer("steps", res.steps)
+        .num("dp_calls_per_step", dp_steps.total_calls() / nsteps)
+        .num("dp_bytes_per_step", dp_steps.total_bytes() / nsteps)
+        .num("dp_exposed_s", dp_exposed_s).num("dp_hidden_s", dp_hidden_s)
+        .num("p2p_wait_s", p2p_s).num("step_s", steps_time / nsteps);
+    for (int q = 0; q < base.size(); ++q)
+      j.integer("state_bytes_r" + std::to_string(q), per_rank[2 * q])
+          .integer("activation_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
+    *metrics << j.done() << "\n" << std::flush;
   }
   double bubble = steps_time > 0 ? std::max(0.0, 1.0 - compute_s / steps_time) : 0;
   if (is_root) {
@@ -466,7 +534,17 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     };
     if (res.eval_accuracy >= 0) rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
     rows.push_back({"idle + comm (rank 0)", std::to_string(bubble * 100) + " % of step time"});
-    rows.push_back({"exposed comm (rank 0)", human_time(exposed_s)});
+    rows.push_back({"exposed comm (rank 0)", human_time(exposed_s) + " (dp " + human_time(dp_exposed_s) +
+                                                 ", pp " + human_time(p2p_s) + ")"});
+    rows.push_back({"hidden dp comm (rank 0)", human_time(dp_hidden_s)});
+    std::string kinds;
+    for (int k = 0; k < comm::kOpKinds; ++k)
+      if (dp_steps.calls[k] && k != static_cast<int>(comm::OpKind::Recv))
+        kinds += (kinds.empty() ? "" : ", ") + std::string(comm::op_name(comm::OpKind(k))) + " " +
+                 detail::concat(dp_steps.calls[k] / nsteps);
+    rows.push_back({"dp collectives per step (rank 0)",
+                    detail::concat(dp_steps.total_calls() / nsteps) + " calls, " +
+                        human_bytes(dp_steps.total_bytes() / nsteps) + (kinds.empty() ? "" : " (" + kinds + ")")});
     if (comm::Engine::instance().emulation().active())
       rows.push_back({"link", "EMULATED " + cfg.emulate.bandwidth + " " + cfg.emulate.latency});
     rows.push_back({"dp bytes sent (rank 0)", human_bytes(double(res.dp_bytes))});
@@ -474,6 +552,10 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     rows.push_back({"params/grads/optim (rank 0)",
                     human_bytes(mem.params) + " / " + human_bytes(mem.grads) + " / " + human_bytes(mem.optimizer)});
     rows.push_back({"peak activations (rank 0)", human_bytes(double(peak_act))});
+    std::string per;
+    for (int q = 0; q < base.size(); ++q)
+      per += (q ? ", " : "") + human_bytes(double(per_rank[2 * q] + per_rank[2 * q + 1]));
+    rows.push_back({"peak state+activations per rank", per});
     rows.push_back({"metrics", (fs::path(cfg.output.dir) / "metrics.jsonl").string()});
     rows.push_back({"checkpoint", (fs::path(cfg.output.dir) / "checkpoint").string()});
     if (!cfg.output.trace.empty()) rows.push_back({"timeline", cfg.output.trace});

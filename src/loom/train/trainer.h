@@ -11,6 +11,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/config/config.h"
+#include "loom/parallel/grad_sync.h"
 
 namespace loom::train {
 
@@ -23,8 +24,11 @@ struct TrainResult {
   double items_per_s = 0;       // tokens/s (gpt) or samples/s
   uint64_t dp_bytes = 0;        // this rank, whole run
   uint64_t pp_bytes = 0;
-  // This rank's parameters by global name ("blocks.3.qkv.weight"), after the last step.
+  // This rank's parameters by global name ("blocks.3.qkv.weight"), after the last step
+  // (complete tensors also under zero3: gathered for the result).
   std::map<std::string, torch::Tensor> params;
+  comm::Stats dp_last_step;        // this rank's DP-group collectives in the last step
+  parallel::MemoryBytes memory;    // this rank's stages, summed (GradSync::memory)
 };
 
 class Trainer {

@@ -1,0 +1,54 @@
+#pragma once
+// --dp-mode quant: all-reduce of quantized gradients with error feedback, the baseline the
+// Slim-DP paper compares with. Per stage, per step (dp = d > 1):
+//   x = grad + e                       e: this rank's residual from the previous step
+//   q = quant(x)                       blockwise symmetric, quant.bits, one fp32 scale per
+//                                      quant.block values (quantize.h)
+//   e = x - dequant(q)                 stays on this rank for the next step
+//   reduce-scatter of q                x is cut into d shards; an all-to-all sends the quantized
+//                                      shard j to rank j, which dequantizes the d pieces and
+//                                      sums them in fp32 (then divides by d: the mean)
+//   all-gather                         each rank re-quantizes its reduced shard; an all-gather
+//                                      of the quantized shards and a dequantization give every
+//                                      rank the same mean gradient
+// The error of the second quantization is not fed back (DESIGN.md: only the local residual).
+// Both messages are quantized, so the byte counters see about (bits/8 + 4/block)/4 of the fp32
+// all-reduce. REDUCE_GRAD starts the all-to-all; finish() completes the exchange. With d == 1
+// gradients are used as they are.
+#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/quantize.h"
+
+namespace loom::parallel {
+
+class QuantSync : public GradSync {
+ public:
+  explicit QuantSync(const SyncContext& ctx);
+  std::string name() const override { return "quant"; }
+  void reduce_grad() override;
+  void finish() override;
+  double grad_norm_sq() override;  // every replica holds the same mean: dp rank 0 only
+  void step(double lr, double grad_scale) override;
+  MemoryBytes memory() const override;
+  void save(torch::serialize::OutputArchive& ar) const override;
+  void load(torch::serialize::InputArchive& ar) override;
+  // quant_bytes (sent by this rank in the step), quant_sync_fraction (1: every coordinate),
+  // quant_residual (||e|| / ||x|| after this step's first quantization).
+  std::vector<std::pair<std::string, double>> step_metrics() const override;
+
+  const std::vector<float>& residual() const { return e_; }  // padded to d * shard values
+  int64_t numel() const { return n_; }
+
+ private:
+  Stage* stage_;
+  comm::Communicator* dp_;
+  quant::Format fmt_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  int64_t n_ = 0, shard_ = 0, chunk_ = 0;  // values per shard, encoded bytes per shard
+  std::vector<float> x_, e_, sum_;
+  std::vector<uint8_t> send_, recv_, mine_, gathered_;
+  comm::WorkPtr exchange_;
+  double bytes_ = 0, residual_ = 0;
+};
+
+}  // namespace loom::parallel

@@ -1,0 +1,188 @@
+#include "loom/parallel/slim_sync.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "loom/common/error.h"
+#include "loom/parallel/slim_select.h"
+
+namespace loom::parallel {
+namespace {
+
+// u <- kDecay u + (1 - kDecay) merged update: an average over roughly the last 10 merges of a
+// coordinate, the same horizon as the default core refresh (R = 10 syncs).
+constexpr float kDecay = 0.9f;
+
+torch::Tensor vector_tensor(const std::vector<float>& v) {
+  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())},
+                          torch::kFloat32).clone();
+}
+
+void tensor_vector(const torch::Tensor& t, std::vector<float>& v, const char* what) {
+  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(v.size()), "checkpoint ", what, " has the wrong size");
+  auto c = t.to(torch::kFloat32).contiguous();
+  std::memcpy(v.data(), c.data_ptr<float>(), v.size() * sizeof(float));
+}
+
+}  // namespace
+
+SlimSync::SlimSync(const SyncContext& ctx)
+    : stage_(ctx.stage), dp_(ctx.dp), cfg_(ctx.cfg->slim), seed_(ctx.cfg->train.seed) {
+  for (const auto& p : stage_->params()) {
+    LOOM_CHECK(p.tensor.scalar_type() == torch::kFloat32 && p.tensor.is_contiguous(),
+               "slim needs contiguous float32 parameters; ", p.name, " is not");
+    params_.push_back(p.tensor);
+    n_ += p.tensor.numel();
+  }
+  opt_ = make_optimizer(params_, ctx.cfg->train);
+  w_.resize(n_);
+  u_.assign(n_, 0.0f);
+  read_local();
+  g_ = w_;  // every rank built the same initial parameters (same seed)
+}
+
+void SlimSync::read_local() {
+  int64_t off = 0;
+  for (auto& p : params_) {
+    std::memcpy(w_.data() + off, p.data_ptr<float>(), p.numel() * sizeof(float));
+    off += p.numel();
+  }
+}
+
+void SlimSync::write_local() {
+  int64_t off = 0;
+  for (auto& p : params_) {
+    std::memcpy(p.data_ptr<float>(), w_.data() + off, p.numel() * sizeof(float));
+    off += p.numel();
+  }
+}
+
+double SlimSync::drift() const {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n_; ++i) {
+    double d = double(w_[i]) - double(g_[i]);
+    num += d * d;
+    den += double(g_[i]) * g_[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : 0.0;
+}
+
+double SlimSync::grad_norm_sq() {
+  double s = 0;
+  for (auto& p : params_)
+    if (p.grad().defined()) s += p.grad().pow(2).sum().item<double>();
+  return s / dp_->size();
+}
+
+void SlimSync::step(double lr, double grad_scale) {
+  torch::NoGradGuard no_grad;
+  if (grad_scale != 1.0)
+    for (auto& p : params_)
+      if (p.grad().defined()) p.mutable_grad().mul_(grad_scale);
+  set_lr(*opt_, lr);
+  opt_->step();  // local update on local gradients
+  opt_->zero_grad();
+  ++steps_;
+  bytes_ = 0;
+  fraction_ = 0;
+  read_local();
+  drift_pre_ = drift();
+  if (n_ > 0 && steps_ % cfg_.period == 0) sync();
+  drift_ = fraction_ > 0 ? drift() : drift_pre_;
+}
+
+void SlimSync::refresh_core() {
+  auto score = slim::significance(g_.data(), u_.data(), n_, cfg_.lambda);
+  core_ = slim::top_k(score, slim::fraction_count(cfg_.core, n_));
+  pool_ = slim::complement(core_, n_);
+}
+
+void SlimSync::sync() {
+  // Both schedules count syncs (rounds), not steps, so tau does not change them.
+  if (round_ % cfg_.refresh == 0) refresh_core();
+  const bool full = cfg_.full_sync > 0 && (round_ + 1) % cfg_.full_sync == 0;
+  if (full) {
+    selected_.resize(n_);
+    std::iota(selected_.begin(), selected_.end(), 0);
+  } else {
+    // With c + e = 1 the two ceilings can exceed n by one: the explorer takes what is left.
+    int64_t m = std::min<int64_t>(slim::fraction_count(cfg_.explore, n_),
+                                  static_cast<int64_t>(pool_.size()));
+    auto explorer = slim::draw(pool_, m, slim::explorer_seed(seed_, stage_->index(), round_));
+    selected_ = slim::merge(core_, explorer);
+  }
+  const auto k = static_cast<int64_t>(selected_.size());
+  const int64_t* s = selected_.data();
+  buf_.resize(k);
+  for (int64_t j = 0; j < k; ++j) buf_[j] = w_[s[j]] - g_[s[j]];  // push: local drift
+  const int d = dp_->size();
+  if (d > 1 && k > 0) {
+    auto before = dp_->stats();
+    auto work = dp_->all_reduce(buf_.data(), k, comm::DType::Float32);
+    bytes_ = double((dp_->stats() - before).total_bytes());
+    work->wait();
+    exposed_s_ += work->waited_s();
+  }
+  // Pull. Every rank applies the same all-reduced sums in the same order: g stays identical.
+  const float inv = 1.0f / static_cast<float>(d);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t i = s[j];
+    const float mean = buf_[j] * inv;
+    g_[i] += mean;
+    w_[i] = g_[i];
+    u_[i] = kDecay * u_[i] + (1.0f - kDecay) * mean;
+  }
+  write_local();
+  fraction_ = double(k) / double(n_);
+  ++round_;
+}
+
+std::vector<std::pair<std::string, double>> SlimSync::step_metrics() const {
+  return {{"slim_bytes", bytes_},
+          {"slim_sync_fraction", fraction_},
+          {"slim_drift_pre", drift_pre_},
+          {"slim_drift", drift_}};
+}
+
+MemoryBytes SlimSync::memory() const {
+  MemoryBytes m;
+  m.params = 2 * n_ * 4;  // local w_r (the stage's tensors) + global copy g
+  m.grads = n_ * 4;
+  m.optimizer = (dynamic_cast<torch::optim::AdamW*>(opt_.get()) ? 2 : 1) * n_ * 4;
+  m.optimizer += n_ * 4;  // running merged update u
+  m.optimizer += static_cast<int64_t>(core_.size() + pool_.size()) * 8 +
+                 static_cast<int64_t>(buf_.size()) * 4;  // index sets, exchange buffer
+  return m;
+}
+
+void SlimSync::save(torch::serialize::OutputArchive& ar) const {
+  torch::serialize::OutputArchive opt;
+  opt_->save(opt);
+  ar.write("optimizer", opt);
+  ar.write("global", vector_tensor(g_));
+  ar.write("update", vector_tensor(u_));
+  ar.write("core", torch::tensor(core_, torch::kInt64));
+  ar.write("counters", torch::tensor(std::vector<int64_t>{steps_, round_}, torch::kInt64));
+}
+
+void SlimSync::load(torch::serialize::InputArchive& ar) {
+  torch::serialize::InputArchive opt;
+  ar.read("optimizer", opt);
+  opt_->load(opt);
+  torch::Tensor t;
+  ar.read("global", t);
+  tensor_vector(t, g_, "global");
+  ar.read("update", t);
+  tensor_vector(t, u_, "update");
+  ar.read("core", t);
+  t = t.to(torch::kInt64).contiguous();
+  core_.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  pool_ = slim::complement(core_, n_);
+  ar.read("counters", t);
+  steps_ = t[0].item<int64_t>();
+  round_ = t[1].item<int64_t>();
+  read_local();  // the trainer restored the parameters before the syncs
+}
+
+}  // namespace loom::parallel

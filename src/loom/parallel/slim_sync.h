@@ -1,0 +1,74 @@
+#pragma once
+// --dp-mode slim: Slim-DP (Sun et al., AAMAS 2018) as DESIGN.md section 3 reads it; every choice
+// is documented in docs/slim-dp.md.
+//
+// Per stage, the parameters are n values. Each rank trains its own parameters w_r (the stage's
+// tensors) with its own optimizer on its own gradients: no gradient is exchanged, so
+// REDUCE_GRAD and finish() do nothing. Each rank also keeps a copy g of the global parameters,
+// bit for bit the same on every rank. Every tau local steps (slim.period) the ranks synchronize a
+// subset S = C u E of the coordinates:
+//   core C      ceil(c n) most significant coordinates by s_i = |g_i| (1 + lambda |u_i| / mean|u|),
+//               recomputed every R syncs (slim.refresh) from g and u, which every rank holds;
+//   explorer E  ceil(e n) coordinates drawn uniformly from the rest, seeded by (seed, stage,
+//               sync round): the same on every rank, so no index ever travels;
+//   push        delta_r = w_r[S] - g[S]; one dense all-reduce of |S| floats gives the mean;
+//   pull        g[S] += mean delta; w_r[S] = g[S].
+// u is an exponential running average (decay 0.9) of the merged updates, updated on the
+// coordinates of each sync. Every F syncs (slim.full_sync > 0) S is every coordinate.
+//
+// Order within step(): local optimizer update first, then the sync. The push then carries this
+// step's update, so with c + e = 1, tau = 1 and plain SGD one step is exactly
+// w <- w - lr * mean_r(grad_r), the all-reduce step (tested). Syncing before the update would
+// leave every local update one step behind the global copy.
+#include "loom/parallel/grad_sync.h"
+
+namespace loom::parallel {
+
+class SlimSync : public GradSync {
+ public:
+  explicit SlimSync(const SyncContext& ctx);
+  std::string name() const override { return "slim"; }
+  void reduce_grad() override {}  // no gradient exchange
+  void finish() override {}
+  // This rank's squared local gradient norm divided by dp: the trainer's world-wide sum is then
+  // the mean over replicas of each replica's squared local norm, and every replica clips its
+  // local gradient with the same factor (clipping acts on local gradients in slim).
+  double grad_norm_sq() override;
+  void step(double lr, double grad_scale) override;
+  MemoryBytes memory() const override;
+  void save(torch::serialize::OutputArchive& ar) const override;
+  void load(torch::serialize::InputArchive& ar) override;
+  // slim_bytes (sent by this rank in this step), slim_sync_fraction (|S| / n, 0 without a
+  // sync), slim_drift_pre / slim_drift (||w_r - g|| / ||g|| before and after the sync, this rank).
+  std::vector<std::pair<std::string, double>> step_metrics() const override;
+
+  // Inspection (tests).
+  int64_t numel() const { return n_; }
+  int64_t rounds() const { return round_; }
+  const std::vector<int64_t>& core() const { return core_; }
+  const std::vector<int64_t>& last_selected() const { return selected_; }
+  const std::vector<float>& global_params() const { return g_; }
+
+ private:
+  void sync();
+  void refresh_core();
+  void read_local();   // stage tensors -> w_
+  void write_local();  // w_ -> stage tensors
+  double drift() const;
+
+  Stage* stage_;
+  comm::Communicator* dp_;
+  config::SlimConfig cfg_;
+  uint64_t seed_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  int64_t n_ = 0;
+  std::vector<float> w_, g_, u_;
+  std::vector<int64_t> core_, pool_, selected_;  // pool_: coordinates outside the core
+  std::vector<float> buf_;
+  int64_t steps_ = 0, round_ = 0;
+  // Last step's report.
+  double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0;
+};
+
+}  // namespace loom::parallel

@@ -1,0 +1,291 @@
+#include "loom/plan/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "loom/common/error.h"
+
+namespace loom::plan {
+namespace {
+
+std::string one_line(std::string_view s) {
+  std::string out(s);
+  std::replace(out.begin(), out.end(), '\n', ' ');
+  return out;
+}
+
+// Reads keys of one table and names the file and key in every error.
+class Reader {
+ public:
+  Reader(const toml::table* t, std::string origin, std::string section)
+      : t_(t), origin_(std::move(origin)), section_(std::move(section)) {}
+
+  bool has(const std::string& key) const { return t_ && t_->contains(key); }
+
+  double number(const std::string& key, double lo, double hi, std::optional<double> dflt = {}) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) {
+      if (dflt) return *dflt;
+      fail(key, "is missing; add it");
+    }
+    std::optional<double> v = n->value<double>();
+    if (!v || !std::isfinite(*v)) fail(key, "must be a number");
+    if (*v < lo || *v > hi)
+      fail(key, detail::concat("must be in [", lo, ", ", hi, "], got ", *v));
+    return *v;
+  }
+
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) fail(key, "is missing; add it");
+    std::optional<int64_t> v = n->value_exact<int64_t>();
+    if (!v) fail(key, "must be an integer");
+    if (*v < lo || *v > hi) fail(key, detail::concat("must be in [", lo, ", ", hi, "], got ", *v));
+    return *v;
+  }
+
+  std::string text(const std::string& key, std::optional<std::string> dflt = {}) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) {
+      if (dflt) return *dflt;
+      fail(key, "is missing; add it");
+    }
+    std::optional<std::string> v = n->value<std::string>();
+    if (!v) fail(key, "must be a string");
+    return *v;
+  }
+
+  bool boolean(const std::string& key, bool dflt) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) return dflt;
+    std::optional<bool> v = n->value<bool>();
+    if (!v) fail(key, "must be true or false");
+    return *v;
+  }
+
+  std::vector<double> numbers(const std::string& key) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) fail(key, "is missing; add an array of numbers");
+    const toml::array* a = n->as_array();
+    if (!a || a->empty()) fail(key, "must be a non-empty array of numbers");
+    std::vector<double> out;
+    for (const toml::node& e : *a) {
+      std::optional<double> v = e.value<double>();
+      if (!v || !std::isfinite(*v) || *v <= 0) fail(key, "must hold numbers > 0");
+      out.push_back(*v);
+    }
+    return out;
+  }
+
+  const toml::table* table(const std::string& key) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n) fail(key, "is missing; add it");
+    if (!n->as_table()) fail(key, "must be a table like { bf16 = 312.0 }");
+    return n->as_table();
+  }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    LOOM_USAGE(origin_, ": ", section_.empty() ? "" : "[" + section_ + "] ", key, " ", what);
+  }
+
+ private:
+  const toml::table* t_;
+  std::string origin_, section_;
+};
+
+const toml::table* section(const toml::table& root, const std::string& name,
+                           const std::string& origin) {
+  const toml::node* n = root.get(name);
+  if (!n) LOOM_USAGE(origin, ": section [", name, "] is missing; see clusters/a100-80gb.toml");
+  if (!n->as_table()) LOOM_USAGE(origin, ": ", name, " must be a section [", name, "]");
+  return n->as_table();
+}
+
+Link read_link(const toml::table& root, const std::string& name, const std::string& origin) {
+  Reader r(section(root, name, origin), origin, name);
+  Link l;
+  l.bandwidth = r.number("bandwidth_gbs", 1e-6, 1e6) * 1e9;
+  l.efficiency = r.number("efficiency", 0.01, 1.0, 1.0);
+  l.latency = r.number("latency_us", 0, 1e6) * 1e-6;
+  return l;
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  std::string s = os.str();
+  if (s.find_first_of(".eE") == std::string::npos && s.find("inf") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+double Cluster::gemm_fraction(double d) const {
+  if (gemm_size.empty()) return 1.0;
+  if (d <= gemm_size.front()) return gemm_efficiency.front();
+  if (d >= gemm_size.back()) return gemm_efficiency.back();
+  size_t i = 1;
+  while (gemm_size[i] < d) ++i;
+  const double x0 = std::log2(gemm_size[i - 1]), x1 = std::log2(gemm_size[i]);
+  const double t = (std::log2(d) - x0) / (x1 - x0);
+  return gemm_efficiency[i - 1] + t * (gemm_efficiency[i] - gemm_efficiency[i - 1]);
+}
+
+double Cluster::peak(const std::string& p) const {
+  auto it = peak_flops.find(p);
+  if (it != peak_flops.end()) return it->second;
+  std::string known;
+  for (const auto& [k, v] : peak_flops) known += (known.empty() ? "" : ", ") + k;
+  LOOM_USAGE("cluster '", name, "' has no peak for precision '", p, "'; it lists ", known);
+}
+
+Cluster parse_cluster(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    LOOM_USAGE("cannot parse ", origin, " at line ", at.line, ", column ", at.column, ": ",
+               one_line(e.description()), "; fix the TOML syntax there");
+  }
+  for (const auto& [key, node] : root) {
+    static const char* known[] = {"name", "note", "node", "device", "efficiency",
+                                  "intra", "inter", "block", "optimizer"};
+    if (std::none_of(std::begin(known), std::end(known),
+                     [&](const char* k) { return key.str() == k; }))
+      LOOM_USAGE(origin, ": unknown key '", key.str(),
+                 "'; a cluster file has name, note, [node], [device], [efficiency], [intra], "
+                 "[inter], [[block]], [optimizer]");
+  }
+  Cluster c;
+  c.origin = origin;
+  Reader top(&root, origin, "");
+  c.name = top.text("name");
+  c.note = top.text("note", "");
+
+  Reader node(section(root, "node", origin), origin, "node");
+  c.devices_per_node = static_cast<int>(node.integer("devices", 1, 1 << 16));
+  c.shared = node.boolean("shared", false);
+
+  Reader dev(section(root, "device", origin), origin, "device");
+  c.memory_bytes = dev.number("memory_gb", 1e-6, 1e9) * 1e9;
+  c.memory_bandwidth = dev.number("memory_bandwidth_gbs", 1e-6, 1e9) * 1e9;
+  c.precision = dev.text("precision");
+  Reader peaks(dev.table("peak_tflops"), origin, "device.peak_tflops");
+  for (const auto& [k, v] : *dev.table("peak_tflops"))
+    c.peak_flops[std::string(k.str())] = peaks.number(std::string(k.str()), 1e-9, 1e9) * 1e12;
+  if (!c.peak_flops.count(c.precision))
+    dev.fail("precision", "'" + c.precision + "' must be one of the keys of peak_tflops");
+
+  Reader eff(section(root, "efficiency", origin), origin, "efficiency");
+  c.gemm_size = eff.numbers("gemm_size");
+  c.gemm_efficiency = eff.numbers("gemm");
+  if (c.gemm_size.size() != c.gemm_efficiency.size())
+    eff.fail("gemm", detail::concat("must have as many values as gemm_size (", c.gemm_size.size(),
+                                    "), got ", c.gemm_efficiency.size()));
+  for (size_t i = 0; i < c.gemm_size.size(); ++i) {
+    if (i > 0 && c.gemm_size[i] <= c.gemm_size[i - 1])
+      eff.fail("gemm_size", "must be increasing");
+    if (c.gemm_efficiency[i] > 1) eff.fail("gemm", "values must be fractions in (0, 1]");
+  }
+  c.elementwise_efficiency = eff.number("elementwise", 0.001, 1.0);
+  c.calibrated = eff.text("calibrated", "");
+
+  c.intra = read_link(root, "intra", origin);
+  c.inter = read_link(root, "inter", origin);
+
+  if (const toml::node* b = root.get("block")) {
+    const toml::array* arr = b->as_array();
+    if (!arr) LOOM_USAGE(origin, ": block must be an array of tables [[block]]");
+    for (const toml::node& e : *arr) {
+      const toml::table* t = e.as_table();
+      if (!t) LOOM_USAGE(origin, ": every [[block]] must be a table");
+      Reader r(t, origin, "block");
+      BlockProfile p;
+      p.kind = r.text("kind");
+      if (p.kind != "embedding" && p.kind != "layer" && p.kind != "head")
+        r.fail("kind", "must be embedding, layer or head, got '" + p.kind + "'");
+      p.width = r.integer("width", 1, 1 << 24);
+      p.seq_len = r.integer("seq_len", 1, 1 << 24);
+      p.heads = r.integer("heads", 1, 1 << 16);
+      p.vocab = r.integer("vocab", 1, 1 << 30);
+      p.micro_batch = r.integer("micro_batch", 1, 1 << 20);
+      p.forward_s = r.number("forward_ms", 0, 1e9) * 1e-3;
+      p.backward_s = r.number("backward_ms", 0, 1e9) * 1e-3;
+      c.blocks.push_back(p);
+    }
+  }
+  if (root.contains("optimizer")) {
+    Reader o(section(root, "optimizer", origin), origin, "optimizer");
+    c.optimizer_s_per_param = o.number("ns_per_param", 0, 1e9) * 1e-9;
+  }
+  return c;
+}
+
+Cluster load_cluster(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    LOOM_USAGE("cluster file '", path, "' not found; pass one of clusters/*.toml or write one "
+               "with loom profile --out FILE");
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) LOOM_USAGE("cluster file '", path, "' cannot be read; check its permissions");
+  return parse_cluster(text.str(), path);
+}
+
+std::string to_toml(const Cluster& c) {
+  std::ostringstream os;
+  os << "name = " << quoted(c.name) << "\n";
+  if (!c.note.empty()) os << "note = " << quoted(c.note) << "\n";
+  os << "\n[node]\ndevices = " << c.devices_per_node << "\n";
+  if (c.shared) os << "shared = true\n";
+  os << "\n[device]\nmemory_gb = " << num(c.memory_bytes / 1e9)
+     << "\nmemory_bandwidth_gbs = " << num(c.memory_bandwidth / 1e9)
+     << "\nprecision = " << quoted(c.precision) << "\npeak_tflops = { ";
+  bool first = true;
+  for (const auto& [k, v] : c.peak_flops) {
+    os << (first ? "" : ", ") << k << " = " << num(v / 1e12);
+    first = false;
+  }
+  os << " }\n\n[efficiency]\ngemm_size = [";
+  for (size_t i = 0; i < c.gemm_size.size(); ++i) os << (i ? ", " : "") << num(c.gemm_size[i]);
+  os << "]\ngemm = [";
+  for (size_t i = 0; i < c.gemm_efficiency.size(); ++i)
+    os << (i ? ", " : "") << num(c.gemm_efficiency[i]);
+  os << "]\nelementwise = " << num(c.elementwise_efficiency) << "\n";
+  if (!c.calibrated.empty()) os << "calibrated = " << quoted(c.calibrated) << "\n";
+  auto link = [&](const char* name, const Link& l) {
+    os << "\n[" << name << "]\nbandwidth_gbs = " << num(l.bandwidth / 1e9)
+       << "\nefficiency = " << num(l.efficiency) << "\nlatency_us = " << num(l.latency * 1e6)
+       << "\n";
+  };
+  link("intra", c.intra);
+  link("inter", c.inter);
+  if (c.optimizer_s_per_param > 0)
+    os << "\n[optimizer]\nns_per_param = " << num(c.optimizer_s_per_param * 1e9) << "\n";
+  for (const BlockProfile& b : c.blocks)
+    os << "\n[[block]]\nkind = " << quoted(b.kind) << "\nwidth = " << b.width
+       << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads << "\nvocab = " << b.vocab
+       << "\nmicro_batch = " << b.micro_batch << "\nforward_ms = " << num(b.forward_s * 1e3)
+       << "\nbackward_ms = " << num(b.backward_s * 1e3) << "\n";
+  return os.str();
+}
+
+}  // namespace loom::plan

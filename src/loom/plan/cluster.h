@@ -1,0 +1,83 @@
+#pragma once
+// A cluster description: what the cost model needs to know about the hardware. Read from TOML
+// files shipped in clusters/ (a100-80gb.toml, h100-80gb.toml) or written by `loom profile`
+// (this machine). Format, every key required unless marked optional:
+//
+//   name = "a100-80gb"
+//   note = "..."                       # optional: provenance, calibration
+//   [node]
+//   devices = 8                        # accelerators (or CPU cores) per node
+//   shared = false                     # optional: ranks beyond `devices` time-share them
+//   [device]
+//   memory_gb = 80                     # capacity per device (GB = 1e9 bytes)
+//   memory_bandwidth_gbs = 2039        # GB/s
+//   precision = "bf16"                 # default compute precision (a key of peak_tflops)
+//   peak_tflops = { bf16 = 312.0, fp32 = 19.5 }
+//   [efficiency]
+//   gemm_size = [512, 1024, ...]       # d = cbrt(M*N*K) of a matrix product
+//   gemm = [0.35, 0.55, ...]           # fraction of peak at that size (log2-interpolated)
+//   elementwise = 0.8                  # fraction of memory bandwidth for elementwise kernels
+//   calibrated = "..."                 # optional: which points were fitted, to what
+//   [intra]                            # link between devices of a node, per device/direction
+//   bandwidth_gbs = 300
+//   efficiency = 0.8                   # optional (1): share of bandwidth collectives reach
+//   latency_us = 5
+//   [inter]                            # network between nodes, per device/direction
+//   ...same keys...
+//   [[block]]                          # optional: measured block times (loom profile)
+//   kind = "layer"                     # embedding | layer | head (head includes the loss)
+//   width = 128, seq_len = 64, heads = 4, vocab = 256, micro_batch = 8
+//   forward_ms = 1.0
+//   backward_ms = 2.0
+//   [optimizer]                        # optional (measured): AdamW step cost
+//   ns_per_param = 3.0
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom::plan {
+
+struct Link {
+  double bandwidth = 0;   // bytes/s per device and direction, before efficiency
+  double efficiency = 1;  // share of `bandwidth` that transfers reach
+  double latency = 0;     // seconds per message (per ring step for collectives)
+  double effective_bandwidth() const { return bandwidth * efficiency; }
+};
+
+// Measured time of one model block on this machine (loom profile).
+struct BlockProfile {
+  std::string kind;  // embedding | layer | head
+  int64_t width = 0, seq_len = 0, heads = 0, vocab = 0, micro_batch = 0;
+  double forward_s = 0;
+  double backward_s = 0;
+};
+
+struct Cluster {
+  std::string name;
+  std::string note;
+  std::string origin;  // file it came from
+  int devices_per_node = 1;
+  bool shared = false;
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;  // bytes/s
+  std::string precision;        // default precision, a key of peak_flops
+  std::map<std::string, double> peak_flops;  // FLOP/s by precision
+  std::vector<double> gemm_size, gemm_efficiency;
+  double elementwise_efficiency = 1;
+  std::string calibrated;
+  Link intra, inter;
+  std::vector<BlockProfile> blocks;
+  double optimizer_s_per_param = 0;  // 0 = not measured (analytic memory-bound estimate)
+
+  // Fraction of peak reached by a matrix product of size d = cbrt(M*N*K).
+  double gemm_fraction(double d) const;
+  // Peak FLOP/s for a precision; throws UsageError naming the precisions the file lists.
+  double peak(const std::string& precision) const;
+};
+
+// Throw loom::UsageError with one line naming the file, the key and what it must be.
+Cluster load_cluster(const std::string& path);
+Cluster parse_cluster(const std::string& text, const std::string& origin);
+std::string to_toml(const Cluster& c);
+
+}  // namespace loom::plan

@@ -1,0 +1,97 @@
+#pragma once
+// The cost model interface (the idea of flexflow-train's cost estimator): everything the
+// simulator asks about time and memory, and nothing about schedules. Implementations:
+//  - ConstantCostModel (below): fixed numbers, for tests against totals computed by hand;
+//  - TransformerCostModel (transformer_model.h): analytic FLOPs and bytes over a cluster file,
+//    or per-block times measured by `loom profile`.
+#include <vector>
+
+#include "loom/plan/network.h"
+#include "loom/schedule/action.h"
+
+namespace loom::plan {
+
+// Bytes one rank holds for one stage.
+struct StageMemory {
+  double params = 0;       // resident parameters (the shard under zero3)
+  double grads = 0;        // resident gradients (the shard under zero2/zero3)
+  double optimizer = 0;    // optimizer state (the shard under zero1/2/3)
+  double gathered = 0;     // zero3: full parameters between UNSHARD and RESHARD
+  double grad_buffer = 0;  // zero2/3: full gradients from the first backward to REDUCE_GRAD
+  double activation = 0;   // kept per in-flight micro-batch, from F to its B (or W)
+  double working = 0;      // transient inside one backward (recomputed layer, logits)
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual int stages() const = 0;
+  // Seconds of one compute action (F, B, I or W) of one micro-batch on `stage`.
+  virtual double compute_s(int stage, schedule::Kind kind) const = 0;
+  // The part of compute_s spent in communication inside the action (tensor parallelism).
+  virtual double compute_comm_s(int stage, schedule::Kind kind) const { return 0; }
+  // A message between two world ranks, and a collective over a group of world ranks
+  // (`bytes` as in network.h).
+  virtual double p2p_s(double bytes, int from_rank, int to_rank) const = 0;
+  virtual double collective_s(Collective op, double bytes, const std::vector<int>& group) const = 0;
+  // Bytes one rank sends from `stage` to `stage + 1` for one micro-batch (the activation; its
+  // gradient travels back with the same size).
+  virtual double boundary_bytes(int stage) const = 0;
+  // Data-parallel traffic of one rank for a stage: full gradient bytes (REDUCE_GRAD) and full
+  // parameter bytes (UNSHARD, and the zero1/zero2 all-gather after the optimizer step).
+  virtual double grad_bytes(int stage) const = 0;
+  virtual double param_bytes(int stage) const = 0;
+  virtual StageMemory memory(int stage) const = 0;
+  // Optimizer update of the rank's share of the stage, after the step's communication.
+  virtual double optimizer_s(int stage) const { return 0; }
+};
+
+// Fixed costs: every stage takes f/b/i/w per micro-batch, every message `message_s`, every
+// collective `collective_s_` (or, when `network` is set, the alpha-beta cost over it).
+class ConstantCostModel : public CostModel {
+ public:
+  explicit ConstantCostModel(int stages) : stages_(stages) {}
+  int stages() const override { return stages_; }
+  double compute_s(int stage, schedule::Kind kind) const override;
+  double p2p_s(double bytes, int from, int to) const override;
+  double collective_s(Collective op, double bytes, const std::vector<int>& group) const override;
+  double boundary_bytes(int) const override { return boundary; }
+  double grad_bytes(int) const override { return grads; }
+  double param_bytes(int) const override { return params; }
+  StageMemory memory(int) const override { return mem; }
+  double optimizer_s(int) const override { return optimizer; }
+
+  double f = 1, b = 2, i = 1, w = 1;
+  double message_s = 0;
+  double all_reduce_s = 0, reduce_scatter_s = 0, all_gather_s = 0;
+  const Network* network = nullptr;
+  double boundary = 1, grads = 1, params = 1;
+  double optimizer = 0;
+  StageMemory mem;
+
+ private:
+  int stages_;
+};
+
+// Same compute, communication free: the simulator runs this to separate the pipeline bubble
+// from exposed communication.
+class FreeCommModel : public CostModel {
+ public:
+  explicit FreeCommModel(const CostModel& inner) : m_(inner) {}
+  int stages() const override { return m_.stages(); }
+  double compute_s(int s, schedule::Kind k) const override {
+    return m_.compute_s(s, k) - m_.compute_comm_s(s, k);
+  }
+  double p2p_s(double, int, int) const override { return 0; }
+  double collective_s(Collective, double, const std::vector<int>&) const override { return 0; }
+  double boundary_bytes(int s) const override { return m_.boundary_bytes(s); }
+  double grad_bytes(int s) const override { return m_.grad_bytes(s); }
+  double param_bytes(int s) const override { return m_.param_bytes(s); }
+  StageMemory memory(int s) const override { return m_.memory(s); }
+  double optimizer_s(int s) const override { return m_.optimizer_s(s); }
+
+ private:
+  const CostModel& m_;
+};
+
+}  // namespace loom::plan

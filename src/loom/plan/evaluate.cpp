@@ -1,0 +1,123 @@
+#include "loom/plan/evaluate.h"
+
+#include <cstdio>
+
+#include "loom/common/error.h"
+#include "loom/plan/transformer_model.h"
+#include "loom/schedule/generate.h"
+#include "loom/schedule/lower.h"
+
+namespace loom::plan {
+
+Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
+                    const EvalOptions& o) {
+  Evaluation e;
+  e.par = p;
+  TransformerCostModel cost(m, p, c, o.precision, o.cut);
+  schedule::LowerOptions lo;
+  lo.dp_mode = lowering_mode(p.dp_mode, p.dp);
+  lo.reshard_after_forward = p.reshard_after_forward;
+  lo.max_unsharded = p.max_unsharded;
+  e.lowered = schedule::lower(schedule::generate(p.schedule, p.shape()), lo);
+  SimOptions so;
+  so.mesh = p.mesh();
+  so.dp_mode = p.dp_mode;
+  so.timeline = o.timeline;
+  e.sim = simulate(e.lowered, cost, so);
+  e.step_flops = cost.step_flops();
+  e.tflops_per_gpu = e.sim.step_s > 0 ? e.step_flops / e.sim.step_s / p.gpus() / 1e12 : 0;
+  e.mfu = e.tflops_per_gpu * 1e12 / cost.peak_flops();
+  e.memory_limit = c.memory_bytes;
+  e.compute_source = cost.compute_source();
+  e.contention = cost.contention();
+  return e;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  if (b >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.1f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else if (b >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s >= 1)
+    std::snprintf(buf, sizeof buf, "%.3g s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g us", s * 1e6);
+  return buf;
+}
+
+std::string format_breakdown(const Evaluation& e) {
+  const SimResult& r = e.sim;
+  const Parallel& p = e.par;
+  double busy = 0, tp = 0, p2p = 0, dp = 0, opt = 0;
+  for (const RankResult& rr : r.ranks) {
+    busy = std::max(busy, rr.compute_s);
+    tp = std::max(tp, rr.tp_comm_s);
+    p2p = std::max(p2p, rr.p2p_s);
+    dp = std::max(dp, rr.dp_s);
+    opt = std::max(opt, rr.optimizer_s);
+  }
+  const int pr = r.peak_rank();
+  const MemoryBreakdown& pk = r.ranks[pr].peak;
+  std::string out;
+  char line[512];
+  auto add = [&](const char* key, const std::string& value) {
+    std::snprintf(line, sizeof line, "  %-16s %s\n", key, value.c_str());
+    out += line;
+  };
+  add("configuration", detail::concat(p.describe(), " (", p.gpus(), " devices, global batch ",
+                                      p.global_batch(), ")"));
+  add("compute costs", e.compute_source + (e.contention > 1
+                                               ? detail::concat(", slowed x", e.contention,
+                                                                ": ranks share the cores")
+                                               : std::string()));
+  std::snprintf(line, sizeof line, "%s (%.4g samples/s)", human_seconds(r.step_s).c_str(),
+                e.samples_per_s());
+  add("step time", line);
+  std::snprintf(line, sizeof line, "%.1f TFLOP/s per device, %.1f%% of peak", e.tflops_per_gpu,
+                100 * e.mfu);
+  add("throughput", line);
+  add("compute", human_seconds(busy) + " on the busiest rank" +
+                     (tp > 0 ? ", of which tensor-parallel comm " + human_seconds(tp) : ""));
+  std::snprintf(line, sizeof line, "%.1f%% of the compute span (step with free comm %s)",
+                100 * r.bubble_fraction, human_seconds(r.ideal_step_s).c_str());
+  add("pipeline bubble", line);
+  add("exposed comm", human_seconds(r.exposed_comm_s) + " (busy per rank: p2p " +
+                          human_seconds(p2p) + ", data-parallel " + human_seconds(dp) + ")");
+  add("optimizer", human_seconds(opt));
+  std::snprintf(line, sizeof line, "%s of %s on rank %d: params %s, grads %s, optimizer %s, "
+                "activations %s (%d stage-loads in flight)",
+                human_bytes(pk.total()).c_str(), human_bytes(e.memory_limit).c_str(), pr,
+                human_bytes(pk.params).c_str(), human_bytes(pk.grads).c_str(),
+                human_bytes(pk.optimizer).c_str(), human_bytes(pk.activations).c_str(),
+                r.ranks[pr].peak_inflight);
+  add("peak memory", line);
+  if (pk.total() > e.memory_limit)
+    out += "  WARNING: over the device memory; use recomputation, zero3, more pp or fewer "
+           "micro-batches in flight\n";
+  out += "\n  rank  compute    idle       p2p busy   dp busy    peak mem   activations  in flight\n";
+  for (size_t q = 0; q < r.ranks.size(); ++q) {
+    const RankResult& rr = r.ranks[q];
+    std::snprintf(line, sizeof line, "  %-5zu %-10s %-10s %-10s %-10s %-10s %-12s %d\n", q,
+                  human_seconds(rr.compute_s).c_str(),
+                  human_seconds(r.step_s - rr.compute_s - rr.optimizer_s).c_str(),
+                  human_seconds(rr.p2p_s).c_str(), human_seconds(rr.dp_s).c_str(),
+                  human_bytes(rr.peak.total()).c_str(), human_bytes(rr.peak.activations).c_str(),
+                  rr.peak_inflight);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace loom::plan

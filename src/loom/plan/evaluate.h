@@ -1,0 +1,46 @@
+#pragma once
+// One configuration end to end: generate the schedule, validate and lower it as the runtime
+// does (schedule/), build the TransformerCostModel and simulate. Used by `loom simulate`,
+// the planner and the tests.
+#include <string>
+#include <vector>
+
+#include "loom/plan/cluster.h"
+#include "loom/plan/parallel.h"
+#include "loom/plan/simulator.h"
+#include "loom/plan/transformer.h"
+#include "loom/schedule/schedule.h"
+
+namespace loom::plan {
+
+struct EvalOptions {
+  std::string precision;  // "" = the cluster's
+  std::vector<int> cut;   // "" = uniform
+  bool timeline = false;
+};
+
+struct Evaluation {
+  Parallel par;
+  schedule::Schedule lowered;
+  SimResult sim;
+  double step_flops = 0;      // Narayanan's model FLOPs of one step
+  double tflops_per_gpu = 0;  // step_flops / step / gpus / 1e12
+  double mfu = 0;             // of the cluster's peak in the precision
+  double memory_limit = 0;    // bytes per device
+  std::string compute_source;
+  double contention = 1;
+  double samples_per_s() const { return sim.step_s > 0 ? par.global_batch() / sim.step_s : 0; }
+};
+
+// Throws loom::UsageError for a schedule that does not support the shape, a bad cut, etc.
+Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
+                    const EvalOptions& o = {});
+
+// Multi-line breakdown for `loom simulate`.
+std::string format_breakdown(const Evaluation& e);
+
+// "1.5 GB", "12.3 ms"
+std::string human_bytes(double bytes);
+std::string human_seconds(double s);
+
+}  // namespace loom::plan

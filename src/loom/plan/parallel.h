@@ -1,0 +1,56 @@
+#pragma once
+// One training configuration to simulate: the mesh, the batch split, the schedule and the
+// data-parallel mode. Global batch = dp * microbatches * micro_batch samples.
+#include <cstdint>
+#include <string>
+
+#include "loom/plan/network.h"
+#include "loom/schedule/lower.h"
+
+namespace loom::plan {
+
+// Data-parallel modes as DESIGN.md §3 defines them (what is sharded over dp):
+//   allreduce  nothing; gradients all-reduced (REDUCE_GRAD)
+//   zero1      optimizer state; gradients reduce-scattered, parameters all-gathered after the
+//              optimizer step
+//   zero2      zero1 + gradients (a full gradient buffer lives from the stage's first backward
+//              to its REDUCE_GRAD)
+//   zero3      zero2 + parameters, gathered by UNSHARD before use, freed by RESHARD
+enum class DpMode { AllReduce, Zero1, Zero2, Zero3 };
+std::string dp_mode_name(DpMode m);
+DpMode parse_dp_mode(const std::string& text);  // UsageError naming the modes
+schedule::DpMode lowering_mode(DpMode m, int dp);
+
+// Bytes per parameter and per activation element.
+//   bf16 / fp16: mixed precision (Megatron): 2-byte params and grads, 12 bytes of optimizer
+//                state (fp32 master copy, Adam m and v), 2-byte activations;
+//   fp32:        loom's CPU runtime: 4-byte params and grads, AdamW m and v (8 bytes), 4-byte
+//                activations; allreduce keeps a second copy of the gradients in its buckets.
+struct Precision {
+  std::string name;
+  double param = 2, grad = 2, optimizer = 12, activation = 2;
+  double allreduce_grad_copies = 1;
+};
+Precision precision(const std::string& name);  // UsageError for unknown names
+
+struct Parallel {
+  int dp = 1, pp = 1, tp = 1;
+  int loops = 1;
+  int microbatches = 1;
+  int64_t micro_batch = 1;  // samples per micro-batch
+  std::string schedule = "1f1b";
+  DpMode dp_mode = DpMode::AllReduce;
+  bool recompute = false;          // full activation recomputation
+  bool sequence_parallel = false;  // Korthikanti 2022; only with tp > 1
+  bool reshard_after_forward = true;  // zero3
+  int max_unsharded = 2;              // zero3 prefetch bound
+
+  Mesh mesh() const { return {dp, pp, tp}; }
+  int gpus() const { return dp * pp * tp; }
+  int64_t global_batch() const { return int64_t(dp) * microbatches * micro_batch; }
+  schedule::Shape shape() const { return {pp, loops, microbatches}; }
+  // "dp=8 pp=4 tp=8 bfs v=2 m=8 b=1 zero3 recompute"
+  std::string describe() const;
+};
+
+}  // namespace loom::plan

@@ -1,0 +1,327 @@
+#include "loom/plan/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "loom/common/error.h"
+
+namespace loom::plan {
+namespace {
+
+using schedule::Action;
+using schedule::Kind;
+
+// A change of one memory category at a point in time (frees sort before allocations).
+struct MemEvent {
+  double t;
+  double delta;
+  int category;  // 0 params, 1 grads, 2 activations
+  int inflight;  // +1 / -1 for stored activations
+};
+
+struct RankState {
+  size_t next = 0;
+  double cursor = 0;   // when the rank's program reaches its next action
+  double dp_free = 0;  // DP stream free
+  std::map<int, double> link_free;        // send link to a peer pipeline rank
+  std::map<int, double> gathered_ready;   // stage -> its last UNSHARD done
+  std::map<int, double> gathered_since;   // stage -> its current UNSHARD start
+  std::map<int, double> buffer_since;     // stage -> first backward start (grad buffer)
+  std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
+  std::vector<MemEvent> mem;
+};
+
+class Sim {
+ public:
+  Sim(const schedule::Schedule& s, const CostModel& c, const SimOptions& o, bool record)
+      : s_(s), c_(c), o_(o), record_(record) {
+    const schedule::Shape& sh = s.shape;
+    if (static_cast<int>(s.ranks.size()) != sh.pp)
+      LOOM_USAGE("cannot simulate '", s.name, "': ", s.ranks.size(), " rank lists for pp=", sh.pp);
+    if (c.stages() != sh.stages())
+      LOOM_USAGE("cannot simulate '", s.name, "': the cost model has ", c.stages(),
+                 " stages, the schedule ", sh.stages());
+    if (o.mesh.pp != sh.pp)
+      LOOM_USAGE("cannot simulate '", s.name, "': mesh pp=", o.mesh.pp, " but schedule pp=", sh.pp);
+    arrival_.assign(size_t(sh.stages()) * sh.microbatches * 2, -1.0);
+    st_.resize(sh.pp);
+    out_.ranks.resize(sh.pp);
+    out_.schedule_name = s.name;
+  }
+
+  SimResult run() {
+    const int pp = s_.shape.pp;
+    for (;;) {
+      bool progress = false, done = true;
+      for (int r = 0; r < pp; ++r) {
+        while (st_[r].next < s_.ranks[r].size() && step(r, s_.ranks[r][st_[r].next])) {
+          ++st_[r].next;
+          progress = true;
+        }
+        done = done && st_[r].next == s_.ranks[r].size();
+      }
+      if (done) break;
+      if (!progress) {
+        std::string waits;
+        for (int r = 0; r < pp; ++r)
+          if (st_[r].next < s_.ranks[r].size())
+            waits += detail::concat(waits.empty() ? "" : ", ", "rank ", r, " at ",
+                                    schedule::to_string(s_.ranks[r][st_[r].next]));
+        LOOM_USAGE("cannot simulate '", s_.name, "': deadlock (", waits,
+                   "); validate the schedule with loom schedule --file");
+      }
+    }
+    for (int r = 0; r < pp; ++r) finish(r);
+    for (const RankResult& rr : out_.ranks) out_.step_s = std::max(out_.step_s, rr.end_s);
+    return std::move(out_);
+  }
+
+  // Latest compute end over ranks (before the optimizer), and total busy compute.
+  double compute_makespan() const { return compute_end_; }
+
+ private:
+  double& arrival(int stage, int mb, int dir) {
+    return arrival_[(size_t(stage) * s_.shape.microbatches + mb) * 2 + dir];
+  }
+  int world(int pp_rank) const { return o_.mesh.rank(pp_rank, 0, 0); }
+
+  void event(int r, const Action& a, Stream stream, double t0, double t1) {
+    if (record_) {
+      out_.ranks[r].events.push_back({schedule::to_string(a),
+                                      std::string(schedule::kind_name(a.kind)), stream, t0, t1});
+    }
+  }
+
+  // Advances rank r over action a; false when an input is not known yet.
+  bool step(int r, const Action& a) {
+    RankState& st = st_[r];
+    RankResult& rr = out_.ranks[r];
+    const schedule::Shape& sh = s_.shape;
+    const int s = a.stage, j = a.microbatch;
+    switch (a.kind) {
+      case Kind::F:
+      case Kind::B:
+      case Kind::I:
+      case Kind::W: {
+        double ready = st.cursor;
+        if (a.kind == Kind::F && s > 0 && sh.rank_of(s - 1) != r) {
+          if (arrival(s, j, 0) < 0) return false;
+          ready = std::max(ready, arrival(s, j, 0));
+        }
+        if ((a.kind == Kind::B || a.kind == Kind::I) && s + 1 < sh.stages() &&
+            sh.rank_of(s + 1) != r) {
+          if (arrival(s, j, 1) < 0) return false;
+          ready = std::max(ready, arrival(s, j, 1));
+        }
+        if (auto g = st.gathered_ready.find(s); g != st.gathered_ready.end())
+          ready = std::max(ready, g->second);
+        const double dur = c_.compute_s(s, a.kind);
+        const double end = ready + dur;
+        rr.compute_s += dur;
+        rr.tp_comm_s += c_.compute_comm_s(s, a.kind);
+        st.cursor = end;
+        compute_end_ = std::max(compute_end_, end);
+        event(r, a, Stream::Compute, ready, end);
+        track_compute(r, a, ready, end);
+        return true;
+      }
+      case Kind::SEND_F:
+      case Kind::SEND_B: {
+        const int to_stage = a.kind == Kind::SEND_F ? s + 1 : s - 1;
+        const int peer = sh.rank_of(to_stage);
+        const double bytes = c_.boundary_bytes(a.kind == Kind::SEND_F ? s : s - 1);
+        double& link = st.link_free[peer];
+        const double t0 = std::max(st.cursor, link);
+        const double t1 = t0 + c_.p2p_s(bytes, world(r), world(peer));
+        link = t1;
+        arrival(to_stage, j, a.kind == Kind::SEND_F ? 0 : 1) = t1;
+        rr.p2p_s += t1 - t0;
+        rr.p2p_bytes += bytes;
+        event(r, a, Stream::Send, t0, t1);
+        return true;
+      }
+      case Kind::RECV_F:
+      case Kind::RECV_B:
+        return true;
+      case Kind::UNSHARD:
+      case Kind::REDUCE_GRAD: {
+        const bool gather = a.kind == Kind::UNSHARD;
+        const Collective op = gather ? Collective::AllGather
+                              : o_.dp_mode == DpMode::AllReduce ? Collective::AllReduce
+                                                                : Collective::ReduceScatter;
+        const double bytes = gather ? c_.param_bytes(s) : c_.grad_bytes(s);
+        const double t0 = std::max(st.cursor, st.dp_free);
+        const double t1 = t0 + c_.collective_s(op, bytes, o_.mesh.dp_group(r));
+        st.dp_free = t1;
+        rr.dp_s += t1 - t0;
+        rr.dp_bytes += ring_bytes(op, bytes);
+        event(r, a, Stream::Dp, t0, t1);
+        if (gather) {
+          st.gathered_ready[s] = t1;
+          st.gathered_since[s] = t0;
+        } else if (auto b = st.buffer_since.find(s); b != st.buffer_since.end()) {
+          mem(r, b->second, t1, c_.memory(s).grad_buffer, 1);
+          st.buffer_since.erase(b);
+        }
+        return true;
+      }
+      case Kind::RESHARD: {
+        if (auto g = st.gathered_since.find(s); g != st.gathered_since.end()) {
+          mem(r, g->second, st.cursor, c_.memory(s).gathered, 0);
+          st.gathered_since.erase(g);
+        }
+        st.gathered_ready.erase(s);
+        return true;
+      }
+    }
+    return true;
+  }
+
+  double ring_bytes(Collective op, double bytes) const {
+    const int d = o_.mesh.dp;
+    if (d <= 1) return 0;
+    return (op == Collective::AllReduce ? 2.0 : 1.0) * (d - 1) / d * bytes;
+  }
+
+  // Memory held over [t0, t1).
+  void mem(int r, double t0, double t1, double bytes, int category, int inflight = 0) {
+    if (bytes == 0 && inflight == 0) return;
+    st_[r].mem.push_back({t0, bytes, category, inflight});
+    st_[r].mem.push_back({t1, -bytes, category, -inflight});
+  }
+
+  void track_compute(int r, const Action& a, double t0, double t1) {
+    RankState& st = st_[r];
+    const StageMemory m = c_.memory(a.stage);
+    const auto key = std::make_pair(a.stage, a.microbatch);
+    if (a.kind == Kind::F) {
+      st.act_since[key] = t0;
+      return;
+    }
+    if (a.kind != Kind::W) mem(r, t0, t1, m.working, 2);  // backward working set
+    // The full gradient buffer appears with the stage's first weight gradient of the step.
+    if ((a.kind == Kind::B || a.kind == Kind::W) && m.grad_buffer > 0 &&
+        buffer_started_.insert(a.stage).second)
+      st.buffer_since[a.stage] = t0;
+    if (a.kind == Kind::B || a.kind == Kind::W) {
+      auto it = st.act_since.find(key);
+      if (it != st.act_since.end()) {
+        mem(r, it->second, t1, m.activation, 2, 1);
+        st.act_since.erase(it);
+      }
+    }
+  }
+
+  void finish(int r) {
+    RankState& st = st_[r];
+    RankResult& rr = out_.ranks[r];
+    double t = std::max(st.cursor, st.dp_free);
+    for (const auto& [peer, free] : st.link_free) t = std::max(t, free);
+    // Static state of the rank's stages; anything still gathered or buffered ends here.
+    MemoryBreakdown base;
+    std::vector<int> mine;
+    for (int s = r; s < s_.shape.stages(); s += s_.shape.pp) mine.push_back(s);
+    for (int s : mine) {
+      const StageMemory m = c_.memory(s);
+      base.params += m.params;
+      base.grads += m.grads;
+      base.optimizer += m.optimizer;
+    }
+    for (auto& [s, since] : st.gathered_since) mem(r, since, t, c_.memory(s).gathered, 0);
+    for (auto& [s, since] : st.buffer_since) mem(r, since, t, c_.memory(s).grad_buffer, 1);
+    for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
+    // Optimizer, then (zero1 / zero2) the all-gather of the updated parameters.
+    const double t_opt = t;
+    for (int s : mine) t += c_.optimizer_s(s);
+    rr.optimizer_s = t - t_opt;
+    if (record_ && t > t_opt)
+      rr.events.push_back({"optimizer", "optimizer", Stream::Compute, t_opt, t});
+    if (o_.mesh.dp > 1 && (o_.dp_mode == DpMode::Zero1 || o_.dp_mode == DpMode::Zero2)) {
+      for (int s : mine) {
+        const double t1 = t + c_.collective_s(Collective::AllGather, c_.param_bytes(s),
+                                              o_.mesh.dp_group(r));
+        rr.dp_s += t1 - t;
+        rr.dp_bytes += ring_bytes(Collective::AllGather, c_.param_bytes(s));
+        if (record_)
+          rr.events.push_back({detail::concat(s, "ALL_GATHER"), "ALL_GATHER", Stream::Dp, t, t1});
+        t = t1;
+      }
+    }
+    rr.end_s = t;
+
+    // Peak over time; frees before allocations at equal times.
+    std::sort(st.mem.begin(), st.mem.end(), [](const MemEvent& a, const MemEvent& b) {
+      return a.t != b.t ? a.t < b.t : a.delta < b.delta;
+    });
+    double cur[3] = {0, 0, 0};
+    int inflight = 0;
+    rr.peak = base;
+    for (const MemEvent& e : st.mem) {
+      cur[e.category] += e.delta;
+      inflight += e.inflight;
+      const double total = base.total() + cur[0] + cur[1] + cur[2];
+      if (total > rr.peak.total() + 1e-9) {
+        rr.peak = {base.params + cur[0], base.grads + cur[1], base.optimizer, cur[2]};
+        rr.peak_inflight = inflight;
+      }
+    }
+  }
+
+  const schedule::Schedule& s_;
+  const CostModel& c_;
+  const SimOptions& o_;
+  bool record_;
+  std::vector<double> arrival_;
+  std::vector<RankState> st_;
+  std::set<int> buffer_started_;  // stages whose buffer was allocated this step
+  double compute_end_ = 0;
+  SimResult out_;
+};
+
+}  // namespace
+
+double SimResult::peak_memory() const {
+  double m = 0;
+  for (const RankResult& r : ranks) m = std::max(m, r.peak.total());
+  return m;
+}
+
+int SimResult::peak_rank() const {
+  int best = 0;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].peak.total() > ranks[best].peak.total()) best = static_cast<int>(r);
+  return best;
+}
+
+schedule::Timing SimResult::timing() const {
+  schedule::Timing t;
+  t.ranks.resize(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    for (const SimEvent& e : ranks[r].events) {
+      if (e.stream != Stream::Compute || e.name == "optimizer") continue;
+      t.ranks[r].push_back({schedule::parse_action(e.name), e.start * 1e3, e.end * 1e3});
+    }
+  t.makespan = step_s * 1e3;
+  return t;
+}
+
+SimResult simulate(const schedule::Schedule& lowered, const CostModel& cost,
+                   const SimOptions& opts) {
+  Sim real(lowered, cost, opts, opts.timeline);
+  SimResult out = real.run();
+  if (!opts.split_exposed) return out;
+  FreeCommModel free(cost);
+  Sim ideal(lowered, free, opts, false);
+  SimResult ir = ideal.run();
+  out.ideal_step_s = ir.step_s;
+  out.exposed_comm_s = std::max(0.0, out.step_s - ir.step_s);
+  double busy = 0;
+  for (const RankResult& r : ir.ranks) busy += r.compute_s;
+  const double span = ideal.compute_makespan();
+  out.bubble_fraction = span > 0 ? 1.0 - busy / (span * lowered.shape.pp) : 0;
+  return out;
+}
+
+}  // namespace loom::plan

@@ -1,0 +1,102 @@
+#pragma once
+// Event-driven simulation of one training step over a LOWERED schedule (the action lists the
+// executor runs, schedule/lower.h), with the costs of a CostModel.
+//
+// Each pipeline rank has one compute stream, one send link per peer rank and one data-parallel
+// stream. The rank walks its list in order, like parallel/executor.cpp:
+//   F / B / I / W   start when the compute stream is free, the input message has arrived (the
+//                   RECV the lowering put before it) and, under zero3, the stage's UNSHARD has
+//                   finished; they occupy the compute stream;
+//   SEND_F / SEND_B issued when reached (after the compute that produced the tensor); the
+//                   transfer starts when the link to that peer is free, and its arrival time
+//                   is what the peer's compute waits for;
+//   RECV_F / RECV_B markers (receives are posted ahead in the runtime);
+//   UNSHARD         all-gather of the stage's parameters on the DP stream, issued when reached
+//                   (lowering placed it early to prefetch);
+//   REDUCE_GRAD     all-reduce (allreduce) or reduce-scatter (zero1/2/3) of the stage's
+//                   gradients on the DP stream, overlapping the compute that follows;
+//   RESHARD         frees the gathered parameters.
+// After its list a rank waits for its streams, runs the optimizer, and under zero1/zero2
+// all-gathers the updated parameters. Step time = the latest rank.
+// Every stream is FIFO in list order, so each action's times follow from earlier ones: the
+// simulation advances every rank as far as its inputs are known and repeats (no tie-breaking).
+// Data-parallel replicas and tensor-parallel ranks run the same lists with the same costs, so
+// one pipeline (dp_rank 0, tp_rank 0) is simulated and collectives start when issued.
+//
+// Memory, per rank, over time: static parameters, gradients and optimizer state of its stages;
+// plus gathered parameters (UNSHARD..RESHARD), full gradient buffers (first backward ..
+// REDUCE_GRAD done), stored activations (F start .. B or W end) and the transient working set of
+// a backward. The peak and its breakdown are reported.
+//
+// A second run with communication free (FreeCommModel) separates the pipeline bubble from
+// exposed communication: exposed = step - step with free communication.
+#include <string>
+#include <vector>
+
+#include "loom/plan/cost_model.h"
+#include "loom/plan/parallel.h"
+#include "loom/schedule/schedule.h"
+#include "loom/schedule/timing.h"
+
+namespace loom::plan {
+
+struct SimOptions {
+  Mesh mesh;
+  DpMode dp_mode = DpMode::AllReduce;
+  bool split_exposed = true;  // run the free-communication pass
+  bool timeline = true;       // keep every event
+};
+
+enum class Stream { Compute = 0, Send = 1, Dp = 2 };
+
+struct SimEvent {
+  std::string name;  // "2F0", "2SEND_F0", "1REDUCE_GRAD", "optimizer"
+  std::string cat;   // kind name
+  Stream stream = Stream::Compute;
+  double start = 0, end = 0;
+};
+
+struct MemoryBreakdown {
+  double params = 0;       // incl. gathered parameters
+  double grads = 0;        // incl. full gradient buffers
+  double optimizer = 0;
+  double activations = 0;  // stored + working
+  double total() const { return params + grads + optimizer + activations; }
+};
+
+struct RankResult {
+  double compute_s = 0;  // busy time of the compute stream (with tensor-parallel comm)
+  double tp_comm_s = 0;  // of which tensor-parallel communication
+  double p2p_s = 0;      // busy time of the send links
+  double dp_s = 0;       // busy time of the DP stream
+  double optimizer_s = 0;
+  double end_s = 0;      // step end on this rank
+  double p2p_bytes = 0;  // sent by this rank
+  double dp_bytes = 0;   // sent by this rank (ring traffic)
+  MemoryBreakdown peak;  // at the moment of the peak total
+  int peak_inflight = 0;  // stored (stage, micro-batch) activations at that moment
+  std::vector<SimEvent> events;
+};
+
+struct SimResult {
+  std::string schedule_name;
+  double step_s = 0;
+  double ideal_step_s = 0;     // same schedule, communication free
+  double bubble_fraction = 0;  // idle share of the compute streams with free communication
+  double exposed_comm_s = 0;   // step_s - ideal_step_s
+  std::vector<RankResult> ranks;
+
+  double peak_memory() const;
+  int peak_rank() const;
+  // Compute actions in milliseconds, for schedule::render_svg(schedule, timing, " ms").
+  schedule::Timing timing() const;
+};
+
+// Throws loom::UsageError when the schedule cannot finish (deadlock) or does not fit the model.
+SimResult simulate(const schedule::Schedule& lowered, const CostModel& cost,
+                   const SimOptions& opts);
+
+// Chrome trace JSON: one process per pipeline rank, threads compute / send / dp; microseconds.
+std::string sim_trace_json(const SimResult& r);
+
+}  // namespace loom::plan

@@ -1,0 +1,46 @@
+#pragma once
+// Closed forms for a GPT (pre-LayerNorm blocks, MLP 4h, untied head) with l layers, width h,
+// a heads, sequence s, vocabulary V; b samples per micro-batch, t tensor-parallel ranks.
+//  - FLOPs (Narayanan et al. 2021; a multiply-add = 2): forward of one layer
+//    24·b·s·h² + 4·b·s²·h, of the head 2·b·s·h·V. Per iteration of B samples, backward = 2x
+//    forward: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) without recomputation; with full
+//    recomputation every layer runs its forward twice: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))
+//    (the head is not recomputed; both forms count its 6·B·s·h·V).
+//  - Activations kept per layer and micro-batch (Korthikanti et al. 2022, 16-bit values,
+//    1-byte dropout masks): s·b·h·(34 + 5·a·s/h) without tensor parallelism;
+//    s·b·h·(10 + 24/t + 5·a·s/(h·t)) with it; s·b·h/t·(34 + 5·a·s/h) with sequence
+//    parallelism; 2·s·b·h (/t with sequence parallelism) with full recomputation. Without
+//    dropout (loom's GPT) the masks go: 32 + 2·a·s/h, and 8 + 24/t for the unsplit part.
+//    Other element sizes scale the formula by bytes/2.
+#include <cstdint>
+#include <string>
+
+namespace loom::plan {
+
+struct Transformer {
+  int64_t layers = 1, hidden = 1, heads = 1, seq_len = 1, vocab = 51200;
+  bool dropout = true;  // Megatron's GPT has dropout; loom's GPT has none
+};
+
+double layer_params(const Transformer& m);      // 12h² + 13h
+double embedding_params(const Transformer& m);  // V·h + s·h (tokens + positions)
+double head_params(const Transformer& m);       // V·h + V + 2h (final norm, untied head + bias)
+double total_params(const Transformer& m);
+
+double layer_forward_flops(const Transformer& m, double b);
+double head_forward_flops(const Transformer& m, double b);
+double iteration_flops(const Transformer& m, double global_batch, bool recompute);
+
+// Bytes kept per layer for one micro-batch of b samples.
+double layer_activation_bytes(const Transformer& m, double b, int tp, bool sequence_parallel,
+                              bool recompute, double elem_bytes = 2);
+
+// Parameter, gradient and optimizer-state bytes per parameter on one rank for a data-parallel
+// mode with mixed precision (2 + 2 + 12 = 16 bytes per parameter unsharded).
+struct StateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+StateBytes state_bytes_per_param(const std::string& dp_mode, int dp);
+
+}  // namespace loom::plan

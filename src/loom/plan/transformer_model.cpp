@@ -1,0 +1,271 @@
+#include "loom/plan/transformer_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "loom/common/error.h"
+
+namespace loom::plan {
+namespace {
+
+using schedule::Kind;
+constexpr int kEmbedding = 0, kLayer = 1, kHead = 2;
+const char* kBlockNames[] = {"embedding", "layer", "head"};
+
+}  // namespace
+
+std::vector<int> uniform_cut(int64_t layers, int stages) {
+  if (stages < 1) LOOM_USAGE("stages must be >= 1 (got ", stages, ")");
+  if (stages > layers)
+    LOOM_USAGE("pp x loops = ", stages, " stages but the model has only ", layers,
+               " layers; use fewer pipeline ranks or loops");
+  std::vector<int> first = {0};
+  int64_t at = 1;
+  for (int s = 0; s + 1 < stages; ++s) {
+    at += layers / stages + (s < layers % stages ? 1 : 0);
+    first.push_back(static_cast<int>(at));
+  }
+  return first;
+}
+
+void TransformerCostModel::Cost::add(const Cost& o) {
+  f += o.f;
+  i += o.i;
+  w += o.w;
+  f_comm += o.f_comm;
+  i_comm += o.i_comm;
+  params += o.params;
+  activation += o.activation;
+  working = std::max(working, o.working);
+}
+
+TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel& p,
+                                           const Cluster& c, const std::string& prec,
+                                           std::vector<int> cut)
+    : m_(m), p_(p), c_(c), net_(c), prec_(::loom::plan::precision(prec.empty() ? c.precision : prec)) {
+  if (m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.seq_len < 1 || m.vocab < 1)
+    LOOM_USAGE("model layers, width, heads, seq-len and vocab must all be >= 1");
+  if (m.hidden % m.heads != 0)
+    LOOM_USAGE("width ", m.hidden, " must be divisible by heads ", m.heads);
+  if (p.tp < 1 || p.dp < 1 || p.pp < 1 || p.loops < 1 || p.microbatches < 1 || p.micro_batch < 1)
+    LOOM_USAGE("dp, pp, tp, loops, microbatches and micro-batch size must all be >= 1");
+  if (m.heads % p.tp != 0 || m.hidden % p.tp != 0)
+    LOOM_USAGE("tp=", p.tp, " must divide heads (", m.heads, ") and width (", m.hidden, ")");
+  if (p.tp > c.devices_per_node && !c.shared)
+    LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '",
+               c.name, "'; tensor parallelism stays inside a node");
+  peak_ = c.peak(prec_.name == "fp16" && !c.peak_flops.count("fp16") ? "bf16" : prec_.name);
+  if (c.shared) contention_ = std::max(1.0, double(p.gpus()) / c.devices_per_node);
+
+  const int S = p.pp * p.loops;
+  cut_ = cut.empty() ? uniform_cut(m.layers, S) : std::move(cut);
+  const int blocks = static_cast<int>(m.layers) + 2;
+  if (static_cast<int>(cut_.size()) != S || cut_[0] != 0)
+    LOOM_USAGE("the cut must give the first block of each of the ", S, " stages, starting at 0");
+  for (int s = 1; s < S; ++s)
+    if (cut_[s] <= cut_[s - 1] || cut_[s] >= blocks)
+      LOOM_USAGE("cut points must increase within 1..", blocks - 1, " (got stage ", s, " at ",
+                 cut_[s], ")");
+
+  for (int k = 0; k < 3; ++k) {
+    block_[k] = analytic(k);
+    Cost measured;
+    if (p.tp == 1 && profiled(k, &measured)) {
+      measured.params = block_[k].params;
+      measured.activation = block_[k].activation;
+      measured.working = block_[k].working;
+      block_[k] = measured;
+      profiled_[k] = true;
+    }
+    if (p.recompute && k == kLayer) {  // the forward runs again before the backward
+      block_[k].i += block_[k].f;
+      block_[k].i_comm += block_[k].f_comm;
+    }
+    block_[k].f *= contention_;
+    block_[k].i *= contention_;
+    block_[k].w *= contention_;
+  }
+  for (int s = 0; s < S; ++s) {
+    Cost sum;
+    const int end = s + 1 < S ? cut_[s + 1] : blocks;
+    for (int b = cut_[s]; b < end; ++b)
+      sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
+    stage_.push_back(sum);
+  }
+}
+
+double TransformerCostModel::gemm_s(double m, double n, double k, double batch) const {
+  const double flops = 2 * batch * m * n * k;
+  return flops / (peak_ * c_.gemm_fraction(std::cbrt(batch * m * n * k)));
+}
+
+double TransformerCostModel::elementwise_s(double bytes) const {
+  return bytes / (c_.memory_bandwidth * c_.elementwise_efficiency);
+}
+
+TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
+  const double b = double(p_.micro_batch), s = double(m_.seq_len), h = double(m_.hidden),
+               a = double(m_.heads), V = double(m_.vocab), t = p_.tp, e = prec_.activation;
+  const double M = b * s;
+  const std::vector<int> tp_group = p_.mesh().tp_group(0, 0);
+  const double tp_ar = net_.collective_s(Collective::AllReduce, M * h * e, tp_group);
+  Cost c;
+  if (kind == kLayer) {
+    const double linear = gemm_s(M, 3 * h / t, h) + gemm_s(M, h, h / t) + gemm_s(M, 4 * h / t, h) +
+                          gemm_s(M, h, 4 * h / t);
+    const double core = 2 * gemm_s(s, s, h / a, b * a / t);
+    const double elem =
+        elementwise_s(2 * layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, false, e));
+    c.f_comm = c.i_comm = 2 * tp_ar;
+    c.f = linear + core + elem + c.f_comm;
+    c.i = linear + 2 * core + 2 * elem + c.i_comm;
+    c.w = linear;
+    c.params = layer_params(m_) / t;
+    c.activation =
+        layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, p_.recompute, e);
+    if (p_.recompute)
+      c.working = layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, false, e);
+  } else if (kind == kHead) {
+    const double logits = 4 * M * V / t;  // fp32 logits for the softmax / loss
+    const double gemm = gemm_s(M, V / t, h);
+    const double elem = elementwise_s(3 * logits + 2 * M * h * e);
+    c.i_comm = tp_ar;
+    c.f = gemm + elem;
+    c.i = gemm + 2 * elem + c.i_comm;
+    c.w = gemm;
+    c.params = head_params(m_) / t;
+    c.activation = logits + M * h * e;
+    c.working = logits;
+  } else {
+    const double elem = elementwise_s(3 * M * h * e);
+    c.f_comm = tp_ar;
+    c.f = elem + c.f_comm;
+    c.w = 2 * elem;
+    c.params = embedding_params(m_) / t;
+    c.activation = m_.dropout ? M * h : 0;  // dropout mask
+  }
+  return c;
+}
+
+bool TransformerCostModel::profiled(int kind, Cost* out) const {
+  std::vector<const BlockProfile*> match;
+  for (const BlockProfile& bp : c_.blocks) {
+    if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len)
+      continue;
+    if (kind == kLayer && bp.heads != m_.heads) continue;
+    if (kind != kLayer && bp.vocab != m_.vocab) continue;
+    match.push_back(&bp);
+  }
+  if (match.empty()) return false;
+  std::sort(match.begin(), match.end(), [](auto* x, auto* y) { return x->micro_batch < y->micro_batch; });
+  const double b = double(p_.micro_batch);
+  // Linear between the two nearest measured sizes, proportional outside the measured range.
+  auto time_at = [&](double BlockProfile::*field) {
+    const BlockProfile* lo = match.front();
+    const BlockProfile* hi = match.back();
+    if (b <= lo->micro_batch) return lo->*field * b / lo->micro_batch;
+    if (b >= hi->micro_batch) return hi->*field * b / hi->micro_batch;
+    for (size_t i = 1; i < match.size(); ++i)
+      if (match[i]->micro_batch >= b) {
+        lo = match[i - 1];
+        hi = match[i];
+        break;
+      }
+    const double x = (b - lo->micro_batch) / double(hi->micro_batch - lo->micro_batch);
+    return lo->*field + x * (hi->*field - lo->*field);
+  };
+  const double f = time_at(&BlockProfile::forward_s), bw = time_at(&BlockProfile::backward_s);
+  out->f = f;
+  out->i = kind == kEmbedding ? 0 : bw / 2;
+  out->w = kind == kEmbedding ? bw : bw / 2;
+  return true;
+}
+
+std::string TransformerCostModel::compute_source() const {
+  std::string prof, ana;
+  for (int k = 0; k < 3; ++k) {
+    std::string& dst = profiled_[k] ? prof : ana;
+    dst += (dst.empty() ? "" : ", ") + std::string(kBlockNames[k]);
+  }
+  if (prof.empty()) return "analytic";
+  if (ana.empty()) return "profiled";
+  return "profiled (" + prof + "), analytic (" + ana + ")";
+}
+
+double TransformerCostModel::compute_s(int stage, Kind kind) const {
+  const Cost& c = stage_.at(stage);
+  switch (kind) {
+    case Kind::F:
+      return c.f;
+    case Kind::B:
+      return c.i + c.w;
+    case Kind::I:
+      return c.i;
+    case Kind::W:
+      return c.w;
+    default:
+      return 0;
+  }
+}
+
+double TransformerCostModel::compute_comm_s(int stage, Kind kind) const {
+  const Cost& c = stage_.at(stage);
+  if (kind == Kind::F) return c.f_comm;
+  if (kind == Kind::B || kind == Kind::I) return c.i_comm;
+  return 0;
+}
+
+double TransformerCostModel::boundary_bytes(int) const {
+  return double(p_.micro_batch) * m_.seq_len * m_.hidden * prec_.activation / p_.tp;
+}
+
+double TransformerCostModel::grad_bytes(int stage) const {
+  return stage_.at(stage).params * prec_.grad;
+}
+
+double TransformerCostModel::param_bytes(int stage) const {
+  return stage_.at(stage).params * prec_.param;
+}
+
+StageMemory TransformerCostModel::memory(int stage) const {
+  const Cost& c = stage_.at(stage);
+  const double P = c.params, d = p_.dp;
+  StageMemory mem;
+  mem.params = P * prec_.param;
+  mem.grads = P * prec_.grad;
+  mem.optimizer = P * prec_.optimizer;
+  mem.activation = c.activation;
+  mem.working = c.working;
+  if (p_.dp > 1) {
+    switch (p_.dp_mode) {
+      case DpMode::AllReduce:
+        mem.grads *= prec_.allreduce_grad_copies;
+        break;
+      case DpMode::Zero3:
+        mem.gathered = mem.params;
+        mem.params /= d;
+        [[fallthrough]];
+      case DpMode::Zero2:
+        mem.grad_buffer = mem.grads;
+        mem.grads /= d;
+        [[fallthrough]];
+      case DpMode::Zero1:
+        mem.optimizer /= d;
+        break;
+    }
+  }
+  return mem;
+}
+
+double TransformerCostModel::optimizer_s(int stage) const {
+  double P = stage_.at(stage).params;
+  if (p_.dp > 1 && p_.dp_mode != DpMode::AllReduce) P /= p_.dp;
+  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param * contention_;
+  return elementwise_s(28 * P);
+}
+
+double TransformerCostModel::step_flops() const {
+  return iteration_flops(m_, double(p_.global_batch()), p_.recompute);
+}
+
+}  // namespace loom::plan

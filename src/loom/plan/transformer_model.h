@@ -1,0 +1,98 @@
+#pragma once
+// TransformerCostModel: the costs of a GPT (transformer.h) cut into pp * loops stages, on a
+// cluster (cluster.h), for one Parallel configuration.
+//  - Blocks: 0 = embedding, 1..l = layers, l+1 = head (final norm, logits, loss), the order of
+//    model::build; a stage is a contiguous run of blocks. Default cut: layers split evenly (the
+//    first l mod S stages take one more), embedding on the first stage, head on the last.
+//  - Compute, per rank (tensor parallelism splits every matrix product t ways):
+//      matrix products: FLOPs / (peak · efficiency(d)), d = cbrt(M·N·K) (cluster curve);
+//      elementwise work: twice the activation bytes (written, read back) at the memory
+//      bandwidth times its efficiency;
+//      tensor parallelism: 2 all-reduces (or reduce-scatter + all-gather with sequence
+//      parallelism, same cost) of b·s·h values per layer in the forward, 2 in the backward,
+//      2 more with recomputation; the head adds one in its backward, the embedding one in its
+//      forward;
+//      B = I + W with W = the weight-gradient products (one forward's worth) and I the rest;
+//      recomputation adds one forward to I (and B).
+//    When the cluster file has measured [[block]] times for this width, sequence, heads and
+//    vocabulary (loom profile) and tp = 1, those are used instead (I = W = B/2: the profile
+//    measures B only), scaled linearly between measured micro-batch sizes.
+//    On a `shared` cluster (CPU cores) ranks beyond the core count time-share them: compute
+//    is slowed by ranks / cores.
+//  - Pipeline messages: b·s·h activation values, split over the t ranks of a TP group
+//    (Megatron's scatter/gather, or sequence parallelism).
+//  - Memory: parameters, gradients and optimizer state per precision.h-style byte counts and
+//    data-parallel mode (parallel.h); stored activations per transformer.h; with
+//    recomputation the working set of one layer's full activations during a backward.
+//  - Optimizer: measured ns per parameter (loom profile), else 28 bytes per parameter (read
+//    parameter, gradient, two moments; write parameter and moments) at memory bandwidth.
+#include <string>
+#include <vector>
+
+#include "loom/plan/cluster.h"
+#include "loom/plan/cost_model.h"
+#include "loom/plan/network.h"
+#include "loom/plan/parallel.h"
+#include "loom/plan/transformer.h"
+
+namespace loom::plan {
+
+// First block of every stage for an even split; UsageError when stages > layers.
+std::vector<int> uniform_cut(int64_t layers, int stages);
+
+class TransformerCostModel : public CostModel {
+ public:
+  // precision "" = the cluster's; cut empty = uniform_cut.
+  TransformerCostModel(const Transformer& m, const Parallel& p, const Cluster& c,
+                       const std::string& precision = "", std::vector<int> cut = {});
+
+  int stages() const override { return static_cast<int>(stage_.size()); }
+  double compute_s(int stage, schedule::Kind kind) const override;
+  double compute_comm_s(int stage, schedule::Kind kind) const override;
+  double p2p_s(double bytes, int from, int to) const override { return net_.p2p_s(bytes, from, to); }
+  double collective_s(Collective op, double bytes, const std::vector<int>& g) const override {
+    return net_.collective_s(op, bytes, g);
+  }
+  double boundary_bytes(int stage) const override;
+  double grad_bytes(int stage) const override;
+  double param_bytes(int stage) const override;
+  StageMemory memory(int stage) const override;
+  double optimizer_s(int stage) const override;
+
+  const std::vector<int>& cut() const { return cut_; }
+  const Precision& precision() const { return prec_; }
+  double peak_flops() const { return peak_; }
+  double contention() const { return contention_; }
+  // "analytic", "profiled" or "profiled (embedding, layer), analytic (head)".
+  std::string compute_source() const;
+  // Model FLOPs of one step (Narayanan's count), for TFLOP/s per GPU and MFU.
+  double step_flops() const;
+
+ private:
+  struct Cost {
+    double f = 0, i = 0, w = 0;   // seconds; b = i + w
+    double f_comm = 0, i_comm = 0;
+    double params = 0;            // per rank
+    double activation = 0;        // stored per micro-batch
+    double working = 0;           // transient in the backward
+    void add(const Cost& o);
+  };
+  Cost analytic(int kind) const;  // 0 embedding, 1 layer, 2 head
+  bool profiled(int kind, Cost* out) const;
+  double gemm_s(double m, double n, double k, double batch = 1) const;
+  double elementwise_s(double bytes) const;
+
+  Transformer m_;
+  Parallel p_;
+  const Cluster& c_;
+  Network net_;
+  Precision prec_;
+  double peak_ = 0;
+  double contention_ = 1;
+  std::vector<int> cut_;
+  Cost block_[3];
+  bool profiled_[3] = {false, false, false};
+  std::vector<Cost> stage_;
+};
+
+}  // namespace loom::plan

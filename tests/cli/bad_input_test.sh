@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Bad input gets one clear line on stderr and exit code 2, and leaves nothing half-written.
+# usage: bad_input_test.sh LOOM_BINARY [mpi]
+set -u
+loom=$1
+mode=${2:-local}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+fails=0
+passes=0
+
+# expect_usage NAME EXPECTED_SUBSTRING -- ARGS...
+expect_usage() {
+  local name=$1 want=$2
+  shift 3
+  local out="$tmp/out.$name"
+  rm -rf "$out"
+  "$loom" "$@" --output.dir "$out" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  local lines
+  lines=$(grep -c . "$tmp/stderr")
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL $name: exit code $rc, expected 2"; cat "$tmp/stderr"; fails=$((fails + 1)); return
+  fi
+  if [[ $lines -ne 1 ]]; then
+    echo "FAIL $name: $lines lines on stderr, expected 1"; cat "$tmp/stderr"; fails=$((fails + 1)); return
+  fi
+  if ! grep -qF -- "$want" "$tmp/stderr"; then
+    echo "FAIL $name: message lacks '$want':"; cat "$tmp/stderr"; fails=$((fails + 1)); return
+  fi
+  if [[ -e "$out" ]]; then
+    echo "FAIL $name: output folder $out was created"; fails=$((fails + 1)); return
+  fi
+  echo "ok   $name: $(cat "$tmp/stderr")"
+  passes=$((passes + 1))
+}
+
+good="$tmp/good.toml"
+cat >"$good" <<'TOML'
+[model]
+kind = "gpt"
+width = 32
+layers = 2
+heads = 2
+seq_len = 16
+[data]
+kind = "synthetic"
+[train]
+steps = 3
+global_batch = 8
+TOML
+
+if [[ $mode == local ]]; then
+  expect_usage missing_config "not found" -- train --config "$tmp/nope.toml" --nproc 2
+  printf '[model\nlayers = \n' >"$tmp/broken.toml"
+  expect_usage unparsable_config "broken.toml" -- train --config "$tmp/broken.toml" --nproc 2
+  printf '[model]\nlayerz = 3\n' >"$tmp/unknown.toml"
+  expect_usage unknown_field "layers" -- train --config "$tmp/unknown.toml" --nproc 2
+  expect_usage unknown_flag "--bogus" -- train --config "$good" --nproc 2 --bogus 3
+  expect_usage out_of_range "model.layers" -- train --config "$good" --nproc 2 --layers 0
+  expect_usage bad_choice "parallel.schedule" -- train --config "$good" --nproc 2 --schedule fast
+  expect_usage dp_not_dividing "dp (3)" -- train --config "$good" --nproc 4 --dp 3
+  expect_usage pp_not_dividing "pp (3)" -- train --config "$good" --nproc 4 --pp 3
+  expect_usage batch_not_divisible "not divisible" -- train --config "$good" --nproc 4 --global_batch 6
+  expect_usage schedule_shape "1f1b" -- train --config "$good" --nproc 2 --pp 2 --loops 2 --schedule 1f1b
+  expect_usage too_few_blocks "blocks" -- train --config "$good" --nproc 4 --pp 4 --loops 2 --schedule bfs
+  expect_usage missing_dataset "not found" -- train --config "$good" --nproc 2 --model.kind cnn \
+    --data.kind fashion-mnist --data.path "$tmp/no-such-folder"
+  mkdir -p "$tmp/corrupt"
+  printf 'this is not an idx file' | gzip >"$tmp/corrupt/train-images-idx3-ubyte.gz"
+  cp /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz "$tmp/corrupt/" 2>/dev/null ||
+    printf 'x' | gzip >"$tmp/corrupt/train-labels-idx1-ubyte.gz"
+  expect_usage corrupt_idx "train-images-idx3-ubyte.gz" -- train --config "$good" --nproc 2 \
+    --model.kind cnn --data.kind fashion-mnist --data.path "$tmp/corrupt"
+  expect_usage missing_text "not found" -- train --config "$good" --nproc 2 --data.kind text \
+    --data.path "$tmp/no-text"
+  # Unwritable output folder: a path below a regular file can never be created.
+  touch "$tmp/file"
+  "$loom" train --config "$good" --nproc 2 --output.dir "$tmp/file/out" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -q "output" "$tmp/stderr"; then
+    echo "ok   unwritable_output: $(cat "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL unwritable_output: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
+  "$loom" schedule --schedule interleaved --pp 2 --loops 2 --microbatches 3 >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -q "interleaved" "$tmp/stderr"; then
+    echo "ok   schedule_unsupported: $(cat "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL schedule_unsupported: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+else
+  # Under mpirun: every rank sees the error, exactly one prints it, all exit 2.
+  mpirun -n 2 --oversubscribe "$loom" train --config "$good" --layers 0 --output.dir "$tmp/o1" \
+    >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  n=$(grep -c "loom: error: model.layers" "$tmp/stderr")
+  if [[ $rc -ne 0 && $n -eq 1 && ! -e "$tmp/o1" ]]; then
+    echo "ok   mpirun_usage: rc=$rc, one error line"; passes=$((passes + 1))
+  else
+    echo "FAIL mpirun_usage: rc=$rc, $n error lines"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  # A rank that dies mid-run brings every rank down, non-zero, with a message naming it.
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 timeout 120 "$loom" train --config "$good" --nproc 3 \
+    --global_batch 12 --steps 5 --output.dir "$tmp/o2" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "rank 1" "$tmp/stderr" && grep -qi "signal 9\|killed" "$tmp/stderr"; then
+    echo "ok   rank_death: rc=$rc, $(grep -i 'process rank 1' "$tmp/stderr" | head -1)"; passes=$((passes + 1))
+  else
+    echo "FAIL rank_death: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  # A hang turns into a timeout error naming the rank, communicator and operation.
+  LOOM_COMM_TIMEOUT_S=3 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=hang timeout 120 \
+    "$loom" train --config "$good" --nproc 2 --steps 5 --output.dir "$tmp/o3" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "communication timeout" "$tmp/stderr" && grep -q "on communicator" "$tmp/stderr"; then
+    echo "ok   hang_timeout: rc=$rc, $(grep -m1 'communication timeout' "$tmp/stderr" | cut -c1-160)"; passes=$((passes + 1))
+  else
+    echo "FAIL hang_timeout: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+fi
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]

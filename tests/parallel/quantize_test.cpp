@@ -1,0 +1,121 @@
+// The quantizer of --dp-mode quant on hand-computed examples. Scales are powers of two where
+// possible so that every expected value is exact; where a value is not representable the
+// expectation is written as the float expression it must equal bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "loom/parallel/quantize.h"
+
+using namespace loom::parallel::quant;
+
+namespace {
+
+std::vector<float> roundtrip(const std::vector<float>& x, const Format& f,
+                             std::vector<uint8_t>* bytes = nullptr) {
+  std::vector<uint8_t> enc(encoded_bytes(static_cast<int64_t>(x.size()), f));
+  encode(x.data(), static_cast<int64_t>(x.size()), f, enc.data());
+  std::vector<float> out(x.size());
+  decode(enc.data(), static_cast<int64_t>(x.size()), f, out.data());
+  if (bytes) *bytes = enc;
+  return out;
+}
+
+}  // namespace
+
+TEST(Quantize, SizesOfEncodedChunks) {
+  EXPECT_EQ(qmax(8), 127);
+  EXPECT_EQ(qmax(4), 7);
+  EXPECT_EQ(encoded_bytes(256, {8, 256}), 4 + 256);
+  EXPECT_EQ(encoded_bytes(257, {8, 256}), 2 * 4 + 257);  // a short last block
+  EXPECT_EQ(encoded_bytes(256, {4, 256}), 4 + 128);
+  EXPECT_EQ(encoded_bytes(5, {4, 2}), 3 * 4 + 3);  // odd count: the last high nibble unused
+  EXPECT_EQ(encoded_bytes(0, {8, 256}), 0);
+}
+
+// Block of 4, 8 bits: max 7.9375 = 127/16, so the scale is exactly 1/16.
+TEST(Quantize, EightBitHandExample) {
+  Format f{8, 4};
+  std::vector<float> x = {7.9375f, -1.0f, 0.03f, 3.1f};
+  std::vector<uint8_t> enc;
+  auto y = roundtrip(x, f, &enc);
+  float scale;
+  std::memcpy(&scale, enc.data(), 4);
+  EXPECT_EQ(scale, 0.0625f);
+  // Codes: 127, -16, round(0.48) = 0, round(49.6) = 50.
+  EXPECT_EQ(static_cast<int8_t>(enc[4]), 127);
+  EXPECT_EQ(static_cast<int8_t>(enc[5]), -16);
+  EXPECT_EQ(static_cast<int8_t>(enc[6]), 0);
+  EXPECT_EQ(static_cast<int8_t>(enc[7]), 50);
+  EXPECT_EQ(y, (std::vector<float>{7.9375f, -1.0f, 0.0f, 3.125f}));
+  // The residual e = x - dequant(quant(x)) of error feedback.
+  EXPECT_EQ(x[2] - y[2], 0.03f);
+  EXPECT_EQ(x[3] - y[3], 3.1f - 3.125f);
+}
+
+TEST(Quantize, HalfwayRoundsAwayFromZeroAndZeroBlocks) {
+  Format f{8, 2};
+  // Block 1: max 3.96875 = 127/32, 0.265625 / (1/32) = 8.5 -> 9. Block 2: zeros, scale 0.
+  auto y = roundtrip({0.265625f, -3.96875f, 0.0f, 0.0f}, f);
+  EXPECT_EQ(y, (std::vector<float>{0.28125f, -3.96875f, 0.0f, 0.0f}));
+  y = roundtrip({-0.265625f, 3.96875f}, f);
+  EXPECT_EQ(y[0], -0.28125f);
+}
+
+// 4 bits, blocks of 2: scale = max / 7. Nibbles in two's complement, low nibble first.
+TEST(Quantize, FourBitPacksTwoValuesPerByte) {
+  Format f{4, 2};
+  std::vector<float> x = {1.75f, -0.75f, -0.5f, 0.0f, 0.4375f};  // scales 0.25, 1/14, 0.0625
+  std::vector<uint8_t> enc;
+  auto y = roundtrip(x, f, &enc);
+  ASSERT_EQ(enc.size(), 3u * 4 + 3);
+  // Codes: 7, -3 | -7, 0 | 7 (odd count).
+  EXPECT_EQ(enc[12], 0xD7);  // -3 = 0xD high, 7 low
+  EXPECT_EQ(enc[13], 0x09);  // 0 high, -7 = 0x9 low
+  EXPECT_EQ(enc[14], 0x07);
+  EXPECT_EQ(y[0], 1.75f);
+  EXPECT_EQ(y[1], -0.75f);
+  EXPECT_EQ(y[2], -7.0f * (0.5f / 7.0f));
+  EXPECT_EQ(y[3], 0.0f);
+  EXPECT_EQ(y[4], 0.4375f);
+}
+
+TEST(Quantize, CodesStayInRangeAndDecodeAddsInFp32) {
+  Format f{8, 3};
+  std::vector<float> x = {1.0f, 0.3f, -0.2f};  // scale 1/127: codes 127, round(38.1), round(-25.4)
+  std::vector<uint8_t> enc(encoded_bytes(3, f));
+  encode(x.data(), 3, f, enc.data());
+  EXPECT_EQ(static_cast<int8_t>(enc[4]), 127);
+  EXPECT_EQ(static_cast<int8_t>(enc[5]), 38);
+  EXPECT_EQ(static_cast<int8_t>(enc[6]), -25);
+  std::vector<float> acc = {10.0f, 20.0f, 30.0f};
+  decode_add(enc.data(), 3, f, acc.data());
+  const float s = 1.0f / 127.0f;
+  EXPECT_EQ(acc[0], 10.0f + 127.0f * s);
+  EXPECT_EQ(acc[1], 20.0f + 38.0f * s);
+  EXPECT_EQ(acc[2], 30.0f + -25.0f * s);
+  // Non-finite input never produces an out-of-range code.
+  std::vector<float> bad = {INFINITY, 1.0f, NAN};
+  encode(bad.data(), 3, f, enc.data());
+  for (int i = 0; i < 3; ++i) EXPECT_LE(std::abs(static_cast<int8_t>(enc[4 + i])), 127);
+}
+
+// Error feedback over two steps on the pure functions: the residual of step 1 is added to the
+// gradient of step 2, and the new residual is what step 2's quantization left out.
+TEST(Quantize, ErrorFeedbackCarriesTheResidual) {
+  Format f{8, 2};
+  std::vector<float> grad = {0.03f, 3.96875f};  // scale 1/32
+  std::vector<float> e = {0, 0};
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> x = {grad[0] + e[0], grad[1] + e[1]};
+    auto y = roundtrip(x, f);
+    e = {x[0] - y[0], x[1] - y[1]};
+    EXPECT_EQ(y[0], 0.03125f) << "step " << step;  // 0.96 -> 1, then 0.92 -> 1
+  }
+  const float e1 = 0.03f - 0.03125f;
+  EXPECT_EQ(e[0], (0.03f + e1) - 0.03125f);
+  EXPECT_EQ(e[1], 0.0f);
+}

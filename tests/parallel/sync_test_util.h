@@ -1,0 +1,110 @@
+#pragma once
+// Helpers of the multi-rank tests of the data-parallel modes: tiny configurations, runs on the
+// first k ranks of the world, and parameter comparisons maximized over ranks.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "loom/comm/world.h"
+#include "loom/model/model.h"
+#include "loom/parallel/stage.h"
+#include "loom/train/trainer.h"
+
+namespace loom::test {
+
+// One folder name for all ranks (rank 0's pid); `tag` separates the runs of one test.
+inline std::string shared_tmp(const std::string& tag) {
+  static int64_t id = [] {
+    int64_t v = ::getpid();
+    comm::world().broadcast(&v, 1, comm::DType::Int64, 0)->wait();
+    return v;
+  }();
+  return (std::filesystem::temp_directory_path() / ("loom-" + tag + "-" + std::to_string(id)))
+      .string();
+}
+
+// Plain SGD (no momentum, constant learning rate, no clipping) on synthetic data.
+inline config::Config tiny(const std::string& kind) {
+  config::Config c;
+  c.model.kind = kind;
+  if (kind == "gpt") {
+    c.model.layers = 3;
+    c.model.width = 32;
+    c.model.heads = 2;
+    c.model.seq_len = 16;
+  }
+  c.data.kind = "synthetic";
+  c.data.synthetic_size = 512;
+  c.train.steps = 5;
+  c.train.global_batch = 16;
+  c.train.optimizer = "sgd";
+  c.train.momentum = 0;
+  c.train.lr = 0.05;
+  c.train.lr_schedule = "constant";
+  c.train.eval_batches = 1;
+  c.output.progress = false;
+  return c;
+}
+
+using Params = std::map<std::string, torch::Tensor>;
+
+// Trains `c` on the first `ranks` ranks of the world; the others return an empty map.
+inline Params train_on(config::Config c, int ranks, const std::string& tag) {
+  comm::Communicator& w = comm::world();
+  bool in = w.rank() < ranks;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "train");
+  if (!in) return {};
+  c.output.dir = shared_tmp(tag);
+  return train::Trainer(c, *sub).run().params;
+}
+
+// The parameters every run starts from (same seed on every rank), by global name.
+inline Params initial_params(const config::Config& c) {
+  auto m = model::build(c.model, c.train.seed);
+  parallel::Stage st(0, 1, m.blocks, 0);
+  Params p;
+  for (auto& np : st.params()) p[np.name] = np.tensor.detach().clone();
+  return p;
+}
+
+// max over this rank's tensors of ||a - b|| / ||b||, then max over the world.
+inline double max_relative_diff(const Params& a, const Params& b) {
+  double diff = 0;
+  for (auto& [name, t] : a) {
+    auto it = b.find(name);
+    EXPECT_NE(it, b.end()) << name;
+    if (it == b.end()) continue;
+    diff = std::max(diff, (t - it->second).norm().item<double>() /
+                              std::max(1e-12, it->second.norm().item<double>()));
+  }
+  comm::world().all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  return diff;
+}
+
+// max over tensors of ||a - b|| / ||b - start||: the difference relative to the update.
+inline double max_update_diff(const Params& a, const Params& b, const Params& start) {
+  double diff = 0;
+  for (auto& [name, t] : a) {
+    auto& ref = b.at(name);
+    double upd = (ref - start.at(name)).norm().item<double>();
+    if (upd < 1e-12) continue;
+    diff = std::max(diff, (t - ref).norm().item<double>() / upd);
+  }
+  comm::world().all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  return diff;
+}
+
+// min and max of a value over the world (a value is identical on all ranks when they agree).
+inline std::pair<uint64_t, uint64_t> world_min_max(uint64_t v) {
+  auto lo = static_cast<int64_t>(v >> 1), hi = lo;  // int64 collectives: drop one bit
+  comm::world().all_reduce(&lo, 1, comm::DType::Int64, comm::ReduceOp::Min)->wait();
+  comm::world().all_reduce(&hi, 1, comm::DType::Int64, comm::ReduceOp::Max)->wait();
+  return {static_cast<uint64_t>(lo), static_cast<uint64_t>(hi)};
+}
+
+}  // namespace loom::test
