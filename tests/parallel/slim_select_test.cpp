@@ -41,18 +41,18 @@ bool looks_uniform(const std::vector<int64_t>& counts, int64_t m, int64_t rounds
 
 constexpr int64_t kN = 1000, kRounds = 4000;
 
-struct Setup {
+struct Sets {
   std::vector<int64_t> core, pool;
   int64_t m;
 };
 
-Setup setup() {
+Sets make_sets() {
   std::vector<float> g(kN), u(kN);
   for (int64_t i = 0; i < kN; ++i) {
     g[i] = std::sin(0.37f * i);
     u[i] = std::cos(1.3f * i) * 0.01f;
   }
-  Setup s;
+  Sets s;
   s.core = top_k(significance(g.data(), u.data(), kN, 1.0), fraction_count(0.2, kN));
   s.pool = complement(s.core, kN);
   s.m = fraction_count(0.1, kN);
@@ -93,7 +93,7 @@ TEST(SlimSelect, TopKBreaksTiesByIndex) {
 }
 
 TEST(SlimSelect, ExplorerDependsOnlyOnSeedAndRestoresPool) {
-  Setup s = setup();
+  Sets s = make_sets();
   auto pool0 = s.pool;
   auto a = draw(s.pool, s.m, explorer_seed(7, 0, 3));
   EXPECT_EQ(s.pool, pool0);
@@ -104,7 +104,7 @@ TEST(SlimSelect, ExplorerDependsOnlyOnSeedAndRestoresPool) {
 }
 
 TEST(SlimSelect, ExplorerIsDisjointFromCoreAndUniformOverTheRest) {
-  Setup s = setup();
+  Sets s = make_sets();
   ASSERT_EQ(s.core.size(), 200u);
   ASSERT_EQ(s.pool.size(), 800u);
   std::set<int64_t> core(s.core.begin(), s.core.end());
@@ -116,7 +116,9 @@ TEST(SlimSelect, ExplorerIsDisjointFromCoreAndUniformOverTheRest) {
     ASSERT_EQ(static_cast<int64_t>(e.size()), s.m);
     for (size_t k = 0; k < e.size(); ++k) {
       ASSERT_EQ(core.count(e[k]), 0u) << "explorer coordinate " << e[k] << " is in the core";
-      if (k) ASSERT_LT(e[k - 1], e[k]);  // ascending, so distinct
+      if (k) {
+        ASSERT_LT(e[k - 1], e[k]);  // ascending, so distinct
+      }
       ++counts[pos[e[k]]];
     }
     auto all = merge(s.core, e);
@@ -131,7 +133,7 @@ TEST(SlimSelect, ExplorerIsDisjointFromCoreAndUniformOverTheRest) {
 // The same test rejects a sampler that never picks one coordinate and one that walks the pool
 // in a fixed rotation (perfectly even, not random).
 TEST(SlimSelect, ChiSquareRejectsBrokenSamplers) {
-  Setup s = setup();
+  Sets s = make_sets();
   std::vector<int64_t> short_pool(s.pool.begin(), s.pool.end() - 1);
   std::vector<int64_t> counts(s.pool.size(), 0);
   for (int64_t r = 0; r < kRounds; ++r) {

@@ -180,6 +180,13 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
       rep.peak_activation_bytes = std::max(rep.peak_activation_bytes, act);
       rep.peak_live_microbatches = std::max(rep.peak_live_microbatches, live);
     }
+    {
+      int64_t act = 0, working = 0;
+      for (auto& [s, stg] : stages_) act += stg->live_activation_bytes();
+      for (auto& [s, y] : syncs_) working += y->working_bytes();
+      rep.peak_working_bytes = std::max(rep.peak_working_bytes, working);
+      rep.peak_transient_bytes = std::max(rep.peak_transient_bytes, act + working);
+    }
     rep.p2p_wait_s += wait_us * 1e-6;
     if (tracing_) {
       if (dp_wait_us > 1.0)

@@ -38,6 +38,10 @@ struct StepReport {
   double dp_wait_s = 0;        // blocked on data-parallel communication inside the step
   int64_t peak_activation_bytes = 0;
   int peak_live_microbatches = 0;
+  // Data-parallel transient buffers (GradSync::working_bytes summed over the rank's stages)
+  // and activations + those buffers, sampled after every action: their peaks in the step.
+  int64_t peak_working_bytes = 0;
+  int64_t peak_transient_bytes = 0;
 };
 
 struct ActivationSpec {

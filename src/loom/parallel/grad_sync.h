@@ -52,6 +52,9 @@ class GradSync {
   virtual double grad_norm_sq() = 0;
   virtual void step(double lr, double grad_scale) = 0;
   virtual MemoryBytes memory() const = 0;
+  // Transient full-size bytes held right now (the executor samples it after every action to
+  // find the rank's concurrent peak; MemoryBytes::working is this stage's own peak).
+  virtual int64_t working_bytes() const { return 0; }
   // Seconds the caller spent blocked on this synchronizer's communication in the step.
   double exposed_wait_s() const { return exposed_s_; }
   void reset_exposed() { exposed_s_ = 0; }

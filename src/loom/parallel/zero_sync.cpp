@@ -213,18 +213,16 @@ void ZeroSync::step(double lr, double grad_scale) {
 
 // ---- accounting, checkpoints --------------------------------------------------------------
 
+int64_t ZeroSync::working_bytes() const {
+  const int64_t full = layout_.padded * kFloat;
+  return (level_ == 3 && full_.defined() ? full : 0) + (level_ >= 2 && grads_.defined() ? full : 0);
+}
+
 void ZeroSync::note_working() {
   const int64_t full = layout_.padded * kFloat;
-  int64_t now = 0;
-  if (level_ == 3 && full_.defined()) {
-    now += full;
-    peak_full_ = full;
-  }
-  if (level_ >= 2 && grads_.defined()) {
-    now += full;
-    peak_grads_ = full;
-  }
-  peak_working_ = std::max(peak_working_, now);
+  if (level_ == 3 && full_.defined()) peak_full_ = full;
+  if (level_ >= 2 && grads_.defined()) peak_grads_ = full;
+  peak_working_ = std::max(peak_working_, working_bytes());
 }
 
 MemoryBytes ZeroSync::memory() const {

@@ -45,6 +45,7 @@ class ZeroSync : public GradSync {
   double grad_norm_sq() override;
   void step(double lr, double grad_scale) override;
   MemoryBytes memory() const override;
+  int64_t working_bytes() const override;
   std::vector<NamedParam> full_params() override;
   bool saves_params() const override { return true; }
   void save(torch::serialize::OutputArchive& ar) const override;

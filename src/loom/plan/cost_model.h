@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loom/plan/network.h"
+#include "loom/plan/parallel.h"
 #include "loom/schedule/action.h"
 
 namespace loom::plan {
@@ -44,6 +45,10 @@ class CostModel {
   virtual StageMemory memory(int stage) const = 0;
   // Optimizer update of the rank's share of the stage, after the step's communication.
   virtual double optimizer_s(int stage) const { return 0; }
+  // The collective of REDUCE_GRAD: all-reduce for allreduce, reduce-scatter for zero1/2/3.
+  virtual Collective reduce_collective(DpMode m) const {
+    return m == DpMode::AllReduce ? Collective::AllReduce : Collective::ReduceScatter;
+  }
 };
 
 // Fixed costs: every stage takes f/b/i/w per micro-batch, every message `message_s`, every
@@ -89,6 +94,7 @@ class FreeCommModel : public CostModel {
   double param_bytes(int s) const override { return m_.param_bytes(s); }
   StageMemory memory(int s) const override { return m_.memory(s); }
   double optimizer_s(int s) const override { return m_.optimizer_s(s); }
+  Collective reduce_collective(DpMode m) const override { return m_.reduce_collective(m); }
 
  private:
   const CostModel& m_;

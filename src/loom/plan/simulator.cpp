@@ -148,9 +148,7 @@ class Sim {
       case Kind::UNSHARD:
       case Kind::REDUCE_GRAD: {
         const bool gather = a.kind == Kind::UNSHARD;
-        const Collective op = gather ? Collective::AllGather
-                              : o_.dp_mode == DpMode::AllReduce ? Collective::AllReduce
-                                                                : Collective::ReduceScatter;
+        const Collective op = gather ? Collective::AllGather : c_.reduce_collective(o_.dp_mode);
         const double bytes = gather ? c_.param_bytes(s) : c_.grad_bytes(s);
         const double t0 = std::max(st.cursor, st.dp_free);
         const double t1 = t0 + c_.collective_s(op, bytes, o_.mesh.dp_group(r));
@@ -234,8 +232,8 @@ class Sim {
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
     // Optimizer, then (zero1 / zero2) the all-gather of the updated parameters.
     const double t_opt = t;
-    for (int s : mine) t += c_.optimizer_s(s);
-    rr.optimizer_s = t - t_opt;
+    for (int s : mine) rr.optimizer_s += c_.optimizer_s(s);
+    t += rr.optimizer_s;
     if (record_ && t > t_opt)
       rr.events.push_back({"optimizer", "optimizer", Stream::Compute, t_opt, t});
     if (o_.mesh.dp > 1 && (o_.dp_mode == DpMode::Zero1 || o_.dp_mode == DpMode::Zero2)) {

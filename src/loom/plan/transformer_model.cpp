@@ -251,10 +251,17 @@ StageMemory TransformerCostModel::memory(int stage) const {
         [[fallthrough]];
       case DpMode::Zero1:
         mem.optimizer /= d;
+        if (prec_.sharded_master && p_.dp_mode != DpMode::Zero3) mem.params += mem.params / d;
         break;
     }
   }
   return mem;
+}
+
+Collective TransformerCostModel::reduce_collective(DpMode m) const {
+  if (m == DpMode::AllReduce || (m == DpMode::Zero1 && prec_.zero1_all_reduce))
+    return Collective::AllReduce;
+  return Collective::ReduceScatter;
 }
 
 double TransformerCostModel::optimizer_s(int stage) const {

@@ -58,6 +58,7 @@ class TransformerCostModel : public CostModel {
   double param_bytes(int stage) const override;
   StageMemory memory(int stage) const override;
   double optimizer_s(int stage) const override;
+  Collective reduce_collective(DpMode m) const override;
 
   const std::vector<int>& cut() const { return cut_; }
   const Precision& precision() const { return prec_; }

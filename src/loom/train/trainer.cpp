@@ -407,7 +407,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   // operations); hidden = busy - exposed, the part that overlapped other work.
   double dp_exposed_s = 0, dp_hidden_s = 0, p2p_s = 0;
   comm::Stats dp_steps;  // DP collectives of the steps run (no evaluation, no checkpoints)
-  int64_t peak_act = 0;
+  int64_t peak_act = 0, peak_working = 0, peak_transient = 0;
   const int64_t end = stop_after > 0 ? std::min(total, start_step + stop_after) : total;
   for (int64_t step = start_step; step < end; ++step) {
     auto t0 = Clock::now();
@@ -443,25 +443,31 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
       if (st->is_last()) loss_sum += st->loss_sum();
     loss = world_sum(base, loss_sum) / (double(r.dp) * r.m);
     double dt = seconds_since(t0);
+    // Measured bubble: the share of the step that an average rank did not spend computing.
+    double bubble_step = 1.0 - world_sum(base, rep.compute_s) / base.size() / dt;
     steps_time += dt;
     compute_s += rep.compute_s;
     exposed_s += rep.p2p_wait_s + dp_exposed;
     p2p_s += rep.p2p_wait_s;
     peak_act = std::max(peak_act, rep.peak_activation_bytes);
+    peak_working = std::max(peak_working, rep.peak_working_bytes);
+    peak_transient = std::max(peak_transient, rep.peak_transient_bytes);
     res.final_loss = loss;
     ++res.steps;
     if (is_root) {
       JsonLine j;
       j.integer("step", step + 1).num("loss", loss).num("lr", lr).num("step_s", dt)
           .num(gpt ? "tokens_per_s" : "samples_per_s", items_per_step / dt)
-          .num("compute_s", rep.compute_s).num("p2p_wait_s", rep.p2p_wait_s)
+          .num("compute_s", rep.compute_s).num("bubble", bubble_step)
+          .num("p2p_wait_s", rep.p2p_wait_s)
           .num("dp_wait_s", sync_wait + rep.dp_wait_s)
           .integer("dp_bytes", (mesh.dp_comm->stats() - dp0).total_bytes())
           .integer("dp_step_calls", dp_step.total_calls())
           .integer("dp_step_bytes", dp_step.total_bytes())
           .num("dp_exposed_s", dp_exposed).num("dp_hidden_s", dp_hidden)
           .integer("pp_bytes", (mesh.pp_comm->stats() - pp0).total_bytes())
-          .integer("peak_activation_bytes", rep.peak_activation_bytes);
+          .integer("peak_activation_bytes", rep.peak_activation_bytes)
+          .integer("peak_dp_working_bytes", rep.peak_working_bytes);
       if (cfg.train.clip > 0) j.num("grad_norm", norm);
       for (auto& [s, y] : syncs)
         for (auto& [k, v] : y->step_metrics()) j.num(k + "." + std::to_string(s), v);
@@ -506,8 +512,12 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     mem.working += m.working;
   }
   res.memory = mem;
-  // Every rank's state (params + grads + optimizer, peaks included) and peak activations.
-  int64_t mine[2] = {mem.total(), peak_act};
+  const int64_t persistent = mem.total() - mem.working;
+  res.peak_working_bytes = peak_working;
+  res.peak_bytes = persistent + peak_transient;
+  // Every rank's state (persistent + transient buffers at their concurrent peak) and peak of
+  // state + activations.
+  int64_t mine[2] = {persistent + peak_working, res.peak_bytes};
   std::vector<int64_t> per_rank(2 * base.size());
   base.all_gather(mine, per_rank.data(), 2, comm::DType::Int64)->wait();
   const double nsteps = std::max<int64_t>(1, res.steps);
@@ -515,12 +525,12 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     JsonLine j;
     j.str("summary", "run").integer("steps", res.steps)
         .num("dp_calls_per_step", dp_steps.total_calls() / nsteps)
-        .num("dp_bytes_per_step", dp_steps.total_bytes() / nsteps)
+        .integer("dp_bytes_per_step", static_cast<long long>(dp_steps.total_bytes() / nsteps))
         .num("dp_exposed_s", dp_exposed_s).num("dp_hidden_s", dp_hidden_s)
         .num("p2p_wait_s", p2p_s).num("step_s", steps_time / nsteps);
     for (int q = 0; q < base.size(); ++q)
       j.integer("state_bytes_r" + std::to_string(q), per_rank[2 * q])
-          .integer("activation_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
+          .integer("peak_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
     *metrics << j.done() << "\n" << std::flush;
   }
   double bubble = steps_time > 0 ? std::max(0.0, 1.0 - compute_s / steps_time) : 0;
@@ -540,8 +550,8 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     std::string kinds;
     for (int k = 0; k < comm::kOpKinds; ++k)
       if (dp_steps.calls[k] && k != static_cast<int>(comm::OpKind::Recv))
-        kinds += (kinds.empty() ? "" : ", ") + std::string(comm::op_name(comm::OpKind(k))) + " " +
-                 detail::concat(dp_steps.calls[k] / nsteps);
+        kinds += detail::concat(kinds.empty() ? "" : ", ", comm::op_name(comm::OpKind(k)), " ",
+                                dp_steps.calls[k] / nsteps);
     rows.push_back({"dp collectives per step (rank 0)",
                     detail::concat(dp_steps.total_calls() / nsteps) + " calls, " +
                         human_bytes(dp_steps.total_bytes() / nsteps) + (kinds.empty() ? "" : " (" + kinds + ")")});
@@ -552,10 +562,14 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     rows.push_back({"params/grads/optim (rank 0)",
                     human_bytes(mem.params) + " / " + human_bytes(mem.grads) + " / " + human_bytes(mem.optimizer)});
     rows.push_back({"peak activations (rank 0)", human_bytes(double(peak_act))});
-    std::string per;
-    for (int q = 0; q < base.size(); ++q)
-      per += (q ? ", " : "") + human_bytes(double(per_rank[2 * q] + per_rank[2 * q + 1]));
-    rows.push_back({"peak state+activations per rank", per});
+    std::string state, peak;
+    for (int q = 0; q < base.size(); ++q) {
+      if (q) state += ", ", peak += ", ";
+      state += human_bytes(double(per_rank[2 * q]));
+      peak += human_bytes(double(per_rank[2 * q + 1]));
+    }
+    rows.push_back({"params+grads+optim per rank", state});
+    rows.push_back({"peak memory per rank", peak + " (with activations)"});
     rows.push_back({"metrics", (fs::path(cfg.output.dir) / "metrics.jsonl").string()});
     rows.push_back({"checkpoint", (fs::path(cfg.output.dir) / "checkpoint").string()});
     if (!cfg.output.trace.empty()) rows.push_back({"timeline", cfg.output.trace});

@@ -29,6 +29,10 @@ struct TrainResult {
   std::map<std::string, torch::Tensor> params;
   comm::Stats dp_last_step;        // this rank's DP-group collectives in the last step
   parallel::MemoryBytes memory;    // this rank's stages, summed (GradSync::memory)
+  // Measured by the executor after every action, maxima over the run: transient DP buffers
+  // held at once, and persistent state (memory minus its working parts) + activations + those.
+  int64_t peak_working_bytes = 0;
+  int64_t peak_bytes = 0;
 };
 
 class Trainer {

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make bench: every benchmark in bench/, one after the other (they print figures; not tests).
+set -uo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh; do
+  [[ -x $b ]] || continue
+  echo "== $b"
+  bash "$b" "$build" || echo "($b failed)"
+done

@@ -1,0 +1,328 @@
+// loom simulate and loom plan: predict one configuration, or search for the best one
+// (src/loom/plan/). `--from-config` reads a `loom train` configuration and resolves it exactly
+// as the trainer does (same preflight, same model cut), so the prediction can be compared
+// with a real run (bench/predict_vs_measure.sh).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "loom/cli/args.h"
+#include "loom/cli/commands.h"
+#include "loom/common/error.h"
+#include "loom/config/config.h"
+#include "loom/model/model.h"
+#include "loom/model/partition.h"
+#include "loom/plan/evaluate.h"
+#include "loom/plan/planner.h"
+#include "loom/schedule/generate.h"
+#include "loom/schedule/io.h"
+#include "loom/train/preflight.h"
+
+namespace loom::cli {
+namespace {
+
+const std::vector<std::string> kModelFlags = {"model", "layers", "width", "heads", "seq-len",
+                                              "vocab", "precision", "cluster"};
+
+const char* kSimulateHelp = R"(usage: loom simulate --cluster FILE (model flags | --from-config FILE) [configuration]
+
+Predicts one training step of a GPT: step time, pipeline bubble, exposed communication and
+peak memory per rank, by simulating the lowered schedule every rank runs.
+
+model:  --model gpt --layers L --width H --heads A --seq-len S [--vocab V (51200)]
+        [--no-dropout] [--precision bf16|fp16|fp32 (the cluster's)]
+        or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
+        dp-mode and the trainer's own model cut); the flags below override it
+configuration:
+        --gpus N  --dp D  --pp P  --tp T  (dp = N / (pp tp) when only --gpus is given)
+        --loops V  --schedule gpipe|1f1b|interleaved|bfs|zb-h1
+        --microbatches M  --micro-batch-size B  [--global-batch G: derives the missing one]
+        --dp-mode allreduce|zero1|zero2|zero3  [--recompute] [--sequence-parallel]
+        [--max-unsharded K (2)] [--no-reshard-after-forward]
+output: [--svg FILE] [--trace FILE] [--json: one line of numbers]
+
+example:
+  loom simulate --model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 \
+    --cluster clusters/a100-80gb.toml --gpus 512 --pp 8 --tp 8 --loops 4 --schedule bfs \
+    --global-batch 512 --micro-batch-size 1 --dp-mode zero3 --recompute
+)";
+
+const char* kPlanHelp = R"(usage: loom plan --cluster FILE --gpus N --global-batch G (model flags) [options]
+
+Searches dp x pp x tp (tp inside a node), micro-batch size, micro-batch count, loops,
+schedule, dp-mode and recomputation; drops what does not fit in memory; ranks the rest by
+simulated step time and explains why the winner wins.
+
+model:   --model gpt --layers L --width H --heads A --seq-len S [--vocab V] [--no-dropout]
+         [--precision bf16|fp16|fp32]
+options: --top K (10)  --time-budget 30s  --memory-limit GB (the cluster's)
+         --schedules a,b  --dp-modes a,b  --micro-batch-sizes 1,2,4,8  --loops 1,2,4,8
+         --recompute on|off|both (both)
+
+example:
+  loom plan --model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 \
+    --cluster clusters/a100-80gb.toml --gpus 256 --global-batch 256 --top 10
+)";
+
+std::string get(const Args& a, const std::string& k, const std::string& d = "") {
+  return a.flags.count(k) ? a.flags.at(k) : d;
+}
+
+int64_t to_int64(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo || x > hi)
+    LOOM_USAGE("--", flag, " must be an integer in [", lo, ", ", hi, "], got '", v, "'");
+  return x;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& text, const std::string& flag) {
+  std::string tmp = path + ".tmp";
+  std::ofstream f(tmp);
+  if (!f || !(f << text) || !f.flush()) {
+    std::remove(tmp.c_str());
+    LOOM_USAGE("cannot write '", path, "'; pass a writable path to --", flag);
+  }
+  f.close();
+  std::rename(tmp.c_str(), path.c_str());
+  std::cerr << "wrote " << path << "\n";
+}
+
+plan::Transformer model_from_flags(const Args& a) {
+  if (get(a, "model", "gpt") != "gpt")
+    LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '",
+               get(a, "model"), "'");
+  for (const char* k : {"layers", "width", "heads", "seq-len"})
+    if (!a.flags.count(k)) LOOM_USAGE("--", k, " is required (or use --from-config FILE)");
+  plan::Transformer m;
+  m.layers = to_int64("layers", a.flags.at("layers"), 1, 1 << 20);
+  m.hidden = to_int64("width", a.flags.at("width"), 1, 1 << 24);
+  m.heads = to_int64("heads", a.flags.at("heads"), 1, 1 << 16);
+  m.seq_len = to_int64("seq-len", a.flags.at("seq-len"), 1, 1 << 24);
+  m.vocab = to_int64("vocab", get(a, "vocab", "51200"), 1, int64_t(1) << 30);
+  m.dropout = !a.flags.count("no-dropout");
+  return m;
+}
+
+plan::Cluster cluster_from_flags(const Args& a) {
+  if (!a.flags.count("cluster"))
+    LOOM_USAGE("--cluster is required: one of clusters/*.toml, or write one with "
+               "loom profile --out clusters/this-machine.toml");
+  return plan::load_cluster(a.flags.at("cluster"));
+}
+
+// Configuration flags on top of `p` (from a config file or defaults).
+void apply_parallel_flags(const Args& a, plan::Parallel& p, bool from_config) {
+  if (a.flags.count("pp")) p.pp = to_int("pp", a.flags.at("pp"), 1, 1 << 16);
+  if (a.flags.count("tp")) p.tp = to_int("tp", a.flags.at("tp"), 1, 1 << 10);
+  if (a.flags.count("loops")) p.loops = to_int("loops", a.flags.at("loops"), 1, 1024);
+  if (a.flags.count("schedule")) p.schedule = a.flags.at("schedule");
+  if (a.flags.count("dp-mode")) p.dp_mode = plan::parse_dp_mode(a.flags.at("dp-mode"));
+  if (a.flags.count("recompute")) p.recompute = true;
+  if (a.flags.count("sequence-parallel")) p.sequence_parallel = true;
+  if (a.flags.count("no-reshard-after-forward")) p.reshard_after_forward = false;
+  if (a.flags.count("max-unsharded"))
+    p.max_unsharded = to_int("max-unsharded", a.flags.at("max-unsharded"), 1, 1 << 16);
+  if (from_config) return;
+  const int gpus = a.flags.count("gpus") ? to_int("gpus", a.flags.at("gpus"), 1, 1 << 24) : 0;
+  if (a.flags.count("dp")) {
+    p.dp = to_int("dp", a.flags.at("dp"), 1, 1 << 24);
+  } else if (gpus) {
+    if (gpus % (p.pp * p.tp))
+      LOOM_USAGE("--gpus ", gpus, " is not divisible by pp x tp = ", p.pp * p.tp,
+                 "; choose pp and tp among its divisors");
+    p.dp = gpus / (p.pp * p.tp);
+  }
+  if (gpus && p.gpus() != gpus)
+    LOOM_USAGE("dp x pp x tp = ", p.dp, " x ", p.pp, " x ", p.tp, " = ", p.gpus(),
+               " but --gpus is ", gpus, "; drop --dp or fix one of them");
+  const int64_t G = a.flags.count("global-batch")
+                        ? to_int64("global-batch", a.flags.at("global-batch"), 1, int64_t(1) << 40)
+                        : 0;
+  const bool has_m = a.flags.count("microbatches"), has_b = a.flags.count("micro-batch-size");
+  if (has_m) p.microbatches = to_int("microbatches", a.flags.at("microbatches"), 1, 1 << 20);
+  if (has_b) p.micro_batch = to_int64("micro-batch-size", a.flags.at("micro-batch-size"), 1, 1 << 20);
+  if (G) {
+    if (has_m && has_b && p.global_batch() != G)
+      LOOM_USAGE("dp x microbatches x micro-batch-size = ", p.global_batch(),
+                 " but --global-batch is ", G, "; give two of the three");
+    if (!has_b && has_m) {
+      if (G % (int64_t(p.dp) * p.microbatches))
+        LOOM_USAGE("--global-batch ", G, " is not divisible by dp x microbatches = ",
+                   p.dp * p.microbatches);
+      p.micro_batch = G / (int64_t(p.dp) * p.microbatches);
+    } else if (!has_m) {
+      if (G % (int64_t(p.dp) * p.micro_batch))
+        LOOM_USAGE("--global-batch ", G, " is not divisible by dp x micro-batch-size = ",
+                   p.dp * p.micro_batch);
+      p.microbatches = static_cast<int>(G / (int64_t(p.dp) * p.micro_batch));
+    }
+  } else if (!has_m) {
+    p.microbatches = p.pp;  // the smallest count that fills the pipeline
+  }
+}
+
+// A `loom train` configuration resolved as the trainer resolves it.
+void from_config(const Args& a, plan::Transformer* m, plan::Parallel* p, std::vector<int>* cut) {
+  config::Config cfg = config::load_file(a.flags.at("from-config"));
+  if (cfg.model.kind != "gpt")
+    LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind, "'");
+  if (a.flags.count("pp")) cfg.parallel.pp = to_int("pp", a.flags.at("pp"), 1, 1 << 16);
+  if (a.flags.count("dp")) cfg.parallel.dp = to_int("dp", a.flags.at("dp"), 1, 1 << 16);
+  if (a.flags.count("loops")) cfg.parallel.loops = to_int("loops", a.flags.at("loops"), 1, 1024);
+  if (a.flags.count("schedule")) cfg.parallel.schedule = a.flags.at("schedule");
+  if (a.flags.count("dp-mode")) cfg.parallel.dp_mode = a.flags.at("dp-mode");
+  if (a.flags.count("microbatches"))
+    cfg.train.microbatches = to_int("microbatches", a.flags.at("microbatches"), 1, 1 << 20);
+  if (a.flags.count("global-batch"))
+    cfg.train.global_batch = to_int64("global-batch", a.flags.at("global-batch"), 1, 1 << 30);
+  const int dp = cfg.parallel.dp > 0 ? static_cast<int>(cfg.parallel.dp) : 1;
+  train::Resolved r = train::preflight(cfg, dp * static_cast<int>(cfg.parallel.pp), false);
+  *m = {cfg.model.layers, cfg.model.width, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
+        false};
+  p->dp = r.dp;
+  p->pp = r.pp;
+  p->loops = r.loops;
+  p->microbatches = r.m;
+  p->micro_batch = r.micro_batch;
+  p->schedule = cfg.parallel.schedule;
+  p->dp_mode = plan::parse_dp_mode(cfg.parallel.dp_mode);
+  p->reshard_after_forward = cfg.parallel.reshard_after_forward;
+  p->max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
+  model::Model built = model::build(cfg.model, cfg.train.seed);
+  std::vector<double> costs;
+  for (auto& b : built.blocks) costs.push_back(b->flops_per_sample());
+  *cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition).first;
+}
+
+std::string json_line(const plan::Evaluation& e) {
+  const plan::SimResult& r = e.sim;
+  const plan::RankResult& r0 = r.ranks[0];
+  std::ostringstream os;
+  os.precision(6);
+  os << "{\"configuration\":\"" << e.par.describe() << "\",\"step_s\":" << r.step_s
+     << ",\"ideal_step_s\":" << r.ideal_step_s << ",\"bubble\":" << r.bubble_fraction
+     << ",\"exposed_comm_s\":" << r.exposed_comm_s << ",\"tflops_per_device\":" << e.tflops_per_gpu
+     << ",\"peak_bytes\":" << r.peak_memory() << ",\"rank0_params_bytes\":" << r0.peak.params
+     << ",\"rank0_grads_bytes\":" << r0.peak.grads
+     << ",\"rank0_optimizer_bytes\":" << r0.peak.optimizer
+     << ",\"rank0_activation_bytes\":" << r0.peak.activations
+     << ",\"rank0_dp_bytes\":" << r0.dp_bytes << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes
+     << ",\"compute_source\":\"" << e.compute_source << "\"}\n";
+  return os.str();
+}
+
+}  // namespace
+
+int simulate_command(const std::vector<std::string>& args) {
+  std::vector<std::string> known = kModelFlags;
+  for (const char* k : {"gpus", "dp", "pp", "tp", "loops", "schedule", "microbatches",
+                        "micro-batch-size", "global-batch", "dp-mode", "max-unsharded", "svg",
+                        "trace", "from-config"})
+    known.push_back(k);
+  Args a = take_flags(args, known,
+                      {"help", "recompute", "sequence-parallel", "no-dropout",
+                       "no-reshard-after-forward", "json"});
+  if (a.flags.count("help")) {
+    std::cout << kSimulateHelp;
+    return 0;
+  }
+  if (!a.rest.empty())
+    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom simulate; see loom simulate --help");
+  plan::Cluster cluster = cluster_from_flags(a);
+  plan::Transformer m;
+  plan::Parallel p;
+  plan::EvalOptions eo;
+  eo.precision = get(a, "precision");
+  eo.timeline = a.flags.count("svg") || a.flags.count("trace");
+  if (a.flags.count("from-config")) {
+    from_config(a, &m, &p, &eo.cut);
+    apply_parallel_flags(a, p, true);
+  } else {
+    m = model_from_flags(a);
+    apply_parallel_flags(a, p, false);
+  }
+  plan::Evaluation e = plan::evaluate(m, p, cluster, eo);
+  if (a.flags.count("json")) {
+    std::cout << json_line(e);
+  } else {
+    std::cout << "loom simulate: " << cluster.name << " (" << cluster.origin << ")\n"
+              << plan::format_breakdown(e);
+  }
+  if (a.flags.count("svg")) {
+    schedule::Schedule shown = e.lowered;
+    shown.name = "simulated " + p.schedule;
+    write_file(a.flags.at("svg"), schedule::render_svg(shown, e.sim.timing(), " ms"), "svg");
+  }
+  if (a.flags.count("trace")) write_file(a.flags.at("trace"), plan::sim_trace_json(e.sim), "trace");
+  return 0;
+}
+
+int plan_command(const std::vector<std::string>& args) {
+  std::vector<std::string> known = kModelFlags;
+  for (const char* k : {"gpus", "global-batch", "top", "time-budget", "memory-limit", "schedules",
+                        "dp-modes", "micro-batch-sizes", "loops", "recompute"})
+    known.push_back(k);
+  Args a = take_flags(args, known, {"help", "no-dropout"});
+  if (a.flags.count("help")) {
+    std::cout << kPlanHelp;
+    return 0;
+  }
+  if (!a.rest.empty())
+    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom plan; see loom plan --help");
+  plan::Cluster cluster = cluster_from_flags(a);
+  plan::PlanRequest req;
+  req.model = model_from_flags(a);
+  if (!a.flags.count("gpus") || !a.flags.count("global-batch"))
+    LOOM_USAGE("loom plan needs --gpus N and --global-batch G");
+  req.gpus = to_int("gpus", a.flags.at("gpus"), 1, 1 << 24);
+  req.global_batch = to_int64("global-batch", a.flags.at("global-batch"), 1, int64_t(1) << 40);
+  req.precision = get(a, "precision");
+  req.time_budget_s = config::parse_duration(get(a, "time-budget", "30s"));
+  if (a.flags.count("memory-limit")) {
+    char* end = nullptr;
+    const std::string v = a.flags.at("memory-limit");
+    double gb = std::strtod(v.c_str(), &end);
+    if (v.empty() || (*end && std::string(end) != "GB") || !(gb > 0))
+      LOOM_USAGE("--memory-limit must be a size in GB like 70 or 70GB, got '", v, "'");
+    req.memory_limit = gb * 1e9;
+  }
+  for (const std::string& s : split_list(get(a, "schedules"))) {
+    bool known_name = false;
+    for (const std::string& g : schedule::generator_names()) known_name = known_name || g == s;
+    if (!known_name) LOOM_USAGE("--schedules: unknown schedule '", s, "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1");
+    req.schedules.push_back(s);
+  }
+  for (const std::string& s : split_list(get(a, "dp-modes"))) req.dp_modes.push_back(plan::parse_dp_mode(s));
+  for (const std::string& s : split_list(get(a, "micro-batch-sizes")))
+    req.micro_batches.push_back(to_int64("micro-batch-sizes", s, 1, 1 << 20));
+  for (const std::string& s : split_list(get(a, "loops"))) req.loops.push_back(to_int("loops", s, 1, 1024));
+  const std::string rc = get(a, "recompute", "both");
+  if (rc == "on") req.recompute = {true};
+  else if (rc == "off") req.recompute = {false};
+  else if (rc != "both") LOOM_USAGE("--recompute must be on, off or both, got '", rc, "'");
+  const int top = to_int("top", get(a, "top", "10"), 1, 100000);
+
+  plan::PlanResult r = plan::plan(req, cluster);
+  std::printf("loom plan: GPT l=%lld h=%lld a=%lld s=%lld V=%lld on %d devices of %s, global "
+              "batch %lld, memory limit %s\n\n",
+              (long long)req.model.layers, (long long)req.model.hidden,
+              (long long)req.model.heads, (long long)req.model.seq_len,
+              (long long)req.model.vocab, req.gpus, cluster.name.c_str(),
+              (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
+  std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
+  std::printf("(searched in %.1f s)\n", r.elapsed_s);
+  return r.ranked.empty() ? 1 : 0;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,93 @@
+// Cluster files: the shipped ones load, bad ones fail with one line naming the key.
+#include "loom/plan/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/common/error.h"
+
+namespace loom::plan {
+namespace {
+
+const char* kGood = R"(
+name = "tiny"
+[node]
+devices = 2
+[device]
+memory_gb = 16
+memory_bandwidth_gbs = 100
+precision = "fp32"
+peak_tflops = { fp32 = 1.0 }
+[efficiency]
+gemm_size = [64, 256, 1024]
+gemm = [0.25, 0.5, 1.0]
+elementwise = 0.5
+[intra]
+bandwidth_gbs = 10
+latency_us = 2
+[inter]
+bandwidth_gbs = 1
+efficiency = 0.5
+latency_us = 20
+)";
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_cluster(text, "x.toml");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Cluster, ParsesAndInterpolates) {
+  Cluster c = parse_cluster(kGood, "x.toml");
+  EXPECT_EQ(c.devices_per_node, 2);
+  EXPECT_DOUBLE_EQ(c.memory_bytes, 16e9);
+  EXPECT_DOUBLE_EQ(c.peak("fp32"), 1e12);
+  EXPECT_DOUBLE_EQ(c.inter.effective_bandwidth(), 0.5e9);
+  EXPECT_DOUBLE_EQ(c.intra.latency, 2e-6);
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(32), 0.25);    // flat below
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(128), 0.375);  // halfway in log2
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(4096), 1.0);   // flat above
+  // Round trip through to_toml.
+  Cluster d = parse_cluster(to_toml(c), "y.toml");
+  EXPECT_EQ(d.gemm_efficiency, c.gemm_efficiency);
+  EXPECT_DOUBLE_EQ(d.inter.latency, c.inter.latency);
+}
+
+TEST(Cluster, ErrorsNameTheKey) {
+  std::string text = kGood;
+  auto without = [&](const std::string& line) {
+    std::string t = text;
+    t.erase(t.find(line), line.size());
+    return t;
+  };
+  EXPECT_EQ(error_of(without("memory_gb = 16\n")),
+            "x.toml: [device] memory_gb is missing; add it");
+  EXPECT_NE(error_of(without("[intra]\nbandwidth_gbs = 10\nlatency_us = 2\n")).find("[intra] is missing"),
+            std::string::npos);
+  std::string bad = text;
+  bad.replace(bad.find("devices = 2"), 11, "devices = 0");
+  EXPECT_NE(error_of(bad).find("[node] devices must be in [1,"), std::string::npos);
+  bad = text;
+  bad.replace(bad.find("gemm = [0.25, 0.5, 1.0]"), 23, "gemm = [0.25, 0.5]");
+  EXPECT_NE(error_of(bad).find("as many values as gemm_size"), std::string::npos);
+  EXPECT_NE(error_of("name = \"x\"\nbogus = 1\n").find("unknown key 'bogus'"), std::string::npos);
+  EXPECT_NE(error_of("name = [").find("cannot parse x.toml at line 1"), std::string::npos);
+  for (const std::string& e : {error_of(without("memory_gb = 16\n")), error_of("name = [")})
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_THROW(load_cluster("/nonexistent/cluster.toml"), UsageError);
+}
+
+TEST(Cluster, ShippedFilesLoad) {
+  for (const char* name : {"a100-80gb", "h100-80gb"}) {
+    Cluster c = load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/" + name + ".toml");
+    EXPECT_EQ(c.name, name);
+    EXPECT_EQ(c.devices_per_node, 8);
+    EXPECT_DOUBLE_EQ(c.memory_bytes, 80e9);
+    EXPECT_GT(c.intra.effective_bandwidth(), c.inter.effective_bandwidth());
+  }
+}
+
+}  // namespace
+}  // namespace loom::plan

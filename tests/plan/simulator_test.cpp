@@ -1,0 +1,168 @@
+// The simulator against step times worked out by hand with a constant-cost model.
+// F = 1, B = 2 per stage and micro-batch unless a test says otherwise.
+#include "loom/plan/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/common/error.h"
+#include "loom/schedule/generate.h"
+#include "loom/schedule/lower.h"
+
+namespace loom::plan {
+namespace {
+
+schedule::Schedule lowered(const std::string& name, schedule::Shape shape,
+                           schedule::DpMode mode = schedule::DpMode::None) {
+  schedule::LowerOptions lo;
+  lo.dp_mode = mode;
+  return schedule::lower(schedule::generate(name, shape), lo);
+}
+
+SimResult run(const schedule::Schedule& s, const CostModel& c, int dp = 1,
+              DpMode mode = DpMode::AllReduce) {
+  SimOptions o;
+  o.mesh = {dp, s.shape.pp, 1};
+  o.dp_mode = mode;
+  return simulate(s, c, o);
+}
+
+// One micro-batch down a chain of 3 stages on 3 ranks, every message 0.5:
+// F 0..1, msg ..1.5, F ..2.5, msg ..3, F ..4, B ..6, msg ..6.5, B ..8.5, msg ..9, B ..11.
+TEST(Simulator, OneStageChain) {
+  ConstantCostModel c(3);
+  c.message_s = 0.5;
+  SimResult r = run(lowered("gpipe", {3, 1, 1}), c);
+  EXPECT_DOUBLE_EQ(r.step_s, 11.0);
+  EXPECT_DOUBLE_EQ(r.ideal_step_s, 9.0);
+  EXPECT_DOUBLE_EQ(r.exposed_comm_s, 2.0);
+  EXPECT_NEAR(r.bubble_fraction, 1.0 - 9.0 / 27.0, 1e-12);  // each rank busy 3 of 9
+  ASSERT_EQ(r.ranks.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.ranks[1].p2p_s, 1.0);  // one send each way
+  EXPECT_DOUBLE_EQ(r.ranks[0].end_s, 11.0);
+  EXPECT_DOUBLE_EQ(r.ranks[2].end_s, 6.5);
+  // Rank 1's forward starts when the activation arrives.
+  schedule::Timing t = r.timing();
+  EXPECT_DOUBLE_EQ(t.ranks[1][0].start, 1500.0);  // milliseconds
+}
+
+// Free communication: the closed forms of DESIGN.md §2 (makespan in units of F + B = 3).
+TEST(Simulator, BubblesOfSmallGrids) {
+  struct Case {
+    const char* name;
+    schedule::Shape shape;
+    double makespan_units;
+  } cases[] = {
+      {"gpipe", {4, 1, 8}, 8 + 3},  {"1f1b", {4, 1, 8}, 8 + 3},   {"1f1b", {2, 1, 2}, 2 + 1},
+      {"bfs", {2, 2, 4}, 2 * 4 + 1}, {"bfs", {4, 2, 2}, 4 * 2 + 2 - 1},
+      {"interleaved", {2, 2, 4}, 2 * 4 + 1}, {"bfs", {3, 3, 5}, 3 * 5 + 2},
+  };
+  for (const Case& k : cases) {
+    ConstantCostModel c(k.shape.stages());
+    SimResult r = run(lowered(k.name, k.shape), c);
+    const double busy = k.shape.loops * k.shape.microbatches * 3.0;
+    EXPECT_DOUBLE_EQ(r.step_s, 3.0 * k.makespan_units) << k.name;
+    EXPECT_DOUBLE_EQ(r.exposed_comm_s, 0.0) << k.name;
+    EXPECT_NEAR(r.bubble_fraction, 1.0 - busy / r.step_s, 1e-12) << k.name;
+  }
+}
+
+// 1F1B, pp = 2, m = 2, messages 0.5. Rank 0: F0 F1 B0 B1; rank 1: F0 B0 F1 B1.
+// r0 F0 0..1 (send ..1.5), F1 1..2 (send 2..2.5); r1 F0 1.5..2.5, B0 ..4.5 (send ..5),
+// F1 4.5..5.5, B1 ..7.5 (send ..8); r0 B0 5..7, B1 8..10.
+TEST(Simulator, OneFOneBWithMessages) {
+  ConstantCostModel c(2);
+  c.message_s = 0.5;
+  SimResult r = run(lowered("1f1b", {2, 1, 2}), c);
+  EXPECT_DOUBLE_EQ(r.step_s, 10.0);
+  EXPECT_DOUBLE_EQ(r.ranks[1].end_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.ideal_step_s, 9.0);
+}
+
+// Breadth-first, one rank, two stages, two micro-batches, dp = 2, all-reduce 1.5:
+// F x4 0..4; B of stage 1 4..8, its REDUCE_GRAD 8..9.5 overlaps stage 0's B 8..12, whose
+// reduction 12..13.5 is the only exposed one.
+TEST(Simulator, BreadthFirstOverlapsGradientReduction) {
+  ConstantCostModel c(2);
+  c.all_reduce_s = 1.5;
+  SimResult r = run(lowered("bfs", {1, 2, 2}, schedule::DpMode::Reduce), c, 2);
+  EXPECT_DOUBLE_EQ(r.step_s, 13.5);
+  EXPECT_DOUBLE_EQ(r.exposed_comm_s, 1.5);
+  EXPECT_DOUBLE_EQ(r.ranks[0].dp_s, 3.0);
+  // With 2 replicas each all-reduce sends 2 (d-1)/d of the gradient bytes (1 per stage).
+  EXPECT_DOUBLE_EQ(r.ranks[0].dp_bytes, 2.0);
+}
+
+// zero3 on one stage: UNSHARD 0..0.5, F ..1.5, RESHARD, UNSHARD 1.5..2, B ..4,
+// reduce-scatter ..4.25. The optimizer (0.1) and nothing else follow.
+TEST(Simulator, Zero3GathersBeforeCompute) {
+  ConstantCostModel c(1);
+  c.all_gather_s = 0.5;
+  c.reduce_scatter_s = 0.25;
+  c.optimizer = 0.1;
+  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2,
+                    DpMode::Zero3);
+  EXPECT_DOUBLE_EQ(r.step_s, 4.35);
+  EXPECT_DOUBLE_EQ(r.ranks[0].dp_s, 1.25);
+  EXPECT_DOUBLE_EQ(r.ranks[0].optimizer_s, 0.1);
+}
+
+// zero1 / zero2 all-gather the updated parameters after the optimizer.
+TEST(Simulator, Zero1GathersAfterTheStep) {
+  ConstantCostModel c(1);
+  c.reduce_scatter_s = 0.25;
+  c.all_gather_s = 0.5;
+  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::Reduce), c, 2, DpMode::Zero1);
+  EXPECT_DOUBLE_EQ(r.step_s, 3.0 + 0.25 + 0.5);
+}
+
+// Peak activations: GPipe keeps all m micro-batches of rank 0, 1F1B at most p.
+TEST(Simulator, PeakMemoryByCategory) {
+  for (const char* name : {"gpipe", "1f1b"}) {
+    ConstantCostModel c(4);
+    c.mem.params = 1;
+    c.mem.grads = 2;
+    c.mem.optimizer = 3;
+    c.mem.activation = 10;
+    SimResult r = run(lowered(name, {4, 1, 8}), c);
+    const int inflight = std::string(name) == "gpipe" ? 8 : 4;
+    EXPECT_EQ(r.ranks[0].peak_inflight, inflight) << name;
+    EXPECT_DOUBLE_EQ(r.ranks[0].peak.activations, 10.0 * inflight) << name;
+    EXPECT_DOUBLE_EQ(r.ranks[0].peak.total(), 6.0 + 10.0 * inflight) << name;
+    if (std::string(name) == "1f1b") EXPECT_EQ(r.ranks[3].peak_inflight, 1);  // B right after F
+  }
+}
+
+// zero3 memory: the gathered parameters count while the stage computes.
+TEST(Simulator, GatheredParametersAndGradientBuffer) {
+  ConstantCostModel c(1);
+  c.mem.params = 1;
+  c.mem.gathered = 8;
+  c.mem.grad_buffer = 4;
+  c.all_gather_s = 0.5;
+  c.reduce_scatter_s = 0.25;
+  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2,
+                    DpMode::Zero3);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak.params, 9.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak.grads, 4.0);
+}
+
+TEST(Simulator, RejectsAScheduleOfAnotherShape) {
+  ConstantCostModel c(3);
+  EXPECT_THROW(run(lowered("1f1b", {2, 1, 2}), c), UsageError);
+}
+
+// The timeline renders through the schedule module and as a Chrome trace.
+TEST(Simulator, TraceHasEveryStream) {
+  ConstantCostModel c(4);
+  c.message_s = 0.1;
+  c.all_reduce_s = 0.3;
+  SimResult r = run(lowered("bfs", {2, 2, 2}, schedule::DpMode::Reduce), c, 2);
+  std::string json = sim_trace_json(r);
+  EXPECT_NE(json.find("\"tid\":0"), std::string::npos);
+  EXPECT_NE(json.find("SEND_F"), std::string::npos);
+  EXPECT_NE(json.find("REDUCE_GRAD"), std::string::npos);
+  EXPECT_EQ(r.timing().ranks[0].size(), 8u);  // 2 stages x 2 micro-batches x (F, B)
+}
+
+}  // namespace
+}  // namespace loom::plan
