@@ -132,6 +132,27 @@ INSTANTIATE_TEST_SUITE_P(All, DataParallel, ::testing::ValuesIn(cases()),
                                   std::to_string(k.m);
                          });
 
+// The all-reduce of a bucket starts from the gradient hooks while the backward still runs.
+TEST(Overlap, BucketsStartDuringTheLastBackward) {
+  comm::Communicator& w = comm::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  bool in = w.rank() < 2;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "overlap");
+  if (!in) return;
+  config::Config c = tiny("gpt", "adamw");
+  c.parallel.dp = 2;
+  c.train.microbatches = 2;
+  c.parallel.bucket_mib = 0.01;  // ~2600 floats: many buckets
+  auto res = train::Trainer(c, *sub).run();
+  double buckets = res.sync_metrics.at("buckets.0");
+  double early = res.sync_metrics.at("buckets_overlapped.0");
+  if (w.rank() == 0)
+    std::printf("[ overlap ] %g of %g buckets started by hooks during the backward\n", early, buckets);
+  EXPECT_GT(buckets, 4);
+  // Every bucket whose parameters all receive gradients is started by the hooks.
+  EXPECT_GE(early, buckets - 1);
+}
+
 TEST(Resume, ContinuesExactly) {
   comm::Communicator& w = comm::world();
   int n = std::min(2, w.size());

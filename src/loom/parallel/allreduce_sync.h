@@ -24,6 +24,10 @@ class AllReduceSync : public GradSync {
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // buckets, and how many of them the gradient hooks started during the last backward.
+  std::vector<std::pair<std::string, double>> step_metrics() const override {
+    return {{"buckets", double(buckets_.size())}, {"buckets_overlapped", double(started_by_hooks_)}};
+  }
   // How many buckets the hooks started before REDUCE_GRAD in the last step (overlap evidence).
   int buckets_started_by_hooks() const { return started_by_hooks_; }
 

@@ -454,6 +454,8 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     peak_transient = std::max(peak_transient, rep.peak_transient_bytes);
     res.final_loss = loss;
     ++res.steps;
+    for (auto& [st, y] : syncs)
+      for (auto& [k, v] : y->step_metrics()) res.sync_metrics[k + "." + std::to_string(st)] = v;
     if (is_root) {
       JsonLine j;
       j.integer("step", step + 1).num("loss", loss).num("lr", lr).num("step_s", dt)

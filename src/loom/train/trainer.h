@@ -27,6 +27,8 @@ struct TrainResult {
   // This rank's parameters by global name ("blocks.3.qkv.weight"), after the last step
   // (complete tensors also under zero3: gathered for the result).
   std::map<std::string, torch::Tensor> params;
+  // The synchronizers' metrics of the last step on this rank, "name.stage" -> value.
+  std::map<std::string, double> sync_metrics;
   comm::Stats dp_last_step;        // this rank's DP-group collectives in the last step
   parallel::MemoryBytes memory;    // this rank's stages, summed (GradSync::memory)
   // Measured by the executor after every action, maxima over the run: transient DP buffers
