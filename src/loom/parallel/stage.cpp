@@ -1,6 +1,7 @@
 #include "loom/parallel/stage.h"
 
 #include "loom/common/error.h"
+#include "loom/parallel/memory_tracker.h"
 
 namespace loom::parallel {
 
@@ -30,6 +31,7 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
                              double loss_scale) {
   LOOM_CHECK(live_.count(mb) == 0, "stage ", index_, " forward of micro-batch ", mb, " twice");
   Live live;
+  const int64_t before = MemoryTracker::live_bytes();
   live.input = is_first() ? input : input.detach().requires_grad_(true);
   torch::Tensor out = run_blocks(live.input);
   torch::Tensor result = out;
@@ -46,7 +48,10 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
   } else {
     live.output = out;
   }
-  live.bytes = out.numel() * out.element_size() * 8;  // graph holds a few copies per block
+  // What this micro-batch keeps alive until its backward: the autograd graph's saved tensors
+  // and the output, measured by the allocator (a rough estimate without the tracker).
+  live.bytes = MemoryTracker::installed() ? MemoryTracker::live_bytes() - before
+                                          : out.numel() * out.element_size() * 8;
   live_.emplace(mb, std::move(live));
   return result;
 }
