@@ -76,8 +76,10 @@ TEST(TransformerModel, MemoryPerDpMode) {
 
 // Megatron-LM (Narayanan et al. 2021): 1T GPT, h = 25600, l = 128, s = 2048, V = 51200, 160
 // heads, 3072 A100-80GB, TP 8, PP 64 (dp 6), batch 3072, micro-batch 1, full recomputation:
-// 163 TFLOP/s per GPU, 52% of peak. The paper's table gives no schedule; both must be within
-// 15%. (The A100 GEMM curve was chosen with this point in view: clusters/a100-80gb.toml.)
+// 163 TFLOP/s per GPU, 52% of peak (counting the recomputed forward, as the paper does). The
+// paper used the interleaved schedule (loops not given: 2 here); 1F1B is checked as well.
+// The A100 GEMM curve was chosen with this point in view (clusters/a100-80gb.toml): it is a
+// calibration point; bench/megatron_points.sh checks the other published rows.
 TEST(TransformerModel, MegatronOneTrillionPoint) {
   Cluster c = a100();
   Transformer m{128, 25600, 160, 2048, 51200, true};
@@ -117,6 +119,10 @@ TEST(TransformerModel, ProfiledBlocks) {
   p.micro_batch = 8;  // proportional beyond the largest measured size
   TransformerCostModel big(m, p, c);
   EXPECT_NEAR(big.compute_s(0, schedule::Kind::F), 4 * 0.006, 1e-12);
+  // Measured activation bytes replace the formula (linear in the micro-batch as well).
+  for (auto& b : c.blocks) b.activation_bytes = 1e6 * b.micro_batch;
+  p.micro_batch = 3;
+  EXPECT_NEAR(TransformerCostModel(m, p, c).memory(0).activation, 4 * 3e6, 1e-3);
   p.tp = 2;  // the profile measured whole blocks: analytic with tensor parallelism
   EXPECT_EQ(TransformerCostModel(m, p, c).compute_source(), "analytic");
 }

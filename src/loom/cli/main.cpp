@@ -19,6 +19,9 @@ commands:
   schedule   print or draw a pipeline schedule (ascii, svg, Chrome trace, csv)
                loom schedule --schedule bfs --pp 4 --loops 2 --microbatches 8 --format ascii
   doctor     report MPI, BLAS, threads and cores; warn about slow setups
+  simulate   predict step time, bubble, communication and memory of one configuration
+  plan       search dp x pp x tp, micro-batches, loops, schedule and dp-mode for a model
+  profile    measure this machine and write a cluster file for simulate and plan
 
 Run `loom <command> --help` for the options of a command. Exit codes: 0 ok, 1 runtime
 failure, 2 bad input (one line that names the problem and the fix).
@@ -45,6 +48,9 @@ int main(int argc, char** argv) {
     if (cmd == "train") return loom::cli::train_command(rest, "/proc/self/exe", &argc, &argv);
     if (cmd == "schedule") return loom::cli::schedule_command(rest);
     if (cmd == "doctor") return loom::cli::doctor_command(rest);
+    if (cmd == "simulate") return loom::cli::simulate_command(rest);
+    if (cmd == "plan") return loom::cli::plan_command(rest);
+    if (cmd == "profile") return loom::cli::profile_command(rest);
     std::fprintf(stderr, "loom: error: unknown command '%s'; run `loom --help` for the list\n",
                  cmd.c_str());
     return 2;

@@ -56,9 +56,9 @@ simulated step time and explains why the winner wins.
 
 model:   --model gpt --layers L --width H --heads A --seq-len S [--vocab V] [--no-dropout]
          [--precision bf16|fp16|fp32]
-options: --top K (10)  --time-budget 30s  --memory-limit GB (the cluster's)
+options: --top K (10)  --time-budget 30s  --memory-limit GB (90% of the device's)
          --schedules a,b  --dp-modes a,b  --micro-batch-sizes 1,2,4,8  --loops 1,2,4,8
-         --recompute on|off|both (both)
+         --recompute on|off|both (both)  --json (one line per ranked configuration)
 
 example:
   loom plan --model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 \
@@ -213,11 +213,12 @@ std::string json_line(const plan::Evaluation& e) {
   os << "{\"configuration\":\"" << e.par.describe() << "\",\"step_s\":" << r.step_s
      << ",\"ideal_step_s\":" << r.ideal_step_s << ",\"bubble\":" << r.bubble_fraction
      << ",\"exposed_comm_s\":" << r.exposed_comm_s << ",\"tflops_per_device\":" << e.tflops_per_gpu
+     << ",\"model_tflops_per_device\":" << e.model_tflops_per_gpu
      << ",\"peak_bytes\":" << r.peak_memory() << ",\"rank0_params_bytes\":" << r0.peak.params
      << ",\"rank0_grads_bytes\":" << r0.peak.grads
      << ",\"rank0_optimizer_bytes\":" << r0.peak.optimizer
      << ",\"rank0_activation_bytes\":" << r0.peak.activations
-     << ",\"rank0_dp_bytes\":" << r0.dp_bytes << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes
+     << ",\"rank0_compute_s\":" << r0.compute_s << ",\"rank0_dp_bytes\":" << r0.dp_bytes << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes
      << ",\"compute_source\":\"" << e.compute_source << "\"}\n";
   return os.str();
 }
@@ -273,7 +274,7 @@ int plan_command(const std::vector<std::string>& args) {
   for (const char* k : {"gpus", "global-batch", "top", "time-budget", "memory-limit", "schedules",
                         "dp-modes", "micro-batch-sizes", "loops", "recompute"})
     known.push_back(k);
-  Args a = take_flags(args, known, {"help", "no-dropout"});
+  Args a = take_flags(args, known, {"help", "no-dropout", "json"});
   if (a.flags.count("help")) {
     std::cout << kPlanHelp;
     return 0;
@@ -314,6 +315,21 @@ int plan_command(const std::vector<std::string>& args) {
   const int top = to_int("top", get(a, "top", "10"), 1, 100000);
 
   plan::PlanResult r = plan::plan(req, cluster);
+  if (a.flags.count("json")) {
+    for (int i = 0; i < std::min<int>(top, static_cast<int>(r.ranked.size())); ++i) {
+      const plan::Candidate& c = r.ranked[i];
+      std::printf("{\"rank\":%d,\"configuration\":\"%s\",\"step_s\":%.6g,\"tflops_per_device\":%.6g,"
+                  "\"model_tflops_per_device\":%.6g,\"bubble\":%.4g,\"exposed_comm_s\":%.6g,\"peak_bytes\":%.6g,\"dp\":%d,\"pp\":%d,"
+                  "\"tp\":%d,\"loops\":%d,\"m\":%d,\"b\":%lld,\"schedule\":\"%s\",\"dp_mode\":\"%s\","
+                  "\"recompute\":%s}\n",
+                  i + 1, c.par.describe().c_str(), c.step_s, c.tflops_per_gpu, c.model_tflops_per_gpu,
+                  c.bubble, c.exposed_s,
+                  c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops, c.par.microbatches,
+                  (long long)c.par.micro_batch, c.par.schedule.c_str(),
+                  plan::dp_mode_name(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false");
+    }
+    return 0;
+  }
   std::printf("loom plan: GPT l=%lld h=%lld a=%lld s=%lld V=%lld on %d devices of %s, global "
               "batch %lld, memory limit %s\n\n",
               (long long)req.model.layers, (long long)req.model.hidden,
@@ -322,7 +338,7 @@ int plan_command(const std::vector<std::string>& args) {
               (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
   std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
   std::printf("(searched in %.1f s)\n", r.elapsed_s);
-  return r.ranked.empty() ? 1 : 0;
+  return 0;
 }
 
 }  // namespace loom::cli

@@ -29,6 +29,7 @@
 //   width = 128, seq_len = 64, heads = 4, vocab = 256, micro_batch = 8
 //   forward_ms = 1.0
 //   backward_ms = 2.0
+//   activation_mb = 4.5                # optional: bytes the forward keeps for the backward
 //   [optimizer]                        # optional (measured): AdamW step cost
 //   ns_per_param = 3.0
 #include <map>
@@ -50,6 +51,7 @@ struct BlockProfile {
   int64_t width = 0, seq_len = 0, heads = 0, vocab = 0, micro_batch = 0;
   double forward_s = 0;
   double backward_s = 0;
+  double activation_bytes = 0;  // 0 = not measured
 };
 
 struct Cluster {

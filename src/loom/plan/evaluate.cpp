@@ -27,6 +27,11 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   e.step_flops = cost.step_flops();
   e.tflops_per_gpu = e.sim.step_s > 0 ? e.step_flops / e.sim.step_s / p.gpus() / 1e12 : 0;
   e.mfu = e.tflops_per_gpu * 1e12 / cost.peak_flops();
+  e.model_tflops_per_gpu =
+      e.sim.step_s > 0
+          ? iteration_flops(m, double(p.global_batch()), false) / e.sim.step_s / p.gpus() / 1e12
+          : 0;
+  e.model_mfu = e.model_tflops_per_gpu * 1e12 / cost.peak_flops();
   e.memory_limit = c.memory_bytes;
   e.compute_source = cost.compute_source();
   e.contention = cost.contention();
@@ -85,9 +90,17 @@ std::string format_breakdown(const Evaluation& e) {
   std::snprintf(line, sizeof line, "%s (%.4g samples/s)", human_seconds(r.step_s).c_str(),
                 e.samples_per_s());
   add("step time", line);
-  std::snprintf(line, sizeof line, "%.1f TFLOP/s per device, %.1f%% of peak", e.tflops_per_gpu,
-                100 * e.mfu);
+  const bool tera = e.model_tflops_per_gpu >= 1;
+  const char* unit = tera ? "TFLOP/s" : "GFLOP/s";
+  const double scale = tera ? 1 : 1e3;
+  std::snprintf(line, sizeof line, "%.4g %s per device of model FLOPs, %.1f%% of peak (MFU)",
+                e.model_tflops_per_gpu * scale, unit, 100 * e.model_mfu);
   add("throughput", line);
+  if (p.recompute) {
+    std::snprintf(line, sizeof line, "%.4g %s per device, %.1f%% of peak (Megatron-LM's count)",
+                  e.tflops_per_gpu * scale, unit, 100 * e.mfu);
+    add("with recompute", line);
+  }
   add("compute", human_seconds(busy) + " on the busiest rank" +
                      (tp > 0 ? ", of which tensor-parallel comm " + human_seconds(tp) : ""));
   std::snprintf(line, sizeof line, "%.1f%% of the compute span (step with free comm %s)",

@@ -23,9 +23,14 @@ struct Evaluation {
   Parallel par;
   schedule::Schedule lowered;
   SimResult sim;
-  double step_flops = 0;      // Narayanan's model FLOPs of one step
-  double tflops_per_gpu = 0;  // step_flops / step / gpus / 1e12
-  double mfu = 0;             // of the cluster's peak in the precision
+  // Narayanan's FLOPs of one step: counts the recomputed forward when recomputing (the
+  // convention of Megatron-LM's published TFLOP/s). Model FLOPs never count it (72 form), so
+  // model_tflops_per_gpu is proportional to samples/s: compare configurations with it.
+  double step_flops = 0;
+  double tflops_per_gpu = 0;        // step_flops / step / gpus / 1e12
+  double mfu = 0;                   // tflops_per_gpu of the cluster's peak
+  double model_tflops_per_gpu = 0;  // without recomputation
+  double model_mfu = 0;
   double memory_limit = 0;    // bytes per device
   std::string compute_source;
   double contention = 1;

@@ -22,7 +22,8 @@ DpMode parse_dp_mode(const std::string& text) {
   if (text == "zero1") return DpMode::Zero1;
   if (text == "zero2") return DpMode::Zero2;
   if (text == "zero3") return DpMode::Zero3;
-  LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3, got '", text, "'");
+  LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3 (slim and quant are not ",
+             "simulated), got '", text, "'");
 }
 
 schedule::DpMode lowering_mode(DpMode m, int dp) {

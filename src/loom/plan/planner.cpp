@@ -56,6 +56,8 @@ Candidate summarize(const Evaluation& e) {
   c.peak_bytes = c.peak.total();
   c.tflops_per_gpu = e.tflops_per_gpu;
   c.mfu = e.mfu;
+  c.model_tflops_per_gpu = e.model_tflops_per_gpu;
+  c.model_mfu = e.model_mfu;
   return c;
 }
 
@@ -67,7 +69,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
   if (req.gpus < 1) LOOM_USAGE("--gpus must be >= 1 (got ", req.gpus, ")");
   if (req.global_batch < 1) LOOM_USAGE("--global-batch must be >= 1 (got ", req.global_batch, ")");
   PlanResult out;
-  out.memory_limit = req.memory_limit > 0 ? req.memory_limit : c.memory_bytes;
+  out.memory_limit = req.memory_limit > 0 ? req.memory_limit : kDefaultMemoryShare * c.memory_bytes;
   const Transformer& m = req.model;
   std::vector<std::string> schedules =
       req.schedules.empty() ? schedule::generator_names() : req.schedules;
@@ -163,6 +165,52 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
   return out;
 }
 
+namespace {
+
+// One or two sentences: how `u` compares with the winner `w`, and where most of the gap is
+// (compute of the busiest rank, pipeline idle with free communication, exposed communication).
+std::string compare(const Candidate& w, const Candidate& u, const char* who) {
+  char buf[1024];
+  const double gap = u.step_s / w.step_s - 1;
+  if (gap < 0.005) {
+    std::snprintf(buf, sizeof buf, "%s, %s, is as fast (%s, within 0.5%%) %s (%s vs %s). ", who,
+                  u.par.describe().c_str(), human_seconds(u.step_s).c_str(),
+                  u.peak_bytes >= w.peak_bytes
+                      ? "and peaks higher"
+                      : "and peaks lower: prefer it when memory headroom matters",
+                  human_bytes(u.peak_bytes).c_str(), human_bytes(w.peak_bytes).c_str());
+    return buf;
+  }
+  std::string out;
+  std::snprintf(buf, sizeof buf,
+                "%s, %s, takes %s (%.1f%% longer): pipeline bubble %.1f%% of the compute span vs "
+                "the winner's %.1f%%, exposed communication %s vs %s, busiest rank's compute %s "
+                "vs %s. ",
+                who, u.par.describe().c_str(), human_seconds(u.step_s).c_str(), 100 * gap,
+                100 * u.bubble, 100 * w.bubble, human_seconds(u.exposed_s).c_str(),
+                human_seconds(w.exposed_s).c_str(), human_seconds(u.compute_s).c_str(),
+                human_seconds(w.compute_s).c_str());
+  out += buf;
+  const double dc = u.compute_s - w.compute_s;
+  const double db = (u.ideal_step_s - u.compute_s) - (w.ideal_step_s - w.compute_s);
+  const double de = u.exposed_s - w.exposed_s;
+  const double big = std::max({dc, db, de});
+  std::string why = big == db   ? "the winner's smaller pipeline bubble"
+                    : big == de ? "the winner's less exposed communication"
+                                : "the winner's lighter compute";
+  if (big == dc && u.par.recompute && !w.par.recompute)
+    why += " (it does not recompute activations)";
+  else if (big == dc && w.par.micro_batch > u.par.micro_batch)
+    why += " (larger micro-batches run closer to peak)";
+  else if (big == dc && w.par.tp < u.par.tp)
+    why += " (less tensor parallelism: larger matrix products, fewer all-reduces)";
+  std::snprintf(buf, sizeof buf, "Most of that gap is %s (%s). ", why.c_str(),
+                human_seconds(big).c_str());
+  return out + buf;
+}
+
+}  // namespace
+
 std::string explain(const PlanResult& r) {
   if (r.ranked.empty())
     return detail::concat(
@@ -170,53 +218,26 @@ std::string explain(const PlanResult& r) {
         " built, ", r.dropped_bound + r.over_memory,
         " over memory); add devices, allow recomputation and zero3, or lower the global batch.");
   const Candidate& w = r.ranked[0];
-  char buf[2048];
+  char buf[1024];
   std::string out;
   std::snprintf(buf, sizeof buf,
-                "%s wins with %s per step (%.1f TFLOP/s per device, %.0f%% of peak). ",
-                w.par.describe().c_str(), human_seconds(w.step_s).c_str(), w.tflops_per_gpu,
-                100 * w.mfu);
+                "%s wins with %s per step (%.4g TFLOP/s per device of model FLOPs, %.0f%% MFU). ",
+                w.par.describe().c_str(), human_seconds(w.step_s).c_str(), w.model_tflops_per_gpu,
+                100 * w.model_mfu);
   out += buf;
-  if (r.ranked.size() == 1) {
-    out += "It is the only configuration that fits in memory";
-    out += detail::concat(" (", r.simulated, " simulated).");
-    return out;
-  }
-  const Candidate& u = r.ranked[1];
-  // Where the time goes: compute (busiest rank), pipeline idle with free communication
-  // (ideal step - compute), and exposed communication (step - ideal step).
-  const double dc = u.compute_s - w.compute_s;
-  const double db = (u.ideal_step_s - u.compute_s) - (w.ideal_step_s - w.compute_s);
-  const double de = u.exposed_s - w.exposed_s;
+  if (r.ranked.size() > 1) out += compare(w, r.ranked[1], "The runner-up");
+  // The runner-up often differs only in the dp-mode; also compare with another schedule.
+  for (size_t i = 1; i < r.ranked.size(); ++i)
+    if (r.ranked[i].par.schedule != w.par.schedule) {
+      if (i > 1) out += compare(w, r.ranked[i], ("The best " + r.ranked[i].par.schedule).c_str());
+      break;
+    }
   std::snprintf(buf, sizeof buf,
-                "The runner-up, %s, takes %s (%.1f%% longer). Against it the winner's pipeline "
-                "bubble is %.1f%% of the compute span vs %.1f%%, its exposed communication %s "
-                "vs %s, and its busiest rank computes %s vs %s. ",
-                u.par.describe().c_str(), human_seconds(u.step_s).c_str(),
-                100 * (u.step_s / w.step_s - 1), 100 * w.bubble, 100 * u.bubble,
-                human_seconds(w.exposed_s).c_str(), human_seconds(u.exposed_s).c_str(),
-                human_seconds(w.compute_s).c_str(), human_seconds(u.compute_s).c_str());
-  out += buf;
-  const double big = std::max({std::abs(dc), std::abs(db), std::abs(de)});
-  const char* why = big == std::abs(db)   ? "the smaller pipeline bubble"
-                    : big == std::abs(de) ? "less exposed communication"
-                                          : "less compute per rank";
-  if (big == std::abs(dc) && w.par.recompute != u.par.recompute)
-    why = "less compute per rank (the runner-up recomputes activations)";
-  else if (big == std::abs(dc) && w.par.micro_batch != u.par.micro_batch)
-    why = "less compute per rank (larger matrix products run closer to peak)";
-  if ((big == std::abs(db) && db < 0) || (big == std::abs(de) && de < 0) ||
-      (big == std::abs(dc) && dc < 0))
-    why = "its other costs: the largest single difference favours the runner-up";
-  std::snprintf(buf, sizeof buf, "Most of the gap comes from %s (%s). ", why,
-                human_seconds(big).c_str());
-  out += buf;
-  std::snprintf(buf, sizeof buf,
-                "It peaks at %s of %s per device (%.0f%% headroom) against %s for the "
-                "runner-up. %d configurations built, %d simulated, %d over memory",
+                "The winner peaks at %s of the %s limit per device (%.0f%% headroom). %d "
+                "configurations built, %d simulated, %d over memory",
                 human_bytes(w.peak_bytes).c_str(), human_bytes(r.memory_limit).c_str(),
-                100 * (1 - w.peak_bytes / r.memory_limit), human_bytes(u.peak_bytes).c_str(),
-                r.enumerated, r.simulated, r.dropped_bound + r.over_memory);
+                100 * (1 - w.peak_bytes / r.memory_limit), r.enumerated, r.simulated,
+                r.dropped_bound + r.over_memory);
   out += buf;
   if (r.skipped_budget)
     out += detail::concat(", ", r.skipped_budget,
@@ -228,14 +249,15 @@ std::string explain(const PlanResult& r) {
 std::string format_table(const PlanResult& r, int top) {
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-4s %-44s %-10s %-8s %-8s %-10s %-10s %-9s %s\n", "#",
-                "configuration", "step", "TFLOP/s", "bubble", "exposed", "compute", "memory",
+  std::snprintf(buf, sizeof buf, "%-4s %-54s %-10s %-6s %-8s %-10s %-10s %-9s %s\n", "#",
+                "configuration", "step", "MFU", "bubble", "exposed", "compute", "memory",
                 "activations");
   out += buf;
   for (int i = 0; i < std::min<int>(top, static_cast<int>(r.ranked.size())); ++i) {
     const Candidate& c = r.ranked[i];
-    std::snprintf(buf, sizeof buf, "%-4d %-44s %-10s %-8.1f %-8s %-10s %-10s %-9s %s\n", i + 1,
-                  c.par.describe().c_str(), human_seconds(c.step_s).c_str(), c.tflops_per_gpu,
+    std::snprintf(buf, sizeof buf, "%-4d %-54s %-10s %-6s %-8s %-10s %-10s %-9s %s\n", i + 1,
+                  c.par.describe().c_str(), human_seconds(c.step_s).c_str(),
+                  (std::to_string(int(std::lround(100 * c.model_mfu))) + "%").c_str(),
                   (std::to_string(int(std::lround(1000 * c.bubble)) / 10) + "." +
                    std::to_string(int(std::lround(1000 * c.bubble)) % 10) + "%")
                       .c_str(),

@@ -23,6 +23,10 @@
 
 namespace loom::plan {
 
+// Default share of device memory the planner may fill: the rest is headroom for the allocator's
+// fragmentation, the communication library's buffers and the runtime itself.
+constexpr double kDefaultMemoryShare = 0.9;
+
 struct PlanRequest {
   Transformer model;
   int gpus = 1;
@@ -34,7 +38,7 @@ struct PlanRequest {
   std::vector<int> loops;              // empty = 1, 2, 4, 8
   std::vector<bool> recompute = {false, true};
   int max_microbatches = 1024;  // m above this is skipped (simulation cost)
-  double memory_limit = 0;      // bytes per device; 0 = the cluster's
+  double memory_limit = 0;      // bytes per device; 0 = kDefaultMemoryShare of the cluster's
   double time_budget_s = 30;
 };
 
@@ -45,7 +49,8 @@ struct Candidate {
   double tp_comm_s = 0, p2p_s = 0, dp_s = 0, optimizer_s = 0;
   double peak_bytes = 0;
   MemoryBreakdown peak;
-  double tflops_per_gpu = 0, mfu = 0;
+  double tflops_per_gpu = 0, mfu = 0;  // counting recomputation (evaluate.h)
+  double model_tflops_per_gpu = 0, model_mfu = 0;
   double bound_s = 0;  // the cheap estimate that ordered the search
 };
 

@@ -72,8 +72,12 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     Cost measured;
     if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
-      measured.activation = block_[k].activation;
-      measured.working = block_[k].working;
+      if (measured.activation < 0 || p.recompute) {  // not measured, or only the input is kept
+        measured.activation = block_[k].activation;
+        measured.working = block_[k].working;
+      } else {
+        measured.working = k == kHead ? block_[k].working : 0;
+      }
       block_[k] = measured;
       profiled_[k] = true;
     }
@@ -175,6 +179,9 @@ bool TransformerCostModel::profiled(int kind, Cost* out) const {
     return lo->*field + x * (hi->*field - lo->*field);
   };
   const double f = time_at(&BlockProfile::forward_s), bw = time_at(&BlockProfile::backward_s);
+  const bool has_act = std::all_of(match.begin(), match.end(),
+                                   [](auto* m) { return m->activation_bytes > 0; });
+  out->activation = has_act ? time_at(&BlockProfile::activation_bytes) : -1;
   out->f = f;
   out->i = kind == kEmbedding ? 0 : bw / 2;
   out->w = kind == kEmbedding ? bw : bw / 2;

@@ -16,7 +16,8 @@
 //      recomputation adds one forward to I (and B).
 //    When the cluster file has measured [[block]] times for this width, sequence, heads and
 //    vocabulary (loom profile) and tp = 1, those are used instead (I = W = B/2: the profile
-//    measures B only), scaled linearly between measured micro-batch sizes.
+//    measures B only), scaled linearly between measured micro-batch sizes; so are the measured
+//    bytes a block's forward keeps (without recomputation).
 //    On a `shared` cluster (CPU cores) ranks beyond the core count time-share them: compute
 //    is slowed by ranks / cores.
 //  - Pipeline messages: b·s·h activation values, split over the t ranks of a TP group

@@ -1,0 +1,374 @@
+// loom profile: measure this machine and write a cluster file (src/loom/plan/cluster.h) that
+// `loom simulate` and `loom plan` read. What it measures, honestly and simply:
+//  - matrix products (fp32, one thread per rank as `loom train` runs): GFLOP/s of square
+//    products 32..1024; the best is the peak, the others the efficiency curve;
+//  - memory bandwidth: a 64 MB copy;
+//  - the GPT blocks of a `loom train` configuration (embedding, one transformer layer, head +
+//    loss from model::build), forward and backward, at several micro-batch sizes (median),
+//    and the bytes a forward keeps alive for its backward (heap growth, glibc mallinfo2);
+//  - the AdamW step per parameter;
+//  - point-to-point latency and bandwidth between two ranks through loom's communication
+//    layer (ping-pong), by running `mpirun -n 2` of itself (or directly when started by MPI
+//    with two ranks or more), plus the all-reduce bus bandwidth for the record.
+// A node is this machine: devices = cores, `shared = true` (more ranks than cores time-share).
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "loom/cli/args.h"
+#include "loom/cli/commands.h"
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/config/config.h"
+#include "loom/model/model.h"
+#include "loom/plan/cluster.h"
+#include "loom/plan/evaluate.h"
+
+namespace loom::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* kProfileHelp = R"(usage: loom profile [--out clusters/this-machine.toml] [--config configs/gpt-fortunes.toml]
+                    [--micro-batch-sizes 1,2,4,8,16] [--seconds 0.3] [--no-comm]
+
+Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
+model at each micro-batch size, the AdamW step, and point-to-point latency and bandwidth
+between two ranks via `mpirun -n 2`) and writes a cluster file for loom simulate and loom plan.
+Run it on an otherwise idle machine: what else runs is measured too.
+)";
+
+double seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Median seconds of fn over repetitions filling `budget` seconds (at least 3, after 1 warm-up).
+template <typename F>
+double median_time(F fn, double budget) {
+  fn();
+  std::vector<double> times;
+  auto t_all = Clock::now();
+  while (times.size() < 3 || (seconds(t_all) < budget && times.size() < 1000)) {
+    auto t0 = Clock::now();
+    fn();
+    times.push_back(seconds(t0));
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+double heap_bytes() {
+  struct mallinfo2 mi = mallinfo2();
+  return double(mi.uordblks) + double(mi.hblkhd);  // in use: arena + mmapped chunks
+}
+
+struct BlockTimes {
+  double forward_s = 0, backward_s = 0, activation_bytes = 0;
+};
+
+// Forward and backward medians of one block: forward with autograd as in training, backward
+// from a random output gradient (the head: from its loss). Activation bytes: heap growth
+// while the forward's output (and so its autograd graph) is alive, smallest of 3 tries.
+BlockTimes time_block(model::Block& block, const torch::Tensor& input,
+                      const torch::Tensor& target, double budget) {
+  auto run_forward = [&] {
+    torch::Tensor x = input.is_floating_point() ? input.detach().requires_grad_(true) : input;
+    torch::Tensor y = block.forward(x);
+    if (target.defined()) y = model::Model::loss(y, target);
+    return y;
+  };
+  BlockTimes out;
+  out.forward_s = median_time([&] { run_forward(); }, budget);
+  out.activation_bytes = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const double before = heap_bytes();
+    torch::Tensor y = run_forward();
+    out.activation_bytes = std::min(out.activation_bytes, std::max(0.0, heap_bytes() - before));
+  }
+  torch::Tensor grad;
+  double total = median_time(
+      [&] {
+        torch::Tensor y = run_forward();
+        if (target.defined()) {
+          y.backward();
+        } else {
+          if (!grad.defined()) grad = torch::randn_like(y);
+          y.backward(grad);
+        }
+      },
+      budget);
+  out.backward_s = std::max(0.0, total - out.forward_s);
+  return out;
+}
+
+double gemm_gflops(int n, double budget) {
+  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  double t = median_time([&] { torch::mm(a, b); }, budget);
+  return 2.0 * n * n * n / t / 1e9;
+}
+
+// Ping-pong and all-reduce between ranks 0 and 1 of the world; rank 0 returns
+// {latency_s, bandwidth_Bps, allreduce_busbw_Bps}.
+std::vector<double> measure_comm() {
+  comm::Communicator& w = comm::world();
+  const int me = w.rank();
+  std::vector<double> out = {0, 0, 0};
+  if (me > 1) {
+    w.barrier()->wait();
+    return out;
+  }
+  auto one_way = [&](size_t bytes) {
+    std::vector<float> buf(std::max<size_t>(1, bytes / 4));
+    const int reps = bytes <= (1 << 16) ? 200 : 20;
+    w.barrier()->wait();
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) {
+      if (me == 0) {
+        w.send(buf.data(), buf.size(), comm::DType::Float32, 1, 7)->wait();
+        w.recv(buf.data(), buf.size(), comm::DType::Float32, 1, 8)->wait();
+      } else {
+        w.recv(buf.data(), buf.size(), comm::DType::Float32, 0, 7)->wait();
+        w.send(buf.data(), buf.size(), comm::DType::Float32, 0, 8)->wait();
+      }
+    }
+    return seconds(t0) / reps / 2;
+  };
+  const double lat = one_way(4);
+  const size_t big = size_t(16) << 20;
+  const double t_big = one_way(big);
+  out[0] = lat;
+  out[1] = big / std::max(1e-9, t_big - lat);
+  if (w.size() == 2) {
+    std::vector<float> v(big / 4, 1.0f);
+    w.all_reduce(v.data(), v.size(), comm::DType::Float32)->wait();
+    auto t0 = Clock::now();
+    for (int i = 0; i < 5; ++i) w.all_reduce(v.data(), v.size(), comm::DType::Float32)->wait();
+    const double t = seconds(t0) / 5;
+    out[2] = 2.0 * (w.size() - 1) / w.size() * big / t;  // bus bandwidth, as nccl-tests
+  }
+  w.barrier()->wait();
+  return out;
+}
+
+// Runs `mpirun -n 2 <self> profile --comm-child FILE` and reads its numbers.
+std::vector<double> comm_via_mpirun() {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid()))).string();
+  std::vector<std::string> cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
+  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
+  cmd.push_back(file);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    std::vector<char*> argv;
+    for (auto& c : cmd) argv.push_back(c.data());
+    argv.push_back(nullptr);
+    ::execvp("mpirun", argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(file);
+  std::vector<double> v(3, 0.0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> v[0] >> v[1] >> v[2]))
+    throw Error("the communication measurement (mpirun -n 2 loom profile --comm-child) failed; "
+                "run loom doctor, or pass --no-comm to skip it");
+  std::filesystem::remove(file);
+  return v;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+double memory_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (in >> key >> kb)
+    if (key == "MemTotal:") return kb * 1024;
+  return 8e9;
+}
+
+}  // namespace
+
+int profile_command(const std::vector<std::string>& args) {
+  Args a = take_flags(args, {"out", "config", "micro-batch-sizes", "seconds", "comm-child"},
+                      {"help", "no-comm"});
+  if (a.flags.count("help")) {
+    std::cout << kProfileHelp;
+    return 0;
+  }
+  if (!a.rest.empty())
+    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom profile; see loom profile --help");
+  if (a.flags.count("comm-child")) {  // internal: the ranks of comm_via_mpirun
+    comm::init(nullptr, nullptr);
+    std::vector<double> v = measure_comm();
+    if (comm::world().rank() == 0) {
+      std::ofstream out(a.flags.at("comm-child"));
+      out.precision(9);
+      out << v[0] << " " << v[1] << " " << v[2] << "\n";
+    }
+    comm::finalize();
+    return 0;
+  }
+  const std::string out_path =
+      a.flags.count("out") ? a.flags.at("out") : "clusters/this-machine.toml";
+  const std::string config_path =
+      a.flags.count("config") ? a.flags.at("config") : "configs/gpt-fortunes.toml";
+  config::Config cfg = config::load_file(config_path);
+  if (cfg.model.kind != "gpt")
+    LOOM_USAGE("loom profile measures GPT blocks; ", config_path, " has model.kind '",
+               cfg.model.kind, "'");
+  std::vector<int64_t> sizes;
+  {
+    std::stringstream in(a.flags.count("micro-batch-sizes") ? a.flags.at("micro-batch-sizes")
+                                                            : "1,2,4,8,16");
+    std::string item;
+    while (std::getline(in, item, ','))
+      sizes.push_back(to_int("micro-batch-sizes", item, 1, 1 << 16));
+  }
+  double budget = 0.3;
+  if (a.flags.count("seconds")) budget = config::parse_duration(a.flags.at("seconds"));
+
+  // Inside MPI (mpirun -n 2 loom profile): measure the link first; rank 0 goes on alone.
+  std::vector<double> link = {0, 0, 0};
+  const bool in_mpi = comm::launched_by_mpi();
+  if (in_mpi) {
+    comm::init(nullptr, nullptr);
+    if (comm::world().size() >= 2) link = measure_comm();
+    const int rank = comm::world().rank();
+    comm::finalize();
+    if (rank != 0) return 0;
+  }
+
+  torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  torch::manual_seed(1);
+  plan::Cluster c;
+  c.name = "this-machine";
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  c.devices_per_node = static_cast<int>(cores);
+  c.shared = true;
+  c.precision = "fp32";
+
+  std::cerr << "loom profile: matrix products\n";
+  std::vector<int> dims = {32, 64, 128, 256, 512, 1024};
+  std::vector<double> gf;
+  for (int n : dims) gf.push_back(gemm_gflops(n, budget));
+  const double peak = *std::max_element(gf.begin(), gf.end());
+  c.peak_flops["fp32"] = peak * 1e9;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    c.gemm_size.push_back(dims[i]);
+    c.gemm_efficiency.push_back(gf[i] / peak);
+  }
+
+  std::cerr << "loom profile: memory bandwidth\n";
+  {
+    auto src = torch::randn({16 << 20}), dst = torch::empty({16 << 20});
+    const double t = median_time([&] { dst.copy_(src); }, budget);
+    c.memory_bandwidth = 2.0 * src.numel() * 4 / t;  // read + write
+    c.elementwise_efficiency = 1.0;  // measured with an elementwise copy
+  }
+  c.memory_bytes = memory_total_bytes() / cores;
+
+  std::cerr << "loom profile: GPT blocks of " << config_path << "\n";
+  model::Model m = model::build(cfg.model, cfg.train.seed);
+  const auto& mc = cfg.model;
+  for (int64_t b : sizes) {
+    torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
+    torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
+    struct {
+      const char* kind;
+      model::Block* block;
+      torch::Tensor in, target;
+    } jobs[] = {{"embedding", m.blocks.front().get(), tokens, {}},
+                {"layer", m.blocks[1].get(), act, {}},
+                {"head", m.blocks.back().get(), act, tokens}};
+    for (auto& j : jobs) {
+      BlockTimes t = time_block(*j.block, j.in, j.target, budget);
+      c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, b, t.forward_s,
+                          t.backward_s, t.activation_bytes});
+      std::fprintf(stderr,
+                   "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms, keeps %s\n",
+                   j.kind, (long long)b, t.forward_s * 1e3, t.backward_s * 1e3,
+                   plan::human_bytes(t.activation_bytes).c_str());
+    }
+  }
+
+  std::cerr << "loom profile: AdamW step\n";
+  {
+    std::vector<torch::Tensor> ps;
+    for (int i = 0; i < 4; ++i) {
+      ps.push_back(torch::randn({512, 1024}).requires_grad_(true));
+      ps.back().mutable_grad() = torch::randn({512, 1024});
+    }
+    torch::optim::AdamW opt(ps, torch::optim::AdamWOptions(1e-3));
+    const double t = median_time([&] { opt.step(); }, budget);
+    c.optimizer_s_per_param = t / (4.0 * 512 * 1024);
+  }
+
+  if (!a.flags.count("no-comm") && !in_mpi) {
+    std::cerr << "loom profile: point-to-point between two ranks (mpirun -n 2)\n";
+    link = comm_via_mpirun();
+  }
+  if (link[1] > 0) {
+    c.intra = {link[1], 1.0, link[0]};
+  } else {
+    c.intra = {10e9, 1.0, 50e-6};  // not measured: a guess, said so in the note
+  }
+  c.inter = c.intra;  // one machine
+
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  std::ostringstream note;
+  note << "measured by loom profile on " << date << ": " << cpu_model() << ", " << cores
+       << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
+       << TORCH_VERSION << "; blocks of " << config_path << "; ";
+  if (link[1] > 0)
+    note << "p2p via loom::comm: " << link[0] * 1e6 << " us, " << link[1] / 1e9
+         << " GB/s; all-reduce bus bandwidth " << link[2] / 1e9 << " GB/s (2 ranks)";
+  else
+    note << "links NOT measured (--no-comm): 10 GB/s and 50 us are placeholders";
+  c.note = note.str();
+  c.calibrated = "none: every number measured on this machine";
+
+  std::string text = "# Written by `loom profile`; format in src/loom/plan/cluster.h.\n" +
+                     plan::to_toml(c);
+  plan::parse_cluster(text, out_path);  // what we write must read back
+  std::filesystem::path p(out_path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream f(out_path + ".tmp");
+  if (!f || !(f << text) || !f.flush())
+    LOOM_USAGE("cannot write '", out_path, "'; pass a writable path to --out");
+  f.close();
+  std::filesystem::rename(out_path + ".tmp", out_path);
+  std::printf("loom profile: peak %.1f GFLOP/s (fp32, %lld thread), memory %.1f GB/s, ", peak,
+              (long long)cfg.train.threads, c.memory_bandwidth / 1e9);
+  if (link[1] > 0)
+    std::printf("p2p %.1f us + %.2f GB/s\n", link[0] * 1e6, link[1] / 1e9);
+  else
+    std::printf("links not measured\n");
+  std::printf("wrote %s\n", out_path.c_str());
+  return 0;
+}
+
+}  // namespace loom::cli
