@@ -25,7 +25,7 @@ for world in 1 2; do
     --output.dir "$out/loom$world" --progress false >/dev/null 2>&1
   step_s=$(python3 - "$out/loom$world/metrics.jsonl" <<'PY'
 import json, sys, statistics
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"step_s"' in l]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if 'loss' in r and 'step_s' in r]
 print(statistics.median(r["step_s"] for r in rows[3:]))
 PY
 )

@@ -22,7 +22,7 @@ for spec in "gpipe 1" "1f1b 1" "interleaved 2" "bfs 2" "zb-h1 1"; do
     --microbatches $m --format ascii | awk -F': ' '/bubble fraction/ {print $2}')
   python3 - "$out/$sched/metrics.jsonl" "$sched" "$loops" "$m" "$analytic" <<'PY'
 import json, sys, statistics
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"step_s"' in l][2:]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if 'bubble' in r][2:]
 step = statistics.median(r["step_s"] for r in rows) * 1000
 bub = statistics.median(r["bubble"] for r in rows)
 print(f"{sys.argv[2]:<12} {sys.argv[3]:>5} {sys.argv[4]:>5} {step:10.1f} {bub:14.3f} {float(sys.argv[5]):16.3f}")
