@@ -3,6 +3,7 @@
 // fixed seed. The test is shown to reject two broken samplers, so it can fail.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <vector>
@@ -101,6 +102,15 @@ TEST(SlimSelect, ExplorerDependsOnlyOnSeedAndRestoresPool) {
   EXPECT_EQ(draw(s.pool, s.m, explorer_seed(7, 0, 3)), a);
   EXPECT_NE(draw(s.pool, s.m, explorer_seed(7, 1, 3)), a);  // another stage, another set
   EXPECT_NE(draw(s.pool, s.m, explorer_seed(8, 0, 3)), a);  // another run seed
+  // draw_into: the same elements, in draw order, with reusable buffers.
+  std::vector<int64_t> out, swaps;
+  draw_into(s.pool, s.m, explorer_seed(7, 0, 3), out, swaps);
+  EXPECT_EQ(s.pool, pool0);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, a);
+  std::vector<uint8_t> mask = {0, 1, 1, 0, 0, 1};
+  indices_of(mask, out);
+  EXPECT_EQ(out, (std::vector<int64_t>{1, 2, 5}));
 }
 
 TEST(SlimSelect, ExplorerIsDisjointFromCoreAndUniformOverTheRest) {
@@ -143,11 +153,13 @@ TEST(SlimSelect, ChiSquareRejectsBrokenSamplers) {
   }
   double x2;
   EXPECT_FALSE(looks_uniform(counts, s.m, kRounds, &x2)) << "missed one coordinate, chi-square " << x2;
+  std::printf("[ slim ] chi-square of a sampler that misses one coordinate: %.1f (rejected)\n", x2);
   std::fill(counts.begin(), counts.end(), 0);
   const int64_t P = static_cast<int64_t>(s.pool.size());
   for (int64_t r = 0; r < kRounds; ++r)
     for (int64_t k = 0; k < s.m; ++k) ++counts[(r * s.m + k) % P];
   EXPECT_FALSE(looks_uniform(counts, s.m, kRounds, &x2)) << "rotation, chi-square " << x2;
+  std::printf("[ slim ] chi-square of a fixed rotation: %.1f (rejected)\n", x2);
 }
 
 TEST(SlimSelect, HashDiffersWhenSetsDiffer) {

@@ -140,7 +140,9 @@ TEST(SlimSync, CoreAndGlobalCopyIdenticalOnAllRanksAndBytesAreSFloats) {
   EXPECT_EQ(run.sync->rounds(), 12);
   EXPECT_TRUE(core_moved) << "the core never changed in 4 refreshes";
   // Local coordinates outside S drift when dp > 1 (different gradients per rank).
-  if (d > 1) EXPECT_GT(metric(*run.sync, "slim_drift"), 0.0);
+  if (d > 1) {
+    EXPECT_GT(metric(*run.sync, "slim_drift"), 0.0);
+  }
 }
 
 TEST(SlimSync, PeriodAndFullSync) {
@@ -224,6 +226,36 @@ TEST(SlimSync, TrainsThroughTheTrainer) {
     for (const char* key : {"slim_bytes.0", "slim_sync_fraction.0", "slim_drift.0", "dp_bytes"})
       EXPECT_NE(first.find(key), std::string::npos) << key << " not in " << first;
   }
+}
+
+// A run interrupted after the checkpoint of step 3 and resumed continues bit for bit
+// (checkpoints carry the slim state: g, u, the core set and the counters).
+TEST(SlimSync, ResumeContinuesExactly) {
+  int n = std::min(2, comm::world().size());
+  config::Config c = test::tiny("cnn");
+  c.parallel.dp_mode = "slim";
+  c.slim.core = 0.2;
+  c.slim.explore = 0.1;
+  c.slim.refresh = 2;
+  c.train.momentum = 0.9;
+  c.train.steps = 6;
+  c.output.checkpoint_every = 3;
+  auto straight = test::train_on(c, n, "slim-resume-straight");
+  std::string dir = test::shared_tmp("slim-resume-split");
+  {
+    bool in = comm::world().rank() < n;
+    auto sub = comm::world().split(in ? 0 : 1, comm::world().rank(), "resume");
+    if (in) {
+      config::Config first = c;
+      first.output.dir = dir;
+      EXPECT_EQ(train::Trainer(first, *sub).run(/*stop_after=*/3).steps, 3);
+    }
+  }
+  c.output.resume = dir + "/checkpoint";
+  auto resumed = test::train_on(c, n, "slim-resume-resumed");
+  for (auto& [name, t] : straight)
+    EXPECT_TRUE(torch::equal(t, resumed.at(name)))
+        << name << " max difference " << (t - resumed.at(name)).abs().max().item<float>();
 }
 
 }  // namespace

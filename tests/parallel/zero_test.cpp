@@ -55,7 +55,7 @@ config::Config with(config::Config c, const std::string& mode, const std::string
   c.parallel.dp = dp;
   c.parallel.pp = 4 / dp;
   c.parallel.schedule = schedule;
-  c.parallel.loops = schedule == "1f1b" ? 1 : 2;
+  c.parallel.loops = schedule == "interleaved" || schedule == "bfs" ? 2 : 1;
   c.parallel.dp_mode = mode;
   return c;
 }
@@ -120,13 +120,18 @@ std::vector<Case> cases() {
   for (std::string mode : {"zero1", "zero2", "zero3"})
     for (std::string sched : {"1f1b", "interleaved", "bfs"})
       for (int dp : {2, 4}) v.push_back({mode, sched, dp});
+  // The other generators (zb-h1 splits B into I + W: weight gradients outside AccumulateGrad).
+  for (std::string mode : {"zero1", "zero3"})
+    for (std::string sched : {"gpipe", "zb-h1"}) v.push_back({mode, sched, 2});
+  // Control: the same cases' difference under allreduce (float noise, not sharding).
+  v.push_back({"allreduce", "bfs", 2});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ZeroEquivalence, ::testing::ValuesIn(cases()), [](const auto& info) {
   const Case& k = info.param;
-  return k.mode + "_" + (k.schedule == "1f1b" ? std::string("onef1b") : k.schedule) + "_dp" +
-         std::to_string(k.dp);
+  std::string sched = k.schedule == "1f1b" ? "onef1b" : k.schedule == "zb-h1" ? "zbh1" : k.schedule;
+  return k.mode + "_" + sched + "_dp" + std::to_string(k.dp);
 });
 
 // Interrupted after the checkpoint of step 3 and resumed: bit-identical to a straight run.

@@ -137,9 +137,9 @@ TEST(Overlap, BucketsStartDuringTheLastBackward) {
   comm::Communicator& w = comm::world();
   if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   bool in = w.rank() < 2;
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
   auto sub = w.split(in ? 0 : 1, w.rank(), "overlap");
   if (!in) return;
-  config::Config c = tiny("gpt", "adamw");
   c.parallel.dp = 2;
   c.train.microbatches = 2;
   c.parallel.bucket_mib = 0.01;  // ~2600 floats: many buckets
@@ -157,9 +157,9 @@ TEST(Resume, ContinuesExactly) {
   comm::Communicator& w = comm::world();
   int n = std::min(2, w.size());
   bool in = w.rank() < n;
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
   auto sub = w.split(in ? 0 : 1, w.rank(), "resume");
   if (!in) return;
-  config::Config c = tiny("gpt", "adamw");
   c.train.steps = 6;
   c.parallel.dp = n;
   c.train.microbatches = 2;

@@ -16,6 +16,19 @@ void check(const Format& f) {
 
 int64_t code_bytes(int64_t count, int bits) { return (count * bits + 7) / 8; }
 
+// round(x / s) half away from zero, clamped to [-q, q]; NaN gives 0. Written without a libm
+// call so that the loop vectorizes: for 0 <= a <= q, a - trunc(a) is exact, so comparing it
+// with 0.5 rounds exactly as std::round does.
+inline int code_of(float x, float s, float qf) {
+  const float v = x / s;
+  float a = std::fabs(v);
+  a = a < qf ? a : qf;  // also +inf and NaN -> q; NaN is zeroed below
+  int i = static_cast<int>(a);
+  i += (a - static_cast<float>(i)) >= 0.5f ? 1 : 0;
+  i = std::signbit(v) ? -i : i;
+  return v == v ? i : 0;
+}
+
 // Code of value i (sign-extended), from the packed codes.
 inline int code_at(const uint8_t* codes, int64_t i, int bits) {
   if (bits == 8) return static_cast<int8_t>(codes[i]);
@@ -23,8 +36,8 @@ inline int code_at(const uint8_t* codes, int64_t i, int bits) {
   return nib >= 8 ? nib - 16 : nib;
 }
 
-template <typename Store>
-void decode_with(const uint8_t* in, int64_t count, const Format& f, Store store) {
+template <bool kAdd>
+void decode_impl(const uint8_t* in, int64_t count, const Format& f, float* out) {
   check(f);
   const int64_t nb = num_blocks(count, f);
   const uint8_t* codes = in + nb * sizeof(float);
@@ -32,7 +45,18 @@ void decode_with(const uint8_t* in, int64_t count, const Format& f, Store store)
     float s;
     std::memcpy(&s, in + b * sizeof(float), sizeof s);
     const int64_t lo = b * f.block, hi = std::min(count, lo + f.block);
-    for (int64_t i = lo; i < hi; ++i) store(i, static_cast<float>(code_at(codes, i, f.bits)) * s);
+    if (f.bits == 8) {
+      const auto* c = reinterpret_cast<const int8_t*>(codes);
+      for (int64_t i = lo; i < hi; ++i) {
+        const float v = static_cast<float>(c[i]) * s;
+        out[i] = kAdd ? out[i] + v : v;
+      }
+    } else {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float v = static_cast<float>(code_at(codes, i, 4)) * s;
+        out[i] = kAdd ? out[i] + v : v;
+      }
+    }
   }
 }
 
@@ -51,33 +75,33 @@ void encode(const float* x, int64_t count, const Format& f, uint8_t* out) {
   check(f);
   const int64_t nb = num_blocks(count, f);
   const int q = qmax(f.bits);
+  const auto qf = static_cast<float>(q);
   uint8_t* codes = out + nb * sizeof(float);
-  if (f.bits == 4) std::memset(codes, 0, code_bytes(count, 4));
+  std::memset(codes, 0, code_bytes(count, f.bits));
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * f.block, hi = std::min(count, lo + f.block);
     float amax = 0;
     for (int64_t i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float s = amax / static_cast<float>(q);
+    const float s = amax / qf;
     std::memcpy(out + b * sizeof(float), &s, sizeof s);
-    for (int64_t i = lo; i < hi; ++i) {
-      // x / s rather than x * (1 / s): the code of the block maximum is exactly qmax.
-      // Clamped as a float first so that inf or NaN never reach the integer conversion.
-      const float r = s > 0 ? std::round(x[i] / s) : 0.0f;
-      const int c = r >= q ? q : r <= -q ? -q : (r == r ? static_cast<int>(r) : 0);
-      if (f.bits == 8)
-        codes[i] = static_cast<uint8_t>(static_cast<int8_t>(c));
-      else
-        codes[i >> 1] |= static_cast<uint8_t>((c & 0xF) << ((i & 1) * 4));
+    if (!(s > 0)) continue;  // a block of zeros: codes 0 (already cleared)
+    // x / s rather than x * (1 / s): the code of the block maximum is exactly qmax.
+    if (f.bits == 8) {
+      auto* c = reinterpret_cast<int8_t*>(codes);
+      for (int64_t i = lo; i < hi; ++i) c[i] = static_cast<int8_t>(code_of(x[i], s, qf));
+    } else {
+      for (int64_t i = lo; i < hi; ++i)
+        codes[i >> 1] |= static_cast<uint8_t>((code_of(x[i], s, qf) & 0xF) << ((i & 1) * 4));
     }
   }
 }
 
 void decode(const uint8_t* in, int64_t count, const Format& f, float* out) {
-  decode_with(in, count, f, [out](int64_t i, float v) { out[i] = v; });
+  decode_impl<false>(in, count, f, out);
 }
 
 void decode_add(const uint8_t* in, int64_t count, const Format& f, float* out) {
-  decode_with(in, count, f, [out](int64_t i, float v) { out[i] += v; });
+  decode_impl<true>(in, count, f, out);
 }
 
 }  // namespace loom::parallel::quant

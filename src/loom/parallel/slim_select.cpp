@@ -46,9 +46,21 @@ std::vector<int64_t> top_k(const std::vector<float>& score, int64_t k) {
     return a < b;
   };
   if (k < n) std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);
-  idx.resize(k);
-  std::sort(idx.begin(), idx.end());
+  std::vector<uint8_t> mask(n, 0);
+  for (int64_t j = 0; j < k; ++j) mask[idx[j]] = 1;
+  indices_of(mask, idx);
   return idx;
+}
+
+void indices_of(const std::vector<uint8_t>& mask, std::vector<int64_t>& out) {
+  const auto n = static_cast<int64_t>(mask.size());
+  out.resize(n);  // capacity is kept between calls
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {  // branch-free: the explorer makes the mask unpredictable
+    out[k] = i;
+    k += mask[i] != 0;
+  }
+  out.resize(k);
 }
 
 std::vector<int64_t> complement(const std::vector<int64_t>& sorted, int64_t n) {
@@ -65,18 +77,24 @@ std::vector<int64_t> complement(const std::vector<int64_t>& sorted, int64_t n) {
   return out;
 }
 
-std::vector<int64_t> draw(std::vector<int64_t>& pool, int64_t m, uint64_t seed) {
+void draw_into(std::vector<int64_t>& pool, int64_t m, uint64_t seed, std::vector<int64_t>& out,
+               std::vector<int64_t>& swaps) {
   const auto p = static_cast<int64_t>(pool.size());
   LOOM_CHECK(m >= 0 && m <= p, "cannot draw ", m, " of ", p, " coordinates");
-  std::vector<int64_t> swapped(m);
+  swaps.resize(m);
   uint64_t state = seed;
   for (int64_t i = 0; i < m; ++i) {
     auto j = i + static_cast<int64_t>(data::detail::uniform_below(state, uint64_t(p - i)));
     std::swap(pool[i], pool[j]);
-    swapped[i] = j;
+    swaps[i] = j;
   }
-  std::vector<int64_t> out(pool.begin(), pool.begin() + m);
-  for (int64_t i = m - 1; i >= 0; --i) std::swap(pool[i], pool[swapped[i]]);  // undo
+  out.assign(pool.begin(), pool.begin() + m);
+  for (int64_t i = m - 1; i >= 0; --i) std::swap(pool[i], pool[swaps[i]]);  // undo
+}
+
+std::vector<int64_t> draw(std::vector<int64_t>& pool, int64_t m, uint64_t seed) {
+  std::vector<int64_t> out, swaps;
+  draw_into(pool, m, seed, out, swaps);
   std::sort(out.begin(), out.end());
   return out;
 }

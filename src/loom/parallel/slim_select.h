@@ -22,9 +22,16 @@ std::vector<int64_t> top_k(const std::vector<float>& score, int64_t k);
 std::vector<int64_t> complement(const std::vector<int64_t>& sorted, int64_t n);
 
 // m distinct elements of `pool` drawn uniformly without replacement (partial Fisher-Yates driven
-// by splitmix64 from `seed`), ascending. The pool's order is restored before returning, so the
+// by splitmix64 from `seed`), in draw order, into `out`; `swaps` is scratch space (reused
+// between calls: no allocation per sync). The pool's order is restored before returning, so the
 // result depends only on (pool, m, seed), never on earlier draws.
+void draw_into(std::vector<int64_t>& pool, int64_t m, uint64_t seed, std::vector<int64_t>& out,
+               std::vector<int64_t>& swaps);
+// The same draw, ascending.
 std::vector<int64_t> draw(std::vector<int64_t>& pool, int64_t m, uint64_t seed);
+
+// Ascending indices i with mask[i] != 0, into `out` (a linear scan: cheaper than sorting).
+void indices_of(const std::vector<uint8_t>& mask, std::vector<int64_t>& out);
 
 // Seed of the explorer draw of sync `round` of stage `stage` in a run with seed `run_seed`.
 uint64_t explorer_seed(uint64_t run_seed, int stage, int64_t round);

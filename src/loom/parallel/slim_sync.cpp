@@ -58,15 +58,19 @@ void SlimSync::write_local() {
   }
 }
 
-double SlimSync::drift() const {
-  double num = 0, den = 0;
+void SlimSync::measure_drift() {
+  num_ = 0;
+  den_ = 0;
   for (int64_t i = 0; i < n_; ++i) {
     double d = double(w_[i]) - double(g_[i]);
-    num += d * d;
-    den += double(g_[i]) * g_[i];
+    num_ += d * d;
+    den_ += double(g_[i]) * g_[i];
   }
-  return den > 0 ? std::sqrt(num / den) : 0.0;
 }
+
+namespace {
+double ratio(double num, double den) { return den > 0 ? std::sqrt(std::max(0.0, num) / den) : 0.0; }
+}  // namespace
 
 double SlimSync::grad_norm_sq() {
   double s = 0;
@@ -87,15 +91,18 @@ void SlimSync::step(double lr, double grad_scale) {
   bytes_ = 0;
   fraction_ = 0;
   read_local();
-  drift_pre_ = drift();
-  if (n_ > 0 && steps_ % cfg_.period == 0) sync();
-  drift_ = fraction_ > 0 ? drift() : drift_pre_;
+  measure_drift();
+  drift_pre_ = ratio(num_, den_);
+  if (n_ > 0 && steps_ % cfg_.period == 0) sync();  // updates num_ and den_ on S
+  drift_ = ratio(num_, den_);
 }
 
 void SlimSync::refresh_core() {
   auto score = slim::significance(g_.data(), u_.data(), n_, cfg_.lambda);
   core_ = slim::top_k(score, slim::fraction_count(cfg_.core, n_));
   pool_ = slim::complement(core_, n_);
+  mask_.assign(n_, 0);
+  for (int64_t i : core_) mask_[i] = 1;
 }
 
 void SlimSync::sync() {
@@ -109,8 +116,11 @@ void SlimSync::sync() {
     // With c + e = 1 the two ceilings can exceed n by one: the explorer takes what is left.
     int64_t m = std::min<int64_t>(slim::fraction_count(cfg_.explore, n_),
                                   static_cast<int64_t>(pool_.size()));
-    auto explorer = slim::draw(pool_, m, slim::explorer_seed(seed_, stage_->index(), round_));
-    selected_ = slim::merge(core_, explorer);
+    slim::draw_into(pool_, m, slim::explorer_seed(seed_, stage_->index(), round_), explorer_,
+                    swaps_);
+    for (int64_t i : explorer_) mask_[i] = 1;
+    slim::indices_of(mask_, selected_);  // C u E, ascending
+    for (int64_t i : explorer_) mask_[i] = 0;
   }
   const auto k = static_cast<int64_t>(selected_.size());
   const int64_t* s = selected_.data();
@@ -126,13 +136,21 @@ void SlimSync::sync() {
   }
   // Pull. Every rank applies the same all-reduced sums in the same order: g stays identical.
   const float inv = 1.0f / static_cast<float>(d);
+  double num_s = 0, den_old = 0, den_new = 0;  // the drift terms of S, before and after
   for (int64_t j = 0; j < k; ++j) {
     const int64_t i = s[j];
+    const double before = double(w_[i]) - double(g_[i]);
+    num_s += before * before;
+    den_old += double(g_[i]) * g_[i];
     const float mean = buf_[j] * inv;
     g_[i] += mean;
     w_[i] = g_[i];
     u_[i] = kDecay * u_[i] + (1.0f - kDecay) * mean;
+    den_new += double(g_[i]) * g_[i];
   }
+  // Outside S nothing changed: update the sums instead of another pass over n.
+  num_ = k == n_ ? 0.0 : num_ - num_s;
+  den_ = k == n_ ? den_new : den_ - den_old + den_new;
   write_local();
   fraction_ = double(k) / double(n_);
   ++round_;
@@ -151,18 +169,20 @@ MemoryBytes SlimSync::memory() const {
   m.grads = n_ * 4;
   m.optimizer = (dynamic_cast<torch::optim::AdamW*>(opt_.get()) ? 2 : 1) * n_ * 4;
   m.optimizer += n_ * 4;  // running merged update u
-  m.optimizer += static_cast<int64_t>(core_.size() + pool_.size()) * 8 +
-                 static_cast<int64_t>(buf_.size()) * 4;  // index sets, exchange buffer
+  m.optimizer += static_cast<int64_t>(core_.size() + pool_.size() + selected_.size()) * 8 +
+                 static_cast<int64_t>(mask_.size()) +
+                 static_cast<int64_t>(buf_.size()) * 4;  // index sets, mask, exchange buffer
   return m;
 }
 
+// Key names avoid Python keywords ("global"): torch archives are TorchScript modules.
 void SlimSync::save(torch::serialize::OutputArchive& ar) const {
   torch::serialize::OutputArchive opt;
   opt_->save(opt);
   ar.write("optimizer", opt);
-  ar.write("global", vector_tensor(g_));
-  ar.write("update", vector_tensor(u_));
-  ar.write("core", torch::tensor(core_, torch::kInt64));
+  ar.write("global_params", vector_tensor(g_));
+  ar.write("merged_update", vector_tensor(u_));
+  ar.write("core_set", torch::tensor(core_, torch::kInt64));
   ar.write("counters", torch::tensor(std::vector<int64_t>{steps_, round_}, torch::kInt64));
 }
 
@@ -170,18 +190,25 @@ void SlimSync::load(torch::serialize::InputArchive& ar) {
   torch::serialize::InputArchive opt;
   ar.read("optimizer", opt);
   opt_->load(opt);
-  torch::Tensor t;
-  ar.read("global", t);
-  tensor_vector(t, g_, "global");
-  ar.read("update", t);
-  tensor_vector(t, u_, "update");
-  ar.read("core", t);
-  t = t.to(torch::kInt64).contiguous();
-  core_.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  // A fresh tensor per read: InputArchive::read() into a defined tensor calls set_() on it,
+  // which would reinterpret the next key's data in the previous key's dtype.
+  auto read = [&](const char* key) {
+    torch::Tensor t;
+    ar.read(key, t);
+    return t;
+  };
+  tensor_vector(read("global_params"), g_, "global_params");
+  tensor_vector(read("merged_update"), u_, "merged_update");
+  torch::Tensor core = read("core_set").to(torch::kInt64).contiguous();
+  core_.assign(core.data_ptr<int64_t>(), core.data_ptr<int64_t>() + core.numel());
+  for (int64_t i : core_)
+    LOOM_CHECK(i >= 0 && i < n_, "checkpoint core set holds index ", i, " outside [0, ", n_, ")");
   pool_ = slim::complement(core_, n_);
-  ar.read("counters", t);
-  steps_ = t[0].item<int64_t>();
-  round_ = t[1].item<int64_t>();
+  mask_.assign(n_, 0);
+  for (int64_t i : core_) mask_[i] = 1;
+  torch::Tensor counters = read("counters");
+  steps_ = counters[0].item<int64_t>();
+  round_ = counters[1].item<int64_t>();
   read_local();  // the trainer restored the parameters before the syncs
 }
 

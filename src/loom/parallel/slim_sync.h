@@ -54,7 +54,7 @@ class SlimSync : public GradSync {
   void refresh_core();
   void read_local();   // stage tensors -> w_
   void write_local();  // w_ -> stage tensors
-  double drift() const;
+  void measure_drift();  // num_, den_ from w_ and g_
 
   Stage* stage_;
   comm::Communicator* dp_;
@@ -65,7 +65,10 @@ class SlimSync : public GradSync {
   int64_t n_ = 0;
   std::vector<float> w_, g_, u_;
   std::vector<int64_t> core_, pool_, selected_;  // pool_: coordinates outside the core
+  std::vector<uint8_t> mask_;                    // 1 on the core (S is built by one scan)
+  std::vector<int64_t> explorer_, swaps_;        // reused every sync: no allocation
   std::vector<float> buf_;
+  double num_ = 0, den_ = 0;                     // ||w_r - g||^2 and ||g||^2 (drift)
   int64_t steps_ = 0, round_ = 0;
   // Last step's report.
   double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0;

@@ -49,13 +49,13 @@ ZeroSync::ZeroSync(const SyncContext& ctx, int level)
 }
 
 ZeroSync::~ZeroSync() {
-  // Buffers of operations still in flight must outlive them (every replica issued them too).
-  try {
-    wait(gather_);
-    wait(scatter_);
-    for (auto& b : buckets_) wait(b.work);
-  } catch (...) {
-  }
+  // Normally nothing is in flight here (the trainer waits for everything). After an error, an
+  // unfinished operation may still write into our buffers: leak them rather than block on a
+  // peer that may never arrive.
+  auto busy = [](const comm::WorkPtr& w) { return w && !w->test(); };
+  bool pending = busy(gather_) || busy(scatter_);
+  for (auto& b : buckets_) pending = pending || busy(b.work);
+  if (pending) new std::vector<torch::Tensor>{full_, grads_, shard_grad_, shard_param_};
 }
 
 void ZeroSync::wait(comm::WorkPtr& w) {
