@@ -1,5 +1,6 @@
 #include "loom/parallel/slim_sync.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -24,6 +25,9 @@ void tensor_vector(const torch::Tensor& t, std::vector<float>& v, const char* wh
   auto c = t.to(torch::kFloat32).contiguous();
   std::memcpy(v.data(), c.data_ptr<float>(), v.size() * sizeof(float));
 }
+
+// sqrt(num / den): the drift ||w_r - g|| / ||g|| from its squared terms.
+double ratio(double num, double den) { return den > 0 ? std::sqrt(std::max(0.0, num) / den) : 0.0; }
 
 }  // namespace
 
@@ -67,10 +71,6 @@ void SlimSync::measure_drift() {
     den_ += double(g_[i]) * g_[i];
   }
 }
-
-namespace {
-double ratio(double num, double den) { return den > 0 ? std::sqrt(std::max(0.0, num) / den) : 0.0; }
-}  // namespace
 
 double SlimSync::grad_norm_sq() {
   double s = 0;
