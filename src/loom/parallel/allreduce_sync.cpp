@@ -113,20 +113,11 @@ double AllReduceSync::grad_norm_sq() {
   // Every replica holds the same averaged gradients: only dp rank 0 contributes, so that the
   // world-wide sum is the squared norm of the full model's gradient.
   if (dp_->rank() != 0) return 0;
-  double s = 0;
-  for (auto& p : params_)
-    if (p.grad().defined()) s += p.grad().pow(2).sum().item<double>();
-  return s;
+  return grad_sq_sum(params_);
 }
 
 void AllReduceSync::step(double lr, double grad_scale) {
-  torch::NoGradGuard no_grad;
-  if (grad_scale != 1.0)
-    for (auto& p : params_)
-      if (p.grad().defined()) p.mutable_grad().mul_(grad_scale);
-  set_lr(*opt_, lr);
-  opt_->step();
-  opt_->zero_grad();
+  scaled_step(*opt_, params_, lr, grad_scale);
 }
 
 MemoryBytes AllReduceSync::memory() const {

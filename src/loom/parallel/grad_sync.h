@@ -78,6 +78,12 @@ class GradSync {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params,
                                                         const config::TrainConfig& t);
 void set_lr(torch::optim::Optimizer& opt, double lr);
+// Shared by the modes whose replicas all hold the same averaged full gradients:
+// squared norm of `params`' gradients (callers return it from dp rank 0 only), and one
+// optimizer step with gradients multiplied by grad_scale, then zeroed.
+double grad_sq_sum(const std::vector<torch::Tensor>& params);
+void scaled_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& params,
+                 double lr, double grad_scale);
 
 struct SyncContext {
   Stage* stage = nullptr;

@@ -23,4 +23,22 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
   for (auto& g : opt.param_groups()) g.options().set_lr(lr);
 }
 
+double grad_sq_sum(const std::vector<torch::Tensor>& params) {
+  double s = 0;
+  for (const auto& p : params)
+    if (p.grad().defined()) s += p.grad().pow(2).sum().item<double>();
+  return s;
+}
+
+void scaled_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& params,
+                 double lr, double grad_scale) {
+  torch::NoGradGuard no_grad;
+  if (grad_scale != 1.0)
+    for (const auto& p : params)
+      if (p.grad().defined()) p.grad().mul_(grad_scale);
+  set_lr(opt, lr);
+  opt.step();
+  opt.zero_grad();
+}
+
 }  // namespace loom::parallel

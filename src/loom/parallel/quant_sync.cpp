@@ -101,20 +101,11 @@ void QuantSync::finish() {
 
 double QuantSync::grad_norm_sq() {
   if (dp_->rank() != 0) return 0;
-  double s = 0;
-  for (auto& p : params_)
-    if (p.grad().defined()) s += p.grad().pow(2).sum().item<double>();
-  return s;
+  return grad_sq_sum(params_);
 }
 
 void QuantSync::step(double lr, double grad_scale) {
-  torch::NoGradGuard no_grad;
-  if (grad_scale != 1.0)
-    for (auto& p : params_)
-      if (p.grad().defined()) p.mutable_grad().mul_(grad_scale);
-  set_lr(*opt_, lr);
-  opt_->step();
-  opt_->zero_grad();
+  scaled_step(*opt_, params_, lr, grad_scale);
 }
 
 std::vector<std::pair<std::string, double>> QuantSync::step_metrics() const {
