@@ -1,6 +1,7 @@
 #include "loom/parallel/slim_sync.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -80,6 +81,8 @@ double SlimSync::grad_norm_sq() {
 }
 
 void SlimSync::step(double lr, double grad_scale) {
+  const auto t0 = std::chrono::steady_clock::now();
+  wait_s_ = 0;
   torch::NoGradGuard no_grad;
   if (grad_scale != 1.0)
     for (auto& p : params_)
@@ -95,6 +98,7 @@ void SlimSync::step(double lr, double grad_scale) {
   drift_pre_ = ratio(num_, den_);
   if (n_ > 0 && steps_ % cfg_.period == 0) sync();  // updates num_ and den_ on S
   drift_ = ratio(num_, den_);
+  work_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void SlimSync::refresh_core() {
@@ -133,6 +137,7 @@ void SlimSync::sync() {
     bytes_ = double((dp_->stats() - before).total_bytes());
     work->wait();
     exposed_s_ += work->waited_s();
+    wait_s_ = work->waited_s();
   }
   // Pull. Every rank applies the same all-reduced sums in the same order: g stays identical.
   const float inv = 1.0f / static_cast<float>(d);
@@ -160,7 +165,9 @@ std::vector<std::pair<std::string, double>> SlimSync::step_metrics() const {
   return {{"slim_bytes", bytes_},
           {"slim_sync_fraction", fraction_},
           {"slim_drift_pre", drift_pre_},
-          {"slim_drift", drift_}};
+          {"slim_drift", drift_},
+          {"slim_step_s", work_s_},
+          {"slim_wait_s", wait_s_}};
 }
 
 MemoryBytes SlimSync::memory() const {

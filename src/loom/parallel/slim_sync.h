@@ -39,7 +39,9 @@ class SlimSync : public GradSync {
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;
   // slim_bytes (sent by this rank in this step), slim_sync_fraction (|S| / n, 0 without a
-  // sync), slim_drift_pre / slim_drift (||w_r - g|| / ||g|| before and after the sync, this rank).
+  // sync), slim_drift_pre / slim_drift (||w_r - g|| / ||g|| before and after the sync, this rank),
+  // slim_step_s (seconds in step(), optimizer included) and slim_wait_s (of which blocked on
+  // the all-reduce).
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 
   // Inspection (tests).
@@ -71,7 +73,7 @@ class SlimSync : public GradSync {
   double num_ = 0, den_ = 0;                     // ||w_r - g||^2 and ||g||^2 (drift)
   int64_t steps_ = 0, round_ = 0;
   // Last step's report.
-  double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0;
+  double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0, work_s_ = 0, wait_s_ = 0;
 };
 
 }  // namespace loom::parallel
