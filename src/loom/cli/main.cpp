@@ -8,6 +8,7 @@
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
+#include "loom/common/malloc_tuning.h"
 
 namespace {
 
@@ -37,6 +38,7 @@ bool mpi_active() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::tune_malloc_for_training();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << kHelp;
