@@ -40,6 +40,15 @@ run_ddp() {  # world -> tokens/s
   STEPS=$steps bash "$peer/ddp_gpt.sh" "$1" 2>/dev/null | sed -nE 's/.*tokens\/s=([0-9.]+).*/\1/p'
 }
 
+# Same BLAS kernels for both: OpenBLAS falls back to generic kernels on CPUs it does not know,
+# and loom (but not the peer) corrects that by itself (src/loom/common/blas_core.h). Unless the
+# caller chose OPENBLAS_CORETYPE, both run with the kernels loom would pick, so the ratio
+# compares the two systems, not two BLAS configurations.
+if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then
+  core=$("$build/bin/loom" doctor | awk '/OpenBLAS kernels/ {print $3}')
+  [[ -n $core && $core != n/a ]] && export OPENBLAS_CORETYPE=$core
+fi
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} for both systems"
 gflops=()
 echo "round world system tokens/s"
 for ((r = 0; r < rounds; ++r)); do

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "loom/cli/commands.h"
+#include "loom/common/blas_core.h"
 
 namespace loom::cli {
 namespace {
@@ -59,10 +60,15 @@ int doctor_command(const std::vector<std::string>& args) {
   torch::set_num_threads(1);
   double gf = matmul_gflops(512);
   std::string blas = loaded_blas();
+  const std::string core = openblas_core();
+  const bool fix = std::getenv("LOOM_BLAS_REEXEC") != nullptr;
   unsigned cores = std::thread::hardware_concurrency();
   std::cout << "loom doctor\n"
             << "  MPI                 " << mpi << "\n"
             << "  BLAS in use         " << blas << "\n"
+            << "  OpenBLAS kernels    " << (core.empty() ? "n/a" : core)
+            << (fix ? " (OPENBLAS_CORETYPE set by loom: OpenBLAS did not recognise this CPU)" : "")
+            << "\n"
             << "  libtorch            " << TORCH_VERSION << "\n"
             << "  cores               " << cores << "\n"
             << "  threads per rank    " << torch::get_num_threads() << " (OMP_NUM_THREADS="
@@ -72,6 +78,12 @@ int doctor_command(const std::vector<std::string>& args) {
   if (blas.find("openblas") == std::string::npos && blas.find("mkl") == std::string::npos) {
     std::cout << "warning: the reference BLAS (" << blas
               << ") makes libtorch ~30x slower; run scripts/install-deps.sh (libopenblas0-pthread)\n";
+    ++warnings;
+  }
+  if (openblas_core_is_fallback()) {
+    std::cout << "warning: OpenBLAS uses its generic " << core << " kernels on this CPU, which "
+              << "supports " << best_openblas_core_for_cpu() << "; set OPENBLAS_CORETYPE="
+              << best_openblas_core_for_cpu() << " (loom does so itself unless LOOM_BLAS_FIX=0)\n";
     ++warnings;
   }
   if (!ob)
