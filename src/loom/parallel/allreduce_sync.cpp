@@ -100,10 +100,9 @@ void AllReduceSync::finish() {
       auto& p = params_[i];
       auto n = p.numel();
       auto avg = b.flat.narrow(0, off, n).view(p.sizes());
-      if (p.grad().defined())
-        p.mutable_grad().copy_(avg);
-      else
-        p.mutable_grad() = avg.clone();
+      // A view of the bucket: valid until the next step's launch() refills it, and the
+      // optimizer step drops the gradients before that (scaled_step).
+      p.mutable_grad() = avg;
       off += n;
     }
   }

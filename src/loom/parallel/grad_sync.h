@@ -80,7 +80,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tenso
 void set_lr(torch::optim::Optimizer& opt, double lr);
 // Shared by the modes whose replicas all hold the same averaged full gradients:
 // squared norm of `params`' gradients (callers return it from dp rank 0 only), and one
-// optimizer step with gradients multiplied by grad_scale, then zeroed.
+// optimizer step with gradients multiplied by grad_scale, then dropped (left undefined).
 double grad_sq_sum(const std::vector<torch::Tensor>& params);
 void scaled_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& params,
                  double lr, double grad_scale);

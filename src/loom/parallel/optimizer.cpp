@@ -1,4 +1,5 @@
 #include "loom/common/error.h"
+#include "loom/parallel/fused_adamw.h"
 #include "loom/parallel/grad_sync.h"
 
 namespace loom::parallel {
@@ -10,7 +11,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tenso
                  .betas({t.beta1, t.beta2})
                  .eps(t.eps)
                  .weight_decay(t.weight_decay);
-    return std::make_unique<torch::optim::AdamW>(std::move(params), o);
+    return std::make_unique<FusedAdamW>(std::move(params), o);
   }
   if (t.optimizer == "sgd") {
     auto o = torch::optim::SGDOptions(t.lr).momentum(t.momentum).weight_decay(t.weight_decay);
@@ -38,7 +39,10 @@ void scaled_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>&
       if (p.grad().defined()) p.grad().mul_(grad_scale);
   set_lr(opt, lr);
   opt.step();
-  opt.zero_grad();
+  // Drop the gradients rather than zeroing them: the next backward then stores its gradient
+  // tensors directly (no memset, no add into zeros), and AllReduceSync can hand out views of
+  // its buckets as the averaged gradients.
+  for (const auto& p : params) p.mutable_grad() = torch::Tensor();
 }
 
 }  // namespace loom::parallel
