@@ -127,6 +127,31 @@ TEST(TransformerModel, ProfiledBlocks) {
   EXPECT_EQ(TransformerCostModel(m, p, c).compute_source(), "analytic");
 }
 
+// A measured I/W split (the runtime's W re-traverses the retained graph, so I + W > B)
+// replaces the halves of B; the embedding's backward stays all W.
+TEST(TransformerModel, ProfiledInputWeightSplit) {
+  Cluster c = a100();
+  Transformer m{2, 128, 4, 64, 256, false};
+  for (const char* kind : {"embedding", "layer", "head"}) {
+    const bool emb = std::string(kind) == "embedding";
+    c.blocks.push_back({kind, 128, 64, 4, 256, 2, 0.002, 0.004, emb ? 0.0 : 0.003, emb ? 0.0 : 0.002});
+    // (I + W = 5 ms > B = 4 ms for the layers and the head)
+  }
+  Parallel p;
+  p.pp = 1;
+  p.micro_batch = 2;
+  TransformerCostModel cost(m, p, c);
+  // embedding: I 0, W 4 ms (its B); two layers and the head: I 3 ms, W 2 ms each.
+  EXPECT_NEAR(cost.compute_s(0, schedule::Kind::I), 3 * 0.003, 1e-12);
+  EXPECT_NEAR(cost.compute_s(0, schedule::Kind::W), 0.004 + 3 * 0.002, 1e-12);
+  // B stays the measured fused backward (I + W may exceed it).
+  EXPECT_NEAR(cost.compute_s(0, schedule::Kind::B), 4 * 0.004, 1e-12);
+  // Without the split, I = W = B / 2 as before.
+  for (auto& b : c.blocks) b.input_s = b.weight_s = 0;
+  TransformerCostModel halves(m, p, c);
+  EXPECT_NEAR(halves.compute_s(0, schedule::Kind::I), 3 * 0.002, 1e-12);
+}
+
 TEST(TransformerModel, UniformCut) {
   EXPECT_EQ(uniform_cut(8, 4), (std::vector<int>{0, 3, 5, 7}));
   EXPECT_EQ(uniform_cut(7, 3), (std::vector<int>{0, 4, 6}));

@@ -108,6 +108,7 @@ class CoreLoad {
 
 struct BlockTimes {
   double forward_s = 0, backward_s = 0, activation_bytes = 0;
+  double input_s = 0, weight_s = 0;  // I and W of the zero-bubble split (0: not measured)
 };
 
 // Forward and backward medians of one block: forward with autograd as in training, backward
@@ -131,9 +132,31 @@ BlockTimes time_block(model::Block& block, const torch::Tensor& input,
   // Forward alone and forward + backward alternate in one loop, so that both medians see the
   // same moments of a machine whose speed drifts (backward = their difference).
   torch::Tensor grad;
-  std::vector<double> fwd, both;
+  std::vector<double> fwd, both, in_s, w_s;
+  // The zero-bubble split as parallel/stage.cpp runs it: the input gradient with the graph
+  // retained, then the weight gradients through the retained graph (not for the embedding,
+  // whose input is token ids).
+  const bool split = input.is_floating_point();
+  std::vector<torch::Tensor> weights = block.parameters();
   const auto t_all = Clock::now();
   for (int it = 0; it < 2 || (seconds(t_all) < budget && it < 2000); ++it) {
+    if (split) {
+      torch::Tensor x = input.detach().requires_grad_(true);
+      torch::Tensor y = block.forward(x);
+      if (target.defined()) y = model::Model::loss(y, target);
+      if (!grad.defined() && !target.defined()) grad = torch::randn_like(y);
+      const torch::Tensor g = target.defined() ? torch::Tensor() : grad;
+      auto t0 = Clock::now();
+      torch::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true);
+      const double ti = seconds(t0);
+      t0 = Clock::now();
+      torch::autograd::grad({y}, weights, {g}, /*retain_graph=*/false, /*create_graph=*/false,
+                            /*allow_unused=*/true);
+      if (it > 0) {
+        in_s.push_back(ti);
+        w_s.push_back(seconds(t0));
+      }
+    }
     auto t0 = Clock::now();
     { torch::Tensor y = run_forward(); }
     const double f = seconds(t0);
@@ -156,6 +179,10 @@ BlockTimes time_block(model::Block& block, const torch::Tensor& input,
   };
   out.forward_s = median(fwd);
   out.backward_s = std::max(0.0, median(both) - out.forward_s);
+  if (split) {
+    out.input_s = median(in_s);
+    out.weight_s = median(w_s);
+  }
   return out;
 }
 
@@ -364,10 +391,12 @@ int profile_command(const std::vector<std::string>& args) {
       });
       BlockTimes t = time_block(*j.block, j.in, j.target, budget);
       c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, b, t.forward_s,
-                          t.backward_s, t.activation_bytes});
+                          t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
       std::fprintf(stderr,
-                   "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms, keeps %s\n",
+                   "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
+                   "(I %.3f + W %.3f), keeps %s\n",
                    j.kind, (long long)b, t.forward_s * 1e3, t.backward_s * 1e3,
+                   t.input_s * 1e3, t.weight_s * 1e3,
                    plan::human_bytes(t.activation_bytes).c_str());
     }
   }

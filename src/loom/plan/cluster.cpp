@@ -228,6 +228,8 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
       p.micro_batch = r.integer("micro_batch", 1, 1 << 20);
       p.forward_s = r.number("forward_ms", 0, 1e9) * 1e-3;
       p.backward_s = r.number("backward_ms", 0, 1e9) * 1e-3;
+      p.input_s = r.number("input_ms", 0, 1e9, 0.0) * 1e-3;
+      p.weight_s = r.number("weight_ms", 0, 1e9, 0.0) * 1e-3;
       p.activation_bytes = r.number("activation_mb", 0, 1e12, 0.0) * 1e6;
       c.blocks.push_back(p);
     }
@@ -286,6 +288,9 @@ std::string to_toml(const Cluster& c) {
        << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads << "\nvocab = " << b.vocab
        << "\nmicro_batch = " << b.micro_batch << "\nforward_ms = " << num(b.forward_s * 1e3)
        << "\nbackward_ms = " << num(b.backward_s * 1e3) << "\n"
+       << (b.input_s > 0 && b.weight_s > 0
+               ? "input_ms = " + num(b.input_s * 1e3) + "\nweight_ms = " + num(b.weight_s * 1e3) + "\n"
+               : std::string())
        << (b.activation_bytes > 0 ? "activation_mb = " + num(b.activation_bytes / 1e6) + "\n"
                                   : std::string());
   return os.str();

@@ -51,6 +51,9 @@ struct BlockProfile {
   int64_t width = 0, seq_len = 0, heads = 0, vocab = 0, micro_batch = 0;
   double forward_s = 0;
   double backward_s = 0;
+  // The backward split as the runtime's I/W actions run it (input gradient with the graph
+  // retained, then weight gradients through it); 0 = not measured: I = W = backward / 2.
+  double input_s = 0, weight_s = 0;
   double activation_bytes = 0;  // 0 = not measured
 };
 

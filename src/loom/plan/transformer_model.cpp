@@ -32,6 +32,7 @@ void TransformerCostModel::Cost::add(const Cost& o) {
   f += o.f;
   i += o.i;
   w += o.w;
+  split_extra += o.split_extra;
   f_comm += o.f_comm;
   i_comm += o.i_comm;
   params += o.params;
@@ -88,6 +89,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     block_[k].f *= contention_;
     block_[k].i *= contention_;
     block_[k].w *= contention_;
+    block_[k].split_extra *= contention_;
   }
   for (int s = 0; s < S; ++s) {
     Cost sum;
@@ -183,8 +185,11 @@ bool TransformerCostModel::profiled(int kind, Cost* out) const {
                                    [](auto* m) { return m->activation_bytes > 0; });
   out->activation = has_act ? time_at(&BlockProfile::activation_bytes) : -1;
   out->f = f;
-  out->i = kind == kEmbedding ? 0 : bw / 2;
-  out->w = kind == kEmbedding ? bw : bw / 2;
+  const bool split = std::all_of(match.begin(), match.end(),
+                                 [](auto* m) { return m->input_s > 0 && m->weight_s > 0; });
+  out->i = kind == kEmbedding ? 0 : split ? time_at(&BlockProfile::input_s) : bw / 2;
+  out->w = kind == kEmbedding ? bw : split ? time_at(&BlockProfile::weight_s) : bw / 2;
+  out->split_extra = out->i + out->w - bw;  // B stays the measured fused backward
   return true;
 }
 
@@ -205,7 +210,7 @@ double TransformerCostModel::compute_s(int stage, Kind kind) const {
     case Kind::F:
       return c.f;
     case Kind::B:
-      return c.i + c.w;
+      return c.i + c.w - c.split_extra;
     case Kind::I:
       return c.i;
     case Kind::W:

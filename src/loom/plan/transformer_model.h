@@ -72,7 +72,10 @@ class TransformerCostModel : public CostModel {
 
  private:
   struct Cost {
-    double f = 0, i = 0, w = 0;   // seconds; b = i + w
+    double f = 0, i = 0, w = 0;   // seconds; b = i + w - split_extra
+    // How much the runtime's separate I and W take beyond one fused backward (W re-traverses
+    // the retained graph); 0 unless the profile measured the split.
+    double split_extra = 0;
     double f_comm = 0, i_comm = 0;
     double params = 0;            // per rank
     double activation = 0;        // stored per micro-batch
