@@ -240,22 +240,7 @@ TEST(SlimSync, ResumeContinuesExactly) {
   c.train.momentum = 0.9;
   c.train.steps = 6;
   c.output.checkpoint_every = 3;
-  auto straight = test::train_on(c, n, "slim-resume-straight");
-  std::string dir = test::shared_tmp("slim-resume-split");
-  {
-    bool in = comm::world().rank() < n;
-    auto sub = comm::world().split(in ? 0 : 1, comm::world().rank(), "resume");
-    if (in) {
-      config::Config first = c;
-      first.output.dir = dir;
-      EXPECT_EQ(train::Trainer(first, *sub).run(/*stop_after=*/3).steps, 3);
-    }
-  }
-  c.output.resume = dir + "/checkpoint";
-  auto resumed = test::train_on(c, n, "slim-resume-resumed");
-  for (auto& [name, t] : straight)
-    EXPECT_TRUE(torch::equal(t, resumed.at(name)))
-        << name << " max difference " << (t - resumed.at(name)).abs().max().item<float>();
+  test::expect_resume_exact(c, n, "slim-resume", /*stop_after=*/3);
 }
 
 }  // namespace

@@ -3,8 +3,6 @@
 // first k ranks of the world, and parameter comparisons maximized over ranks.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -14,19 +12,9 @@
 #include "loom/model/model.h"
 #include "loom/parallel/stage.h"
 #include "loom/train/trainer.h"
+#include "../support/shared_tmp.h"
 
 namespace loom::test {
-
-// One folder name for all ranks (rank 0's pid); `tag` separates the runs of one test.
-inline std::string shared_tmp(const std::string& tag) {
-  static int64_t id = [] {
-    int64_t v = ::getpid();
-    comm::world().broadcast(&v, 1, comm::DType::Int64, 0)->wait();
-    return v;
-  }();
-  return (std::filesystem::temp_directory_path() / ("loom-" + tag + "-" + std::to_string(id)))
-      .string();
-}
 
 // Plain SGD (no momentum, constant learning rate, no clipping) on synthetic data.
 inline config::Config tiny(const std::string& kind) {
@@ -97,6 +85,29 @@ inline double max_update_diff(const Params& a, const Params& b, const Params& st
   }
   comm::world().all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
   return diff;
+}
+
+// Trains `c` (which must set steps and checkpoint_every) straight through and, separately,
+// stops after `stop_after` steps and resumes from that checkpoint, on the first `ranks` ranks;
+// expects bit-identical parameters.
+inline void expect_resume_exact(config::Config c, int ranks, const std::string& tag,
+                                int64_t stop_after) {
+  auto straight = train_on(c, ranks, tag + "-straight");
+  const std::string dir = shared_tmp(tag + "-split");
+  {
+    const bool in = comm::world().rank() < ranks;
+    auto sub = comm::world().split(in ? 0 : 1, comm::world().rank(), "resume");
+    if (in) {
+      config::Config first = c;
+      first.output.dir = dir;
+      EXPECT_EQ(train::Trainer(first, *sub).run(stop_after).steps, stop_after);
+    }
+  }
+  c.output.resume = dir + "/checkpoint";
+  auto resumed = train_on(c, ranks, tag + "-resumed");
+  for (auto& [name, t] : straight)
+    EXPECT_TRUE(torch::equal(t, resumed.at(name)))
+        << name << " max difference " << (t - resumed.at(name)).abs().max().item<float>();
 }
 
 // min and max of a value over the world (a value is identical on all ranks when they agree).

@@ -11,20 +11,12 @@
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
 #include "loom/train/trainer.h"
+#include "../support/shared_tmp.h"
 
 using namespace loom;
+using loom::test::shared_tmp;
 
 namespace {
-
-std::string shared_tmp(const std::string& tag) {
-  static int64_t id = [] {
-    int64_t v = ::getpid();
-    comm::world().broadcast(&v, 1, comm::DType::Int64, 0)->wait();
-    return v;
-  }();
-  return (std::filesystem::temp_directory_path() / ("loom-zero-" + tag + "-" + std::to_string(id)))
-      .string();
-}
 
 // 3 layers = 5 blocks, cut unevenly into 2 or 4 stages. Width 30 makes stage sizes that are
 // not multiples of 4, so the flat buffers carry padding.
@@ -46,7 +38,7 @@ config::Config tiny_gpt() {
   c.train.clip = 1.0;
   c.train.eval_batches = 1;
   c.output.progress = false;
-  c.output.dir = shared_tmp("run");
+  c.output.dir = shared_tmp("zero-run");
   return c;
 }
 

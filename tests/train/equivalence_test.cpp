@@ -13,20 +13,12 @@
 #include "loom/comm/world.h"
 #include "loom/schedule/generate.h"
 #include "loom/train/trainer.h"
+#include "../support/shared_tmp.h"
 
 using namespace loom;
+using loom::test::shared_tmp;
 
 namespace {
-
-// One folder name for all ranks (rank 0's pid).
-std::string shared_tmp(const std::string& tag) {
-  static int64_t id = [] {
-    int64_t v = ::getpid();
-    comm::world().broadcast(&v, 1, comm::DType::Int64, 0)->wait();
-    return v;
-  }();
-  return (std::filesystem::temp_directory_path() / ("loom-" + tag + "-" + std::to_string(id))).string();
-}
 
 config::Config tiny(const std::string& kind, const std::string& opt) {
   config::Config c;

@@ -1,26 +1,8 @@
 #include "loom/parallel/allreduce_sync.h"
 
-#include <torch/csrc/autograd/function_hook.h>
-
 #include "loom/common/error.h"
 
 namespace loom::parallel {
-namespace {
-
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
-
-}  // namespace
 
 AllReduceSync::AllReduceSync(const SyncContext& ctx) : stage_(ctx.stage), dp_(ctx.dp) {
   for (const auto& p : stage_->params()) params_.push_back(p.tensor);
@@ -37,14 +19,8 @@ AllReduceSync::AllReduceSync(const SyncContext& ctx) : stage_(ctx.stage), dp_(ct
     bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
   }
   for (auto& b : buckets_) b.flat = torch::zeros({b.numel}, torch::kFloat32);
-  if (dp_->size() > 1) {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
-      int idx = static_cast<int>(i);
-      acc->add_post_hook(std::make_unique<ReadyHook>([this, idx] { on_grad_ready(idx); }));
-      accumulators_.push_back(std::move(acc));  // the tensor only holds a weak pointer
-    }
-  }
+  if (dp_->size() > 1)
+    accumulators_ = on_grad_accumulated(params_, [this](int i) { on_grad_ready(i); });
 }
 
 AllReduceSync::~AllReduceSync() = default;

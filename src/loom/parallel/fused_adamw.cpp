@@ -25,9 +25,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
     bool all = !o.amsgrad();
     for (auto& p : group.params())
-      if (p.grad().defined() && !(fusable(p) && p.grad().is_contiguous() &&
-                                  p.grad().scalar_type() == torch::kFloat32))
-        all = false;
+      if (p.grad().defined() && !(fusable(p) && fusable(p.grad()))) all = false;
     if (!all) return torch::optim::AdamW::step(nullptr);  // every group on torch's path
   }
   for (auto& group : param_groups_) {

@@ -17,6 +17,7 @@
 // every replica runs the same action list and the same autograd graph (deterministic order).
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,12 @@ void set_lr(torch::optim::Optimizer& opt, double lr);
 // squared norm of `params`' gradients (callers return it from dp rank 0 only), and one
 // optimizer step with gradients multiplied by grad_scale, then dropped (left undefined).
 double grad_sq_sum(const std::vector<torch::Tensor>& params);
+
+// Calls on_ready(i) each time params[i]'s AccumulateGrad has added a gradient (so, in the last
+// micro-batch's backward, when that gradient is final). The hooks live on the accumulator
+// nodes, which a parameter holds only weakly: keep the returned nodes as long as the hooks.
+std::vector<std::shared_ptr<torch::autograd::Node>> on_grad_accumulated(
+    const std::vector<torch::Tensor>& params, std::function<void(int)> on_ready);
 void scaled_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& params,
                  double lr, double grad_scale);
 

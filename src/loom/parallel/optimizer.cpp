@@ -1,8 +1,38 @@
+#include <torch/csrc/autograd/function_hook.h>
+
 #include "loom/common/error.h"
 #include "loom/parallel/fused_adamw.h"
 #include "loom/parallel/grad_sync.h"
 
 namespace loom::parallel {
+namespace {
+
+class AfterAccumulate : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<torch::autograd::Node>> on_grad_accumulated(
+    const std::vector<torch::Tensor>& params, std::function<void(int)> on_ready) {
+  std::vector<std::shared_ptr<torch::autograd::Node>> nodes;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+    const int idx = static_cast<int>(i);
+    acc->add_post_hook(std::make_unique<AfterAccumulate>([on_ready, idx] { on_ready(idx); }));
+    nodes.push_back(std::move(acc));
+  }
+  return nodes;
+}
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params,
                                                         const config::TrainConfig& t) {

@@ -1,27 +1,11 @@
 #include "loom/parallel/zero_sync.h"
 
-#include <torch/csrc/autograd/function_hook.h>
-
 #include "loom/common/error.h"
 
 namespace loom::parallel {
 namespace {
 
 constexpr int64_t kFloat = 4;  // bytes
-
-// Runs a callback after a parameter's AccumulateGrad has added its gradient.
-class AfterAccumulate : public torch::autograd::FunctionPostHook {
- public:
-  explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
 
 }  // namespace
 
@@ -141,12 +125,7 @@ void ZeroSync::make_buckets(double cap_mib) {
     b.params += 1;
     bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
-    int idx = static_cast<int>(i);
-    acc->add_post_hook(std::make_unique<AfterAccumulate>([this, idx] { on_grad_ready(idx); }));
-    accumulators_.push_back(std::move(acc));  // the parameter holds only a weak pointer
-  }
+  accumulators_ = on_grad_accumulated(params_, [this](int i) { on_grad_ready(i); });
 }
 
 void ZeroSync::on_last_backward() {
