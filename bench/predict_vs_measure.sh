@@ -6,10 +6,13 @@
 #              metrics.jsonl, and the runtime's own memory accounting (summary line).
 # Configurations ("pp dp schedule dp-mode"): every schedule at pp=2 (loops 2 for interleaved
 # and bfs), dp=2 with allreduce and zero3 (2 ranks each: one per core here), then pp=2 x dp=2
-# (4 ranks time-sharing the 2 cores; the model slows compute by ranks / cores).
+# (4 ranks time-sharing the 2 cores: the simulator shares the cores among the ranks that
+# compute at each moment, plan/core_sharing.h).
 # usage: bench/predict_vs_measure.sh [BUILD=build] [STEPS=20]
 #   PROFILE=0 reuses an existing cluster file; CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows
-#   the sweep; ROUNDS=n repeats every training run n times and keeps the median (default 1).
+#   the sweep; ROUNDS=n runs every configuration n times and keeps the median (default 1). The
+#   rounds go over all configurations in turn, so that each median sees several phases of a
+#   machine whose speed drifts (this VM: +-20% over tens of seconds).
 set -euo pipefail
 build=${1:-build}
 steps=${2:-20}
@@ -35,25 +38,36 @@ fi
 printf '%-5s %-12s %-9s | %7s %7s %6s | %7s %7s | %8s %8s %5s | %8s %8s\n' pp×dp schedule dp-mode \
   pred_ms meas_ms err cmp_ms cmp_ms pred_st rt_st err pred_pk rt_pk
 IFS=';' read -ra entries <<<"$configs"
+loops_of() { [[ $1 == interleaved || $1 == bfs ]] && echo 2 || echo 1; }
+declare -A preds loads
 for entry in "${entries[@]}"; do
   read -r pp dp s mode <<<"$entry"
-  loops=1
-  [[ $s == interleaved || $s == bfs ]] && loops=2
-  tag=pp$pp-dp$dp-$s-$mode
-  pred=$("$loom" simulate --from-config "$config" --pp "$pp" --dp "$dp" --loops $loops \
-           --schedule "$s" --dp-mode "$mode" --cluster "$cluster" --json)
-  load0=$(cut -d' ' -f1 /proc/loadavg)
-  metrics=()
-  for ((k = 0; k < rounds; ++k)); do
+  preds[$entry]=$("$loom" simulate --from-config "$config" --pp "$pp" --dp "$dp" \
+                    --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" \
+                    --cluster "$cluster" --json)
+done
+for ((k = 0; k < rounds; ++k)); do
+  for entry in "${entries[@]}"; do
+    read -r pp dp s mode <<<"$entry"
+    tag=pp$pp-dp$dp-$s-$mode
+    loads[$entry]+="$(cut -d' ' -f1 /proc/loadavg) "
     rm -rf "$out/$tag-$k"
     if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
-           --loops $loops --schedule "$s" --dp-mode "$mode" --steps "$steps" --eval_every 0 \
-           --output.dir "$out/$tag-$k" --output.progress false > "$out/$tag-$k.log" 2>&1; then
+           --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
+           --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
+           > "$out/$tag-$k.log" 2>&1; then
       echo "$entry: loom train failed, see $out/$tag-$k.log"
-      continue 2
+      exit 1
     fi
-    metrics+=("$out/$tag-$k/metrics.jsonl")
   done
+done
+for entry in "${entries[@]}"; do
+  read -r pp dp s mode <<<"$entry"
+  tag=pp$pp-dp$dp-$s-$mode
+  pred=${preds[$entry]}
+  load0=${loads[$entry]%% *}
+  metrics=()
+  for ((k = 0; k < rounds; ++k)); do metrics+=("$out/$tag-$k/metrics.jsonl"); done
   python3 - "$pred" "$pp×$dp" "$s" "$mode" "$load0" "${metrics[@]}" <<'PY'
 import json, statistics, sys
 pred = json.loads(sys.argv[1])

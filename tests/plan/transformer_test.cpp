@@ -152,6 +152,36 @@ TEST(TransformerModel, ProfiledInputWeightSplit) {
   EXPECT_NEAR(halves.compute_s(0, schedule::Kind::I), 3 * 0.002, 1e-12);
 }
 
+// Shared cores: compute times are the blocks' times alone; a stage's slowdown with every core
+// busy is its blocks' slowdowns weighted by their times.
+TEST(TransformerModel, LoadedSlowdownOnSharedCores) {
+  Cluster c = a100();
+  Transformer m{2, 128, 4, 64, 256, false};
+  const double slow[] = {1.0, 2.0, 1.5};  // embedding, layer, head
+  const char* kinds[] = {"embedding", "layer", "head"};
+  for (int k = 0; k < 3; ++k) {
+    c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, 0.002, 0.004});
+    c.blocks.back().loaded_slowdown = slow[k];
+  }
+  Parallel p;
+  p.pp = 1;
+  p.micro_batch = 4;  // beyond the measured size: times grow, the ratio stays
+  TransformerCostModel dedicated(m, p, c);
+  EXPECT_EQ(dedicated.shared_cores(), 0);
+  c.shared = true;
+  TransformerCostModel shared(m, p, c);
+  EXPECT_EQ(shared.shared_cores(), c.devices_per_node);
+  EXPECT_NEAR(shared.compute_s(0, schedule::Kind::F), 4 * 0.004, 1e-12);  // not slowed here
+  // Every block takes the same time: (1 + 2 + 2 + 1.5) / 4.
+  EXPECT_NEAR(shared.loaded_slowdown(0), 1.625, 1e-12);
+  // Round trip through the cluster file.
+  Cluster d = parse_cluster(to_toml(c), "x.toml");
+  ASSERT_EQ(d.blocks.size(), 3u);
+  EXPECT_DOUBLE_EQ(d.blocks[1].loaded_slowdown, 2.0);
+  EXPECT_DOUBLE_EQ(d.blocks[0].loaded_slowdown, 1.0);
+  EXPECT_TRUE(d.shared);
+}
+
 TEST(TransformerModel, UniformCut) {
   EXPECT_EQ(uniform_cut(8, 4), (std::vector<int>{0, 3, 5, 7}));
   EXPECT_EQ(uniform_cut(7, 3), (std::vector<int>{0, 4, 6}));

@@ -58,6 +58,7 @@ int doctor_command(const std::vector<std::string>& args) {
   const char* ob = std::getenv("OPENBLAS_NUM_THREADS");
   if (!omp) setenv("OMP_NUM_THREADS", "1", 0);
   torch::set_num_threads(1);
+  set_openblas_threads(1);
   double gf = matmul_gflops(512);
   std::string blas = loaded_blas();
   const std::string core = openblas_core();

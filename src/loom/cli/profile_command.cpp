@@ -6,6 +6,9 @@
 //  - the GPT blocks of a `loom train` configuration (embedding, one transformer layer, head +
 //    loss from model::build), forward and backward, at several micro-batch sizes (median),
 //    and the bytes a forward keeps alive for its backward (heap growth, glibc mallinfo2);
+//    each block alone and, alternately, while every other core runs it too: the ratio is the
+//    block's `loaded_slowdown`, with which the simulator shares the cores among the ranks
+//    that compute at the same moment (plan/core_sharing.h);
 //  - the AdamW step per parameter;
 //  - point-to-point latency and bandwidth between two ranks through loom's communication
 //    layer (ping-pong), by running `mpirun -n 2` of itself (or directly when started by MPI
@@ -32,6 +35,7 @@
 #include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/comm/world.h"
+#include "loom/common/blas_core.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/model/model.h"
@@ -50,9 +54,11 @@ const char* kProfileHelp = R"(usage: loom profile [--out clusters/this-machine.t
 Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
 model at each micro-batch size, the AdamW step, and point-to-point latency and bandwidth
 between two ranks via `mpirun -n 2`) and writes a cluster file for loom simulate and loom plan.
-Blocks are timed while every other core runs the same block (as the other ranks of a
-training run would: they share memory bandwidth and caches); --alone times them on an
-otherwise idle machine. Run it on an otherwise idle machine: what else runs is measured too.
+Each block is timed alone and, alternately, while every other core runs the same block (as
+the other ranks of a training run do: they share memory bandwidth, caches and, on a virtual
+machine, maybe the physical core); the ratio is the block's loaded_slowdown. --alone skips
+the loaded timing (slowdown 1). Run it on an otherwise idle machine: what else runs is
+measured too.
 )";
 
 double seconds(Clock::time_point t0) {
@@ -79,9 +85,10 @@ double heap_bytes() {
   return double(mi.uordblks) + double(mi.hblkhd);  // in use: arena + mmapped chunks
 }
 
-// Keeps `n` other cores busy with `work` (forked processes) while a block is timed. A rank of
-// loom train shares memory bandwidth and caches with the ranks on the other cores; timed
-// alone, a block runs 10-40% faster here than it does in training. Processes rather than
+// Keeps `n` other cores busy with `work` (forked processes) while a block is timed, paused
+// (SIGSTOP) and resumed (SIGCONT) so that timings alone and loaded can alternate. A rank of
+// loom train shares memory bandwidth and caches with the ranks on the other cores; here a
+// block takes up to ~1.8x as long while the other core computes. Processes rather than
 // threads keep the parent's heap (which measures the bytes a forward keeps) to itself.
 class CoreLoad {
  public:
@@ -94,10 +101,19 @@ class CoreLoad {
       }
       if (pid > 0) pids_.push_back(pid);
     }
+    pause();
   }
   ~CoreLoad() {
     for (pid_t p : pids_) kill(p, SIGKILL);
     for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  }
+  bool active() const { return !pids_.empty(); }
+  void pause() {
+    for (pid_t p : pids_) kill(p, SIGSTOP);
+    for (pid_t p : pids_) waitpid(p, nullptr, WUNTRACED);  // stopped for sure
+  }
+  void resume() {
+    for (pid_t p : pids_) kill(p, SIGCONT);
   }
   CoreLoad(const CoreLoad&) = delete;
   CoreLoad& operator=(const CoreLoad&) = delete;
@@ -109,80 +125,113 @@ class CoreLoad {
 struct BlockTimes {
   double forward_s = 0, backward_s = 0, activation_bytes = 0;
   double input_s = 0, weight_s = 0;  // I and W of the zero-bubble split (0: not measured)
+  double loaded_slowdown = 1;        // forward + backward loaded / alone
 };
 
-// Forward and backward medians of one block: forward with autograd as in training, backward
-// from a random output gradient (the head: from its loss). Activation bytes: heap growth
-// while the forward's output (and so its autograd graph) is alive, smallest of 3 tries.
-BlockTimes time_block(model::Block& block, const torch::Tensor& input,
-                      const torch::Tensor& target, double budget) {
-  auto run_forward = [&] {
-    torch::Tensor x = input.is_floating_point() ? input.detach().requires_grad_(true) : input;
-    torch::Tensor y = block.forward(x);
-    if (target.defined()) y = model::Model::loss(y, target);
-    return y;
-  };
-  BlockTimes out;
-  out.activation_bytes = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const double before = heap_bytes();
-    torch::Tensor y = run_forward();
-    out.activation_bytes = std::min(out.activation_bytes, std::max(0.0, heap_bytes() - before));
+// One GPT block at one micro-batch size, and the samples taken of it so far. Samples come in
+// rounds spread over the whole profile (this virtual machine's speed drifts by +-20% over tens
+// of seconds; a median over rounds sees several of its phases).
+struct BlockJob {
+  const char* kind;
+  int64_t micro_batch;
+  model::Block* block;
+  torch::Tensor input, target;  // target: the head's tokens (its loss)
+  torch::Tensor grad;           // random output gradient (not the head)
+  std::vector<double> fwd, both, in_s, w_s, loaded;
+  double activation_bytes = -1;
+};
+
+torch::Tensor run_forward(BlockJob& j) {
+  torch::Tensor x = j.input.is_floating_point() ? j.input.detach().requires_grad_(true) : j.input;
+  torch::Tensor y = j.block->forward(x);
+  if (j.target.defined()) y = model::Model::loss(y, j.target);
+  return y;
+}
+
+double forward_backward(BlockJob& j) {
+  const auto t0 = Clock::now();
+  torch::Tensor y = run_forward(j);
+  if (j.target.defined()) {
+    y.backward();
+  } else {
+    if (!j.grad.defined()) j.grad = torch::randn_like(y);
+    y.backward(j.grad);
   }
-  // Forward alone and forward + backward alternate in one loop, so that both medians see the
-  // same moments of a machine whose speed drifts (backward = their difference).
-  torch::Tensor grad;
-  std::vector<double> fwd, both, in_s, w_s;
+  return seconds(t0);
+}
+
+// One round of `budget` seconds: forward with autograd as in training, backward from a random
+// output gradient (the head: from its loss), each alone; with an active `load`, forward +
+// backward also while the other cores run. Forward and forward + backward alternate in one
+// loop so that both medians see the same moments (backward = their difference). Activation
+// bytes (first round): heap growth while the forward's output (and so its autograd graph) is
+// alive, smallest of 3 tries.
+void sample_block(BlockJob& j, double budget, CoreLoad& load) {
+  if (j.activation_bytes < 0) {
+    j.activation_bytes = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      const double before = heap_bytes();
+      torch::Tensor y = run_forward(j);
+      j.activation_bytes = std::min(j.activation_bytes, std::max(0.0, heap_bytes() - before));
+    }
+  }
   // The zero-bubble split as parallel/stage.cpp runs it: the input gradient with the graph
   // retained, then the weight gradients through the retained graph (not for the embedding,
   // whose input is token ids).
-  const bool split = input.is_floating_point();
-  std::vector<torch::Tensor> weights = block.parameters();
+  const bool split = j.input.is_floating_point();
+  std::vector<torch::Tensor> weights = j.block->parameters();
   const auto t_all = Clock::now();
   for (int it = 0; it < 2 || (seconds(t_all) < budget && it < 2000); ++it) {
+    double ti = 0, tw = 0;
     if (split) {
-      torch::Tensor x = input.detach().requires_grad_(true);
-      torch::Tensor y = block.forward(x);
-      if (target.defined()) y = model::Model::loss(y, target);
-      if (!grad.defined() && !target.defined()) grad = torch::randn_like(y);
-      const torch::Tensor g = target.defined() ? torch::Tensor() : grad;
+      torch::Tensor x = j.input.detach().requires_grad_(true);
+      torch::Tensor y = j.block->forward(x);
+      if (j.target.defined()) y = model::Model::loss(y, j.target);
+      if (!j.grad.defined() && !j.target.defined()) j.grad = torch::randn_like(y);
+      const torch::Tensor g = j.target.defined() ? torch::Tensor() : j.grad;
       auto t0 = Clock::now();
       torch::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true);
-      const double ti = seconds(t0);
+      ti = seconds(t0);
       t0 = Clock::now();
       torch::autograd::grad({y}, weights, {g}, /*retain_graph=*/false, /*create_graph=*/false,
                             /*allow_unused=*/true);
-      if (it > 0) {
-        in_s.push_back(ti);
-        w_s.push_back(seconds(t0));
-      }
+      tw = seconds(t0);
     }
     auto t0 = Clock::now();
-    { torch::Tensor y = run_forward(); }
+    { torch::Tensor y = run_forward(j); }
     const double f = seconds(t0);
-    t0 = Clock::now();
-    torch::Tensor y = run_forward();
-    if (target.defined()) {
-      y.backward();
-    } else {
-      if (!grad.defined()) grad = torch::randn_like(y);
-      y.backward(grad);
+    const double fb = forward_backward(j);
+    double fb_loaded = 0;
+    if (load.active()) {
+      load.resume();
+      fb_loaded = forward_backward(j);
+      load.pause();
     }
-    const double fb = seconds(t0);
     if (it == 0) continue;  // warm-up
-    fwd.push_back(f);
-    both.push_back(fb);
+    j.fwd.push_back(f);
+    j.both.push_back(fb);
+    if (split) {
+      j.in_s.push_back(ti);
+      j.w_s.push_back(tw);
+    }
+    if (load.active()) j.loaded.push_back(fb_loaded);
   }
+}
+
+BlockTimes summarize(const BlockJob& j) {
   auto median = [](std::vector<double> v) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
   };
-  out.forward_s = median(fwd);
-  out.backward_s = std::max(0.0, median(both) - out.forward_s);
-  if (split) {
-    out.input_s = median(in_s);
-    out.weight_s = median(w_s);
+  BlockTimes out;
+  out.activation_bytes = j.activation_bytes;
+  out.forward_s = median(j.fwd);
+  out.backward_s = std::max(0.0, median(j.both) - out.forward_s);
+  if (!j.in_s.empty()) {
+    out.input_s = median(j.in_s);
+    out.weight_s = median(j.w_s);
   }
+  if (!j.loaded.empty()) out.loaded_slowdown = std::max(1.0, median(j.loaded) / median(j.both));
   return out;
 }
 
@@ -334,6 +383,7 @@ int profile_command(const std::vector<std::string>& args) {
   }
 
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  set_openblas_threads(static_cast<int>(cfg.train.threads));  // torch's setting does not reach it
   torch::manual_seed(1);
   plan::Cluster c;
   c.name = "this-machine";
@@ -362,43 +412,47 @@ int profile_command(const std::vector<std::string>& args) {
   }
   c.memory_bytes = memory_total_bytes() / cores;
 
-  // Blocks are timed while the other cores run them too, unless --alone.
+  // Blocks are timed alone and, unless --alone, also while the other cores run them.
   const int load_cores = a.flags.count("alone") ? 0 : static_cast<int>(cores) - 1;
   std::cerr << "loom profile: GPT blocks of " << config_path
-            << (load_cores ? detail::concat(" (the other ", load_cores, " core(s) running the same block)")
-                           : std::string()) << "\n";
+            << (load_cores ? detail::concat(" (alone, and loaded: the other ", load_cores,
+                                            " core(s) running the same block)")
+                           : std::string(" (alone)")) << "\n";
   model::Model m = model::build(cfg.model, cfg.train.seed);
   const auto& mc = cfg.model;
+  std::vector<BlockJob> jobs;
   for (int64_t b : sizes) {
     torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
     torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
-    struct {
-      const char* kind;
-      model::Block* block;
-      torch::Tensor in, target;
-    } jobs[] = {{"embedding", m.blocks.front().get(), tokens, {}},
-                {"layer", m.blocks[1].get(), act, {}},
-                {"head", m.blocks.back().get(), act, tokens}};
-    for (auto& j : jobs) {
+    jobs.push_back({"embedding", b, m.blocks.front().get(), tokens, {}});
+    jobs.push_back({"layer", b, m.blocks[1].get(), act, {}});
+    jobs.push_back({"head", b, m.blocks.back().get(), act, tokens});
+  }
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round)
+    for (BlockJob& j : jobs) {
       // The other cores run the same block's forward and backward, as the other ranks would.
       CoreLoad load(load_cores, [&] {
-        torch::Tensor x = j.in.is_floating_point() ? j.in.detach().requires_grad_(true) : j.in;
+        torch::Tensor x = j.input.is_floating_point() ? j.input.detach().requires_grad_(true) : j.input;
         torch::Tensor y = j.block->forward(x);
         if (j.target.defined())
           model::Model::loss(y, j.target).backward();
         else
           y.sum().backward();
       });
-      BlockTimes t = time_block(*j.block, j.in, j.target, budget);
-      c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, b, t.forward_s,
-                          t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
-      std::fprintf(stderr,
-                   "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
-                   "(I %.3f + W %.3f), keeps %s\n",
-                   j.kind, (long long)b, t.forward_s * 1e3, t.backward_s * 1e3,
-                   t.input_s * 1e3, t.weight_s * 1e3,
-                   plan::human_bytes(t.activation_bytes).c_str());
+      sample_block(j, budget / kRounds, load);
     }
+  for (const BlockJob& j : jobs) {
+    const BlockTimes t = summarize(j);
+    c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
+                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes,
+                        t.loaded_slowdown});
+    std::fprintf(stderr,
+                 "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
+                 "(I %.3f + W %.3f), keeps %s, loaded x%.2f\n",
+                 j.kind, (long long)j.micro_batch, t.forward_s * 1e3, t.backward_s * 1e3,
+                 t.input_s * 1e3, t.weight_s * 1e3,
+                 plan::human_bytes(t.activation_bytes).c_str(), t.loaded_slowdown);
   }
 
   std::cerr << "loom profile: AdamW step (the optimizer loom train uses)\n";
@@ -433,8 +487,8 @@ int profile_command(const std::vector<std::string>& args) {
   note << "measured by loom profile on " << date << ": " << cpu_model() << ", " << cores
        << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
        << TORCH_VERSION << "; blocks of " << config_path
-       << (load_cores ? detail::concat(" timed with the other ", load_cores,
-                                       " core(s) running the same block")
+       << (load_cores ? detail::concat(" timed alone (times) and with the other ", load_cores,
+                                       " core(s) running the same block (loaded_slowdown)")
                       : std::string(" timed alone"))
        << "; ";
   if (link[1] > 0)

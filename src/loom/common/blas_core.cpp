@@ -18,6 +18,14 @@ std::string openblas_core() {
   return name ? name : "";
 }
 
+bool set_openblas_threads(int n) {
+  using SetThreads = void (*)(int);
+  auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (!fn) return false;
+  fn(n < 1 ? 1 : n);
+  return true;
+}
+
 std::string best_openblas_core_for_cpu() {
 #if defined(__x86_64__)
   __builtin_cpu_init();

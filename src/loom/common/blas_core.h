@@ -29,4 +29,11 @@ bool openblas_core_is_fallback();
 // any thread starts. LOOM_BLAS_FIX=0 disables it. Returns only when no re-execution happened.
 void ensure_fast_openblas(char** argv);
 
+// Sets OpenBLAS's own thread count (it starts one thread per core unless OPENBLAS_NUM_THREADS
+// was set before it loaded, and torch::set_num_threads does not reach it). Every process that
+// computes as one rank calls it with the rank's thread count: a rank started by a bare
+// `mpirun`, or `loom profile`, would otherwise run its matrix products on every core. Returns
+// false when the BLAS in use is not OpenBLAS.
+bool set_openblas_threads(int n);
+
 }  // namespace loom

@@ -231,6 +231,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
       p.input_s = r.number("input_ms", 0, 1e9, 0.0) * 1e-3;
       p.weight_s = r.number("weight_ms", 0, 1e9, 0.0) * 1e-3;
       p.activation_bytes = r.number("activation_mb", 0, 1e12, 0.0) * 1e6;
+      p.loaded_slowdown = r.number("loaded_slowdown", 1, 1e3, 1.0);
       c.blocks.push_back(p);
     }
   }
@@ -292,6 +293,8 @@ std::string to_toml(const Cluster& c) {
                ? "input_ms = " + num(b.input_s * 1e3) + "\nweight_ms = " + num(b.weight_s * 1e3) + "\n"
                : std::string())
        << (b.activation_bytes > 0 ? "activation_mb = " + num(b.activation_bytes / 1e6) + "\n"
+                                  : std::string())
+       << (b.loaded_slowdown != 1 ? "loaded_slowdown = " + num(b.loaded_slowdown) + "\n"
                                   : std::string());
   return os.str();
 }

@@ -7,7 +7,9 @@
 //   note = "..."                       # optional: provenance, calibration
 //   [node]
 //   devices = 8                        # accelerators (or CPU cores) per node
-//   shared = false                     # optional: ranks beyond `devices` time-share them
+//   shared = false                     # optional: the ranks share the node's `devices` (CPU
+//                                      # cores): block times are times alone, and the
+//                                      # simulator shares the cores among computing ranks
 //   [device]
 //   memory_gb = 80                     # capacity per device (GB = 1e9 bytes)
 //   memory_bandwidth_gbs = 2039        # GB/s
@@ -30,6 +32,8 @@
 //   forward_ms = 1.0
 //   backward_ms = 2.0
 //   activation_mb = 4.5                # optional: bytes the forward keeps for the backward
+//   loaded_slowdown = 1.8              # optional (1): forward + backward time with every core
+//                                      # computing / time alone (shared nodes)
 //   [optimizer]                        # optional (measured): AdamW step cost
 //   ns_per_param = 3.0
 #include <map>
@@ -55,6 +59,7 @@ struct BlockProfile {
   // retained, then weight gradients through it); 0 = not measured: I = W = backward / 2.
   double input_s = 0, weight_s = 0;
   double activation_bytes = 0;  // 0 = not measured
+  double loaded_slowdown = 1;   // time with every core computing / time alone
 };
 
 struct Cluster {

@@ -49,6 +49,15 @@ class CostModel {
   virtual Collective reduce_collective(DpMode m) const {
     return m == DpMode::AllReduce ? Collective::AllReduce : Collective::ReduceScatter;
   }
+  // Shared hardware (the CPU cores of one machine, `shared = true` in a cluster file): the
+  // number of cores all ranks share; 0 = every rank has a device of its own. On shared
+  // hardware compute_s and optimizer_s are the times of a rank computing ALONE, and the
+  // simulator slows each action by how many ranks compute at that moment.
+  virtual int shared_cores() const { return 0; }
+  // On shared hardware: how many times longer `stage`'s compute takes when every core computes
+  // than when it computes alone (>= 1: the cores share memory bandwidth and caches, and
+  // virtual CPUs may share a physical core).
+  virtual double loaded_slowdown(int stage) const { return 1; }
 };
 
 // Fixed costs: every stage takes f/b/i/w per micro-batch, every message `message_s`, every
@@ -65,6 +74,8 @@ class ConstantCostModel : public CostModel {
   double param_bytes(int) const override { return params; }
   StageMemory memory(int) const override { return mem; }
   double optimizer_s(int) const override { return optimizer; }
+  int shared_cores() const override { return cores; }
+  double loaded_slowdown(int) const override { return slowdown; }
 
   double f = 1, b = 2, i = 1, w = 1;
   double message_s = 0;
@@ -73,6 +84,8 @@ class ConstantCostModel : public CostModel {
   double boundary = 1, grads = 1, params = 1;
   double optimizer = 0;
   StageMemory mem;
+  int cores = 0;        // > 0: ranks share this many cores
+  double slowdown = 1;  // compute slowdown with every core busy
 
  private:
   int stages_;
@@ -95,6 +108,8 @@ class FreeCommModel : public CostModel {
   StageMemory memory(int s) const override { return m_.memory(s); }
   double optimizer_s(int s) const override { return m_.optimizer_s(s); }
   Collective reduce_collective(DpMode m) const override { return m_.reduce_collective(m); }
+  int shared_cores() const override { return m_.shared_cores(); }
+  double loaded_slowdown(int s) const override { return m_.loaded_slowdown(s); }
 
  private:
   const CostModel& m_;

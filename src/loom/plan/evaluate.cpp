@@ -34,7 +34,9 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   e.model_mfu = e.model_tflops_per_gpu * 1e12 / cost.peak_flops();
   e.memory_limit = c.memory_bytes;
   e.compute_source = cost.compute_source();
-  e.contention = cost.contention();
+  e.shared_cores = cost.shared_cores();
+  for (int s = 0; s < cost.stages(); ++s)
+    e.loaded_slowdown = std::max(e.loaded_slowdown, cost.loaded_slowdown(s));
   return e;
 }
 
@@ -83,10 +85,14 @@ std::string format_breakdown(const Evaluation& e) {
   };
   add("configuration", detail::concat(p.describe(), " (", p.gpus(), " devices, global batch ",
                                       p.global_batch(), ")"));
-  add("compute costs", e.compute_source + (e.contention > 1
-                                               ? detail::concat(", slowed x", e.contention,
-                                                                ": ranks share the cores")
-                                               : std::string()));
+  std::string sharing;
+  if (e.shared_cores > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; %d rank(s) share %d core(s), up to x%.2f slower while all compute",
+                  p.gpus(), e.shared_cores, e.loaded_slowdown);
+    sharing = buf;
+  }
+  add("compute costs", e.compute_source + sharing);
   std::snprintf(line, sizeof line, "%s (%.4g samples/s)", human_seconds(r.step_s).c_str(),
                 e.samples_per_s());
   add("step time", line);

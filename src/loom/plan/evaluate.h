@@ -33,7 +33,8 @@ struct Evaluation {
   double model_mfu = 0;
   double memory_limit = 0;    // bytes per device
   std::string compute_source;
-  double contention = 1;
+  int shared_cores = 0;          // > 0: the ranks share this many cores
+  double loaded_slowdown = 1;    // the largest stage slowdown with every core computing
   double samples_per_s() const { return sim.step_s > 0 ? par.global_batch() / sim.step_s : 0; }
 };
 

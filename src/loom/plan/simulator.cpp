@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "loom/common/error.h"
+#include "loom/plan/core_sharing.h"
 
 namespace loom::plan {
 namespace {
@@ -31,6 +33,8 @@ struct RankState {
   std::map<int, double> buffer_since;     // stage -> first backward start (grad buffer)
   std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
   std::vector<MemEvent> mem;
+  bool optimized = false;  // the optimizer step after the list has run
+  double opt_start = 0, opt_end = 0;
 };
 
 class Sim {
@@ -49,6 +53,8 @@ class Sim {
     st_.resize(sh.pp);
     out_.ranks.resize(sh.pp);
     out_.schedule_name = s.name;
+    if (c.shared_cores() > 0)
+      sharing_ = std::make_unique<CoreSharing>(c.shared_cores(), o.mesh.dp * o.mesh.tp, sh.pp);
   }
 
   SimResult run() {
@@ -60,9 +66,13 @@ class Sim {
           ++st_[r].next;
           progress = true;
         }
-        done = done && st_[r].next == s_.ranks[r].size();
+        if (st_[r].next == s_.ranks[r].size() && !st_[r].optimized && optimize(r))
+          progress = true;
+        done = done && st_[r].optimized;
       }
       if (done) break;
+      // On shared cores, the next compute to finish lets some rank go on.
+      if (!progress && sharing_ && sharing_->resolve()) continue;
       if (!progress) {
         std::string waits;
         for (int r = 0; r < pp; ++r)
@@ -117,9 +127,10 @@ class Sim {
         }
         if (auto g = st.gathered_ready.find(s); g != st.gathered_ready.end())
           ready = std::max(ready, g->second);
-        const double dur = c_.compute_s(s, a.kind);
-        const double end = ready + dur;
-        rr.compute_s += dur;
+        double end = 0;
+        if (!compute(r, ready, c_.compute_s(s, a.kind), c_.loaded_slowdown(s), &end))
+          return false;
+        rr.compute_s += end - ready;
         rr.tp_comm_s += c_.compute_comm_s(s, a.kind);
         st.cursor = end;
         compute_end_ = std::max(compute_end_, end);
@@ -177,6 +188,45 @@ class Sim {
     return true;
   }
 
+  // The end of `work_s` seconds of compute that can start at `start` on rank r: at once on a
+  // device of its own; on shared cores once every rank's compute up to then is known (false
+  // until then: the run loop resolves the sharing and calls again).
+  bool compute(int r, double start, double work_s, double slowdown, double* end) {
+    if (!sharing_) {
+      *end = start + work_s;
+      return true;
+    }
+    if (sharing_->take_finished(r, end)) return true;
+    if (!sharing_->submitted(r)) sharing_->submit(r, start, work_s, slowdown);
+    return false;
+  }
+
+  std::vector<int> stages_of(int r) const {
+    std::vector<int> mine;
+    for (int s = r; s < s_.shape.stages(); s += s_.shape.pp) mine.push_back(s);
+    return mine;
+  }
+
+  // The optimizer step once the rank's streams are idle; false while its end is not known.
+  bool optimize(int r) {
+    RankState& st = st_[r];
+    double t = std::max(st.cursor, st.dp_free);
+    for (const auto& [peer, free] : st.link_free) t = std::max(t, free);
+    double work = 0, slowdown = 0;
+    const std::vector<int> mine = stages_of(r);
+    for (int s : mine) {
+      work += c_.optimizer_s(s);
+      slowdown += c_.loaded_slowdown(s) / double(mine.size());
+    }
+    double end = t;
+    if (work > 0 && !compute(r, t, work, slowdown, &end)) return false;
+    st.optimized = true;
+    st.opt_start = t;
+    st.opt_end = end;
+    out_.ranks[r].optimizer_s = sharing_ ? end - t : work;
+    return true;
+  }
+
   double ring_bytes(Collective op, double bytes) const {
     const int d = o_.mesh.dp;
     if (d <= 1) return 0;
@@ -215,12 +265,10 @@ class Sim {
   void finish(int r) {
     RankState& st = st_[r];
     RankResult& rr = out_.ranks[r];
-    double t = std::max(st.cursor, st.dp_free);
-    for (const auto& [peer, free] : st.link_free) t = std::max(t, free);
+    double t = st.opt_start;
     // Static state of the rank's stages; anything still gathered or buffered ends here.
     MemoryBreakdown base;
-    std::vector<int> mine;
-    for (int s = r; s < s_.shape.stages(); s += s_.shape.pp) mine.push_back(s);
+    const std::vector<int> mine = stages_of(r);
     for (int s : mine) {
       const StageMemory m = c_.memory(s);
       base.params += m.params;
@@ -232,8 +280,7 @@ class Sim {
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
     // Optimizer, then (zero1 / zero2) the all-gather of the updated parameters.
     const double t_opt = t;
-    for (int s : mine) rr.optimizer_s += c_.optimizer_s(s);
-    t += rr.optimizer_s;
+    t = st.opt_end;
     if (record_ && t > t_opt)
       rr.events.push_back({"optimizer", "optimizer", Stream::Compute, t_opt, t});
     if (o_.mesh.dp > 1 && (o_.dp_mode == DpMode::Zero1 || o_.dp_mode == DpMode::Zero2)) {
@@ -275,6 +322,7 @@ class Sim {
   std::vector<RankState> st_;
   std::set<int> buffer_started_;  // stages whose buffer was allocated this step
   double compute_end_ = 0;
+  std::unique_ptr<CoreSharing> sharing_;  // shared cores only
   SimResult out_;
 };
 

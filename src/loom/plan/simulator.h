@@ -22,6 +22,11 @@
 // simulation advances every rank as far as its inputs are known and repeats (no tie-breaking).
 // Data-parallel replicas and tensor-parallel ranks run the same lists with the same costs, so
 // one pipeline (dp_rank 0, tp_rank 0) is simulated and collectives start when issued.
+// On shared cores (CostModel::shared_cores() > 0: a CPU machine) a compute action's duration
+// depends on how many ranks compute meanwhile (plan/core_sharing.h): the run loop then also
+// advances a processor-sharing clock to the next compute end whenever no rank can go on. The
+// optimizer step is compute too. The replicas stay in lock-step (real ones drift apart and fill
+// each other's bubbles when ranks outnumber cores).
 //
 // Memory, per rank, over time: static parameters, gradients and optimizer state of its stages;
 // plus gathered parameters (UNSHARD..RESHARD), full gradient buffers (first backward ..

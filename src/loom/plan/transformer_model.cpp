@@ -38,6 +38,7 @@ void TransformerCostModel::Cost::add(const Cost& o) {
   params += o.params;
   activation += o.activation;
   working = std::max(working, o.working);
+  loaded += o.loaded;
 }
 
 TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel& p,
@@ -56,7 +57,6 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '",
                c.name, "'; tensor parallelism stays inside a node");
   peak_ = c.peak(prec_.name == "fp16" && !c.peak_flops.count("fp16") ? "bf16" : prec_.name);
-  if (c.shared) contention_ = std::max(1.0, double(p.gpus()) / c.devices_per_node);
 
   const int S = p.pp * p.loops;
   cut_ = cut.empty() ? uniform_cut(m.layers, S) : std::move(cut);
@@ -70,6 +70,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
 
   for (int k = 0; k < 3; ++k) {
     block_[k] = analytic(k);
+    double slowdown = 1;  // with every core computing (shared cores, measured)
     Cost measured;
     if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
@@ -79,6 +80,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       } else {
         measured.working = k == kHead ? block_[k].working : 0;
       }
+      slowdown = measured.loaded;
       block_[k] = measured;
       profiled_[k] = true;
     }
@@ -86,10 +88,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       block_[k].i += block_[k].f;
       block_[k].i_comm += block_[k].f_comm;
     }
-    block_[k].f *= contention_;
-    block_[k].i *= contention_;
-    block_[k].w *= contention_;
-    block_[k].split_extra *= contention_;
+    block_[k].loaded = (block_[k].f + block_[k].i + block_[k].w) * slowdown;
   }
   for (int s = 0; s < S; ++s) {
     Cost sum;
@@ -165,12 +164,13 @@ bool TransformerCostModel::profiled(int kind, Cost* out) const {
   if (match.empty()) return false;
   std::sort(match.begin(), match.end(), [](auto* x, auto* y) { return x->micro_batch < y->micro_batch; });
   const double b = double(p_.micro_batch);
-  // Linear between the two nearest measured sizes, proportional outside the measured range.
-  auto time_at = [&](double BlockProfile::*field) {
+  // Linear between the two nearest measured sizes; outside the measured range, times grow in
+  // proportion and ratios stay at the nearest size.
+  auto time_at = [&](double BlockProfile::*field, bool ratio = false) {
     const BlockProfile* lo = match.front();
     const BlockProfile* hi = match.back();
-    if (b <= lo->micro_batch) return lo->*field * b / lo->micro_batch;
-    if (b >= hi->micro_batch) return hi->*field * b / hi->micro_batch;
+    if (b <= lo->micro_batch) return lo->*field * (ratio ? 1.0 : b / lo->micro_batch);
+    if (b >= hi->micro_batch) return hi->*field * (ratio ? 1.0 : b / hi->micro_batch);
     for (size_t i = 1; i < match.size(); ++i)
       if (match[i]->micro_batch >= b) {
         lo = match[i - 1];
@@ -190,6 +190,7 @@ bool TransformerCostModel::profiled(int kind, Cost* out) const {
   out->i = kind == kEmbedding ? 0 : split ? time_at(&BlockProfile::input_s) : bw / 2;
   out->w = kind == kEmbedding ? bw : split ? time_at(&BlockProfile::weight_s) : bw / 2;
   out->split_extra = out->i + out->w - bw;  // B stays the measured fused backward
+  out->loaded = time_at(&BlockProfile::loaded_slowdown, /*ratio=*/true);  // the caller scales it
   return true;
 }
 
@@ -270,6 +271,12 @@ StageMemory TransformerCostModel::memory(int stage) const {
   return mem;
 }
 
+double TransformerCostModel::loaded_slowdown(int stage) const {
+  const Cost& c = stage_.at(stage);
+  const double alone = c.f + c.i + c.w;
+  return alone > 0 && c.loaded > 0 ? c.loaded / alone : 1.0;
+}
+
 Collective TransformerCostModel::reduce_collective(DpMode m) const {
   if (m == DpMode::AllReduce || (m == DpMode::Zero1 && prec_.zero1_all_reduce))
     return Collective::AllReduce;
@@ -279,7 +286,7 @@ Collective TransformerCostModel::reduce_collective(DpMode m) const {
 double TransformerCostModel::optimizer_s(int stage) const {
   double P = stage_.at(stage).params;
   if (p_.dp > 1 && p_.dp_mode != DpMode::AllReduce) P /= p_.dp;
-  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param * contention_;
+  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param;
   return elementwise_s(28 * P);
 }
 

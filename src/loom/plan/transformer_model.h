@@ -60,11 +60,12 @@ class TransformerCostModel : public CostModel {
   StageMemory memory(int stage) const override;
   double optimizer_s(int stage) const override;
   Collective reduce_collective(DpMode m) const override;
+  int shared_cores() const override { return c_.shared ? c_.devices_per_node : 0; }
+  double loaded_slowdown(int stage) const override;
 
   const std::vector<int>& cut() const { return cut_; }
   const Precision& precision() const { return prec_; }
   double peak_flops() const { return peak_; }
-  double contention() const { return contention_; }
   // "analytic", "profiled" or "profiled (embedding, layer), analytic (head)".
   std::string compute_source() const;
   // Model FLOPs of one step (Narayanan's count), for TFLOP/s per GPU and MFU.
@@ -80,6 +81,7 @@ class TransformerCostModel : public CostModel {
     double params = 0;            // per rank
     double activation = 0;        // stored per micro-batch
     double working = 0;           // transient in the backward
+    double loaded = 0;            // (f + i + w) x the blocks' loaded slowdowns (shared cores)
     void add(const Cost& o);
   };
   Cost analytic(int kind) const;  // 0 embedding, 1 layer, 2 head
@@ -93,7 +95,6 @@ class TransformerCostModel : public CostModel {
   Network net_;
   Precision prec_;
   double peak_ = 0;
-  double contention_ = 1;
   std::vector<int> cut_;
   Cost block_[3];
   bool profiled_[3] = {false, false, false};
