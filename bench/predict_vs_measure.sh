@@ -9,10 +9,13 @@
 # (4 ranks time-sharing the 2 cores: the simulator shares the cores among the ranks that
 # compute at each moment, plan/core_sharing.h).
 # usage: bench/predict_vs_measure.sh [BUILD=build] [STEPS=20]
-#   PROFILE=0 reuses an existing cluster file; CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows
-#   the sweep; ROUNDS=n runs every configuration n times and keeps the median (default 1). The
-#   rounds go over all configurations in turn, so that each median sees several phases of a
-#   machine whose speed drifts (this VM: +-20% over tens of seconds).
+#   PROFILE=each (default) profiles the machine right before every training run (`loom profile
+#   --seconds 0.5 --micro-batch-sizes $SIZES`, ~9 s) and predicts that run from it: this VM's
+#   speed drifts by +-20% over tens of seconds, more than the model's error, so a profile taken
+#   minutes earlier measures another machine. PROFILE=once profiles once (full profile) for the
+#   whole sweep; PROFILE=0 reuses an existing cluster file.
+#   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
+#   configuration n times (the rounds go over all configurations in turn) and reports medians.
 set -euo pipefail
 build=${1:-build}
 steps=${2:-20}
@@ -27,10 +30,12 @@ for s in gpipe 1f1b interleaved bfs zb-h1; do
 done
 configs=${CONFIGS:-$default_configs}
 rounds=${ROUNDS:-1}
+profile=${PROFILE:-each}
+sizes=${SIZES:-8,16}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$out"
 
-if [[ ${PROFILE:-1} != 0 || ! -f $cluster ]]; then
+if [[ $profile == once || ( $profile == 0 && ! -f $cluster ) ]]; then
   echo "== loom profile --out $cluster   (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
   "$loom" profile --out "$cluster" --config "$config" 2>/dev/null
 fi
@@ -39,19 +44,24 @@ printf '%-5s %-12s %-9s | %7s %7s %6s | %7s %7s | %8s %8s %5s | %8s %8s\n' pp×d
   pred_ms meas_ms err cmp_ms cmp_ms pred_st rt_st err pred_pk rt_pk
 IFS=';' read -ra entries <<<"$configs"
 loops_of() { [[ $1 == interleaved || $1 == bfs ]] && echo 2 || echo 1; }
-declare -A preds loads
-for entry in "${entries[@]}"; do
-  read -r pp dp s mode <<<"$entry"
-  preds[$entry]=$("$loom" simulate --from-config "$config" --pp "$pp" --dp "$dp" \
-                    --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" \
-                    --cluster "$cluster" --json)
-done
+predict() {  # pp dp schedule dp-mode cluster-file -> JSON
+  "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
+    --schedule "$3" --dp-mode "$4" --cluster "$5" --json
+}
 for ((k = 0; k < rounds; ++k)); do
   for entry in "${entries[@]}"; do
     read -r pp dp s mode <<<"$entry"
     tag=pp$pp-dp$dp-$s-$mode
-    loads[$entry]+="$(cut -d' ' -f1 /proc/loadavg) "
     rm -rf "$out/$tag-$k"
+    mkdir -p "$out/$tag-$k"
+    used=$cluster
+    if [[ $profile == each ]]; then
+      used=$out/$tag-$k/cluster.toml
+      "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
+        --micro-batch-sizes "$sizes" > /dev/null 2>&1
+    fi
+    predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
+    cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
     if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
            --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
            --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
@@ -64,33 +74,41 @@ done
 for entry in "${entries[@]}"; do
   read -r pp dp s mode <<<"$entry"
   tag=pp$pp-dp$dp-$s-$mode
-  pred=${preds[$entry]}
-  load0=${loads[$entry]%% *}
-  metrics=()
-  for ((k = 0; k < rounds; ++k)); do metrics+=("$out/$tag-$k/metrics.jsonl"); done
-  python3 - "$pred" "$pp×$dp" "$s" "$mode" "$load0" "${metrics[@]}" <<'PY'
+  dirs=()
+  for ((k = 0; k < rounds; ++k)); do dirs+=("$out/$tag-$k"); done
+  python3 - "$pp×$dp" "$s" "$mode" "${dirs[@]}" <<'PY'
 import json, statistics, sys
-pred = json.loads(sys.argv[1])
-runs = [[json.loads(l) for l in open(f)] for f in sys.argv[6:]]
+dirs = sys.argv[4:]
+med = statistics.median
 def tail(rows, k):
     v = [r[k] for r in rows if "step" in r and k in r]
     return v[3:] if len(v) > 5 else v
-# Median over runs of each run's median step (steps 4..N).
-meas = statistics.median(statistics.median(tail(rows, "step_s")) for rows in runs)
-meas_compute = statistics.median(statistics.median(tail(rows, "compute_s")) for rows in runs)
+preds = [json.load(open(d + "/predicted.json")) for d in dirs]
+runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in dirs]
+# Per round: the prediction from that round's profile and the run's median step (steps 4..N).
+p_step = [p["step_s"] for p in preds]
+m_step = [med(tail(rows, "step_s")) for rows in runs]
+pred, meas = med(p_step), med(m_step)
+pred_c = med(p["rank0_compute_s"] for p in preds)
+meas_c = med(med(tail(rows, "compute_s")) for rows in runs)
+errs = " ".join(f"{100 * (p - m) / m:+.0f}" for p, m in zip(p_step, m_step))
 summary = [r for r in runs[0] if r.get("summary") == "run"][-1]
-p_state = pred["rank0_params_bytes"] + pred["rank0_grads_bytes"] + pred["rank0_optimizer_bytes"]
-p_peak = p_state + pred["rank0_activation_bytes"]
+p0 = preds[0]
+p_state = p0["rank0_params_bytes"] + p0["rank0_grads_bytes"] + p0["rank0_optimizer_bytes"]
+p_peak = p_state + p0["rank0_activation_bytes"]
 r_state, r_peak = summary["state_bytes_r0"], summary["peak_bytes_r0"]
 err = lambda p, m: f"{100 * (p - m) / m:+.0f}%"
-print(f"{sys.argv[2]:<5} {sys.argv[3]:<12} {sys.argv[4]:<9} | {pred['step_s']*1e3:7.1f} {meas*1e3:7.1f} "
-      f"{err(pred['step_s'], meas):>6} | {pred['rank0_compute_s']*1e3:7.1f} {meas_compute*1e3:7.1f} | "
+load = open(dirs[0] + "/load").read().strip()
+print(f"{sys.argv[1]:<5} {sys.argv[2]:<12} {sys.argv[3]:<9} | {pred*1e3:7.1f} {meas*1e3:7.1f} "
+      f"{err(pred, meas):>6} | {pred_c*1e3:7.1f} {meas_c*1e3:7.1f} | "
       f"{p_state/1e6:8.2f} {r_state/1e6:8.2f} {err(p_state, r_state):>5} | "
-      f"{p_peak/1e6:8.2f} {r_peak/1e6:8.2f}  (load {sys.argv[5]})")
+      f"{p_peak/1e6:8.2f} {r_peak/1e6:8.2f}  (rounds {errs}; load {load})")
 PY
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
-echo "step: median step_s (steps 4..N); cmp: rank 0's time in F/B/I/W per step (predicted, measured);"
+echo "step: median over rounds of the prediction and of the run's median step_s (steps 4..N);"
+echo "rounds: each round's error in % (prediction from the profile taken before that run);"
+echo "cmp: rank 0's time in F/B/I/W per step (predicted, measured);"
 echo "pred_st / rt_st (MB): rank 0 parameters + gradients + optimizer state (+ transient buffers);"
 echo "pred_pk / rt_pk: that plus activations (the runtime counts 8 x a stage's output per"
 echo "micro-batch, the prediction the bytes the forward keeps: see docs/planner.md)."

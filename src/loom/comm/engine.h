@@ -39,8 +39,10 @@ class Engine {
   };
   void submit(Op op);
 
-  // Work::wait() tells the engine someone is blocked, so it polls without sleeping.
+  // Work::wait() tells the engine someone is blocked, so it polls without sleeping, and wakes
+  // it from its idle back-off (wake_for_waiter) at once.
   static std::atomic<int>& waiters();
+  void wake_for_waiter();
 
  private:
   void loop();

@@ -28,6 +28,7 @@ void Work::wait() {
   if (!done_) {
     auto t0 = std::chrono::steady_clock::now();
     Engine::waiters().fetch_add(1);
+    Engine::instance().wake_for_waiter();
     bool ok = cv_.wait_for(lock, timeout_, [&] { return done_; });
     Engine::waiters().fetch_sub(1);
     waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
