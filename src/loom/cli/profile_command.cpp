@@ -97,6 +97,9 @@ class CoreLoad {
     for (int i = 0; i < n; ++i) {
       pid_t pid = fork();
       if (pid == 0) {
+        // OpenBLAS's threads do not survive fork(): a child that believes in them hangs in its
+        // first matrix product. One thread, inline, as a rank runs.
+        set_openblas_threads(1);
         for (;;) work();
       }
       if (pid > 0) pids_.push_back(pid);
@@ -161,11 +164,13 @@ double forward_backward(BlockJob& j) {
 }
 
 // One round of `budget` seconds: forward with autograd as in training, backward from a random
-// output gradient (the head: from its loss), each alone; with an active `load`, forward +
-// backward also while the other cores run. Forward and forward + backward alternate in one
-// loop so that both medians see the same moments (backward = their difference). Activation
-// bytes (first round): heap growth while the forward's output (and so its autograd graph) is
-// alive, smallest of 3 tries.
+// output gradient (the head: from its loss), each alone; forward and forward + backward
+// alternate in one loop so that both medians see the same moments (backward = their
+// difference). With an active `load`, the second half of the round times forward + backward
+// while the other cores run without pause: here two busy cores slow each other only under
+// sustained load (by 1.2-1.5x, varying from second to second), not in bursts of a few
+// milliseconds. Activation bytes (first round): heap growth while the forward's output (and
+// so its autograd graph) is alive, smallest of 3 tries.
 void sample_block(BlockJob& j, double budget, CoreLoad& load) {
   if (j.activation_bytes < 0) {
     j.activation_bytes = 1e30;
@@ -180,8 +185,9 @@ void sample_block(BlockJob& j, double budget, CoreLoad& load) {
   // whose input is token ids).
   const bool split = j.input.is_floating_point();
   std::vector<torch::Tensor> weights = j.block->parameters();
+  const double alone_budget = load.active() ? budget / 2 : budget;
   const auto t_all = Clock::now();
-  for (int it = 0; it < 2 || (seconds(t_all) < budget && it < 2000); ++it) {
+  for (int it = 0; it < 2 || (seconds(t_all) < alone_budget && it < 2000); ++it) {
     double ti = 0, tw = 0;
     if (split) {
       torch::Tensor x = j.input.detach().requires_grad_(true);
@@ -201,12 +207,6 @@ void sample_block(BlockJob& j, double budget, CoreLoad& load) {
     { torch::Tensor y = run_forward(j); }
     const double f = seconds(t0);
     const double fb = forward_backward(j);
-    double fb_loaded = 0;
-    if (load.active()) {
-      load.resume();
-      fb_loaded = forward_backward(j);
-      load.pause();
-    }
     if (it == 0) continue;  // warm-up
     j.fwd.push_back(f);
     j.both.push_back(fb);
@@ -214,8 +214,13 @@ void sample_block(BlockJob& j, double budget, CoreLoad& load) {
       j.in_s.push_back(ti);
       j.w_s.push_back(tw);
     }
-    if (load.active()) j.loaded.push_back(fb_loaded);
   }
+  if (!load.active()) return;
+  load.resume();
+  const auto t_loaded = Clock::now();
+  for (int it = 0; it < 2 || (seconds(t_loaded) < budget - alone_budget && it < 2000); ++it)
+    j.loaded.push_back(forward_backward(j));
+  load.pause();
 }
 
 BlockTimes summarize(const BlockJob& j) {
