@@ -10,10 +10,15 @@
 # compute at each moment, plan/core_sharing.h).
 # usage: bench/predict_vs_measure.sh [BUILD=build] [STEPS=20]
 #   PROFILE=each (default) profiles the machine right before every training run (`loom profile
-#   --seconds 0.5 --micro-batch-sizes $SIZES`, ~9 s) and predicts that run from it: this VM's
-#   speed drifts by +-20% over tens of seconds, more than the model's error, so a profile taken
-#   minutes earlier measures another machine. PROFILE=once profiles once (full profile) for the
-#   whole sweep; PROFILE=0 reuses an existing cluster file.
+#   --seconds 0.5 --micro-batch-sizes $SIZES`, ~9 s) and predicts that run from it: this VM
+#   switches between a fast and a slow mode (the same single-rank run takes 80 or 115 ms per
+#   step) every few seconds to minutes, so a profile taken minutes earlier measures another
+#   machine. After the run a short probe (`loom profile --alone`, layer forward + backward)
+#   checks that the machine is still in the profile's mode; if the layer's time moved by more
+#   than STABLE (default 0.10), the run is repeated (up to TRIES=4 times; the last attempt is
+#   kept and marked '!'). Every attempt is listed in $out/attempts.txt.
+#   PROFILE=once profiles once (full profile) for the whole sweep; PROFILE=0 reuses an
+#   existing cluster file (no stability check for either).
 #   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
 set -euo pipefail
@@ -32,6 +37,8 @@ configs=${CONFIGS:-$default_configs}
 rounds=${ROUNDS:-1}
 profile=${PROFILE:-each}
 sizes=${SIZES:-8,16}
+stable=${STABLE:-0.10}
+tries=${TRIES:-4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$out"
 
@@ -48,27 +55,47 @@ predict() {  # pp dp schedule dp-mode cluster-file -> JSON
   "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
     --schedule "$3" --dp-mode "$4" --cluster "$5" --json
 }
+# Layer forward + backward (ms) at the largest profiled micro-batch of a cluster file.
+layer_ms() {
+  python3 -c 'import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+b = max((x for x in c["block"] if x["kind"] == "layer"), key=lambda x: x["micro_batch"])
+print(b["forward_ms"] + b["backward_ms"])' "$1"
+}
+: > "$out/attempts.txt"
 for ((k = 0; k < rounds; ++k)); do
   for entry in "${entries[@]}"; do
     read -r pp dp s mode <<<"$entry"
     tag=pp$pp-dp$dp-$s-$mode
-    rm -rf "$out/$tag-$k"
-    mkdir -p "$out/$tag-$k"
-    used=$cluster
-    if [[ $profile == each ]]; then
-      used=$out/$tag-$k/cluster.toml
-      "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
-        --micro-batch-sizes "$sizes" > /dev/null 2>&1
-    fi
-    predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
-    cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
-    if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
-           --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
-           --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
-           > "$out/$tag-$k.log" 2>&1; then
-      echo "$entry: loom train failed, see $out/$tag-$k.log"
-      exit 1
-    fi
+    for ((t = 1; t <= tries; ++t)); do
+      rm -rf "$out/$tag-$k"
+      mkdir -p "$out/$tag-$k"
+      used=$cluster
+      if [[ $profile == each ]]; then
+        used=$out/$tag-$k/cluster.toml
+        "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
+          --micro-batch-sizes "$sizes" > /dev/null 2>&1
+      fi
+      predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
+      cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
+      if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
+             --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
+             --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
+             > "$out/$tag-$k.log" 2>&1; then
+        echo "$entry: loom train failed, see $out/$tag-$k.log"
+        exit 1
+      fi
+      [[ $profile == each ]] || break
+      "$loom" profile --out "$out/$tag-$k/probe.toml" --config "$config" --seconds 0.3 \
+        --micro-batch-sizes "${sizes##*,}" --no-comm --alone > /dev/null 2>&1
+      before=$(layer_ms "$used")
+      after=$(layer_ms "$out/$tag-$k/probe.toml")
+      ok=$(python3 -c "print(int(abs($after / $before - 1) <= $stable))")
+      echo "$tag round $k attempt $t: layer $before -> $after ms, stable=$ok" >> "$out/attempts.txt"
+      echo "$t" > "$out/$tag-$k/attempts"
+      if [[ $ok == 1 ]]; then break; fi
+      [[ $t == "$tries" ]] && echo "!" >> "$out/$tag-$k/attempts"
+    done
   done
 done
 for entry in "${entries[@]}"; do
@@ -91,7 +118,13 @@ m_step = [med(tail(rows, "step_s")) for rows in runs]
 pred, meas = med(p_step), med(m_step)
 pred_c = med(p["rank0_compute_s"] for p in preds)
 meas_c = med(med(tail(rows, "compute_s")) for rows in runs)
-errs = " ".join(f"{100 * (p - m) / m:+.0f}" for p, m in zip(p_step, m_step))
+def attempts(d):
+    try:
+        return "".join(open(d + "/attempts").read().split())
+    except OSError:
+        return "1"
+errs = " ".join(f"{100 * (p - m) / m:+.0f}" + (f"({attempts(d)})" if attempts(d) != "1" else "")
+                for p, m, d in zip(p_step, m_step, dirs))
 summary = [r for r in runs[0] if r.get("summary") == "run"][-1]
 p0 = preds[0]
 p_state = p0["rank0_params_bytes"] + p0["rank0_grads_bytes"] + p0["rank0_optimizer_bytes"]
@@ -107,7 +140,8 @@ PY
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
 echo "step: median over rounds of the prediction and of the run's median step_s (steps 4..N);"
-echo "rounds: each round's error in % (prediction from the profile taken before that run);"
+echo "rounds: each round's error in % (prediction from the profile taken before that run); (n) = the"
+echo "  run was repeated n times before the machine held still, (n!) = it never did (kept the last)"
 echo "cmp: rank 0's time in F/B/I/W per step (predicted, measured);"
 echo "pred_st / rt_st (MB): rank 0 parameters + gradients + optimizer state (+ transient buffers);"
 echo "pred_pk / rt_pk: that plus activations (the runtime counts 8 x a stage's output per"
