@@ -6,15 +6,16 @@
 //  - the GPT blocks of a `loom train` configuration (embedding, one transformer layer, head +
 //    loss from model::build), forward and backward, at several micro-batch sizes (median),
 //    and the bytes a forward keeps alive for its backward (heap growth, glibc mallinfo2);
-//    each block alone and, alternately, while every other core runs it too: the ratio is the
-//    block's `loaded_slowdown`, with which the simulator shares the cores among the ranks
-//    that compute at the same moment (plan/core_sharing.h);
+//    each block alone; then the layer in windows of seconds alone and while every other core
+//    runs it too: the ratio is the blocks' `loaded_slowdown`, with which the simulator shares
+//    the cores among the ranks that compute at the same moment (plan/core_sharing.h);
 //  - the AdamW step per parameter;
 //  - point-to-point latency and bandwidth between two ranks through loom's communication
 //    layer (ping-pong), by running `mpirun -n 2` of itself (or directly when started by MPI
 //    with two ranks or more), plus the all-reduce bus bandwidth for the record.
 // A node is this machine: devices = cores, `shared = true` (more ranks than cores time-share).
 #include <malloc.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <csignal>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -54,11 +56,11 @@ const char* kProfileHelp = R"(usage: loom profile [--out clusters/this-machine.t
 Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
 model at each micro-batch size, the AdamW step, and point-to-point latency and bandwidth
 between two ranks via `mpirun -n 2`) and writes a cluster file for loom simulate and loom plan.
-Each block is timed alone and, alternately, while every other core runs the same block (as
-the other ranks of a training run do: they share memory bandwidth, caches and, on a virtual
-machine, maybe the physical core); the ratio is the block's loaded_slowdown. --alone skips
-the loaded timing (slowdown 1). Run it on an otherwise idle machine: what else runs is
-measured too.
+Blocks are timed alone; then the layer, in windows of seconds, alone and while every other
+core runs it too (as the other ranks of a training run do: they share memory bandwidth,
+caches and, on a virtual machine, maybe the physical core); the ratio is written as each
+block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an otherwise idle
+machine: what else runs is measured too.
 )";
 
 double seconds(Clock::time_point t0) {
@@ -93,6 +95,14 @@ double heap_bytes() {
 class CoreLoad {
  public:
   CoreLoad(int n, const std::function<void()>& work) {
+    if (n <= 0) return;
+    // Rounds of work done by the children, in memory they share with the parent: a load that
+    // makes no progress (a child stuck in a lock that fork() copied) must not pass for "the
+    // other cores do not slow this one down".
+    void* shared = mmap(nullptr, sizeof(std::atomic<long>), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) return;
+    rounds_ = new (shared) std::atomic<long>(0);
     std::fflush(nullptr);
     for (int i = 0; i < n; ++i) {
       pid_t pid = fork();
@@ -100,7 +110,10 @@ class CoreLoad {
         // OpenBLAS's threads do not survive fork(): a child that believes in them hangs in its
         // first matrix product. One thread, inline, as a rank runs.
         set_openblas_threads(1);
-        for (;;) work();
+        for (;;) {
+          work();
+          rounds_->fetch_add(1);
+        }
       }
       if (pid > 0) pids_.push_back(pid);
     }
@@ -109,7 +122,9 @@ class CoreLoad {
   ~CoreLoad() {
     for (pid_t p : pids_) kill(p, SIGKILL);
     for (pid_t p : pids_) waitpid(p, nullptr, 0);
+    if (rounds_) munmap(rounds_, sizeof(std::atomic<long>));
   }
+  long rounds() const { return rounds_ ? rounds_->load() : 0; }
   bool active() const { return !pids_.empty(); }
   void pause() {
     for (pid_t p : pids_) kill(p, SIGSTOP);
@@ -123,7 +138,14 @@ class CoreLoad {
 
  private:
   std::vector<pid_t> pids_;
+  std::atomic<long>* rounds_ = nullptr;
 };
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
 
 struct BlockTimes {
   double forward_s = 0, backward_s = 0, activation_bytes = 0;
@@ -140,7 +162,7 @@ struct BlockJob {
   model::Block* block;
   torch::Tensor input, target;  // target: the head's tokens (its loss)
   torch::Tensor grad;           // random output gradient (not the head)
-  std::vector<double> fwd, both, in_s, w_s, loaded;
+  std::vector<double> fwd, both, in_s, w_s;
   double activation_bytes = -1;
 };
 
@@ -166,12 +188,9 @@ double forward_backward(BlockJob& j) {
 // One round of `budget` seconds: forward with autograd as in training, backward from a random
 // output gradient (the head: from its loss), each alone; forward and forward + backward
 // alternate in one loop so that both medians see the same moments (backward = their
-// difference). With an active `load`, the second half of the round times forward + backward
-// while the other cores run without pause: here two busy cores slow each other only under
-// sustained load (by 1.2-1.5x, varying from second to second), not in bursts of a few
-// milliseconds. Activation bytes (first round): heap growth while the forward's output (and
+// difference). Activation bytes (first round): heap growth while the forward's output (and
 // so its autograd graph) is alive, smallest of 3 tries.
-void sample_block(BlockJob& j, double budget, CoreLoad& load) {
+void sample_block(BlockJob& j, double budget) {
   if (j.activation_bytes < 0) {
     j.activation_bytes = 1e30;
     for (int i = 0; i < 3; ++i) {
@@ -185,9 +204,8 @@ void sample_block(BlockJob& j, double budget, CoreLoad& load) {
   // whose input is token ids).
   const bool split = j.input.is_floating_point();
   std::vector<torch::Tensor> weights = j.block->parameters();
-  const double alone_budget = load.active() ? budget / 2 : budget;
   const auto t_all = Clock::now();
-  for (int it = 0; it < 2 || (seconds(t_all) < alone_budget && it < 2000); ++it) {
+  for (int it = 0; it < 2 || (seconds(t_all) < budget && it < 2000); ++it) {
     double ti = 0, tw = 0;
     if (split) {
       torch::Tensor x = j.input.detach().requires_grad_(true);
@@ -215,19 +233,42 @@ void sample_block(BlockJob& j, double budget, CoreLoad& load) {
       j.w_s.push_back(tw);
     }
   }
-  if (!load.active()) return;
-  load.resume();
-  const auto t_loaded = Clock::now();
-  for (int it = 0; it < 2 || (seconds(t_loaded) < budget - alone_budget && it < 2000); ++it)
-    j.loaded.push_back(forward_backward(j));
-  load.pause();
+}
+
+// How much slower a block runs while every other core computes too, in windows of seconds:
+// this VM runs 1.2-1.5x slower under sustained load on both cores than with one core busy,
+// and takes a second or two to change speed (two ranks of loom train ran at ~170 ms per step
+// where blocks timed alone predicted ~125 ms, while alone and loaded timings alternating
+// every 0.1-1 s measured 1.0). Two cycles of: `settle` seconds of the block alone, untimed,
+// then `budget` timed; the same with the other cores running it. Returns loaded / alone
+// (medians), or 1 with a warning when the load made no progress.
+double sustained_slowdown(BlockJob& j, int load_cores, double budget, double settle) {
+  if (load_cores <= 0) return 1.0;
+  CoreLoad load(load_cores, [&] { forward_backward(j); });
+  std::vector<double> alone, loaded;
+  auto window = [&](std::vector<double>& out) {
+    for (auto t0 = Clock::now(); seconds(t0) < settle;) forward_backward(j);
+    for (auto t0 = Clock::now(); out.size() < 3 || seconds(t0) < budget;)
+      out.push_back(forward_backward(j));
+  };
+  long rounds0 = 0;
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    window(alone);
+    rounds0 = load.rounds();
+    load.resume();
+    window(loaded);
+    load.pause();
+  }
+  if (load.rounds() == rounds0) {
+    std::fprintf(stderr, "loom profile: warning: the load on the other cores made no progress; "
+                         "the slowdown under load is not measured (1)\n");
+    return 1.0;
+  }
+  return std::max(1.0, median_of(loaded) / median_of(alone));
 }
 
 BlockTimes summarize(const BlockJob& j) {
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
+  auto median = median_of;
   BlockTimes out;
   out.activation_bytes = j.activation_bytes;
   out.forward_s = median(j.fwd);
@@ -236,7 +277,6 @@ BlockTimes summarize(const BlockJob& j) {
     out.input_s = median(j.in_s);
     out.weight_s = median(j.w_s);
   }
-  if (!j.loaded.empty()) out.loaded_slowdown = std::max(1.0, median(j.loaded) / median(j.both));
   return out;
 }
 
@@ -419,10 +459,7 @@ int profile_command(const std::vector<std::string>& args) {
 
   // Blocks are timed alone and, unless --alone, also while the other cores run them.
   const int load_cores = a.flags.count("alone") ? 0 : static_cast<int>(cores) - 1;
-  std::cerr << "loom profile: GPT blocks of " << config_path
-            << (load_cores ? detail::concat(" (alone, and loaded: the other ", load_cores,
-                                            " core(s) running the same block)")
-                           : std::string(" (alone)")) << "\n";
+  std::cerr << "loom profile: GPT blocks of " << config_path << " (alone)\n";
   model::Model m = model::build(cfg.model, cfg.train.seed);
   const auto& mc = cfg.model;
   std::vector<BlockJob> jobs;
@@ -435,30 +472,27 @@ int profile_command(const std::vector<std::string>& args) {
   }
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round)
-    for (BlockJob& j : jobs) {
-      // The other cores run the same block's forward and backward, as the other ranks would.
-      CoreLoad load(load_cores, [&] {
-        torch::Tensor x = j.input.is_floating_point() ? j.input.detach().requires_grad_(true) : j.input;
-        torch::Tensor y = j.block->forward(x);
-        if (j.target.defined())
-          model::Model::loss(y, j.target).backward();
-        else
-          y.sum().backward();
-      });
-      sample_block(j, budget / kRounds, load);
-    }
+    for (BlockJob& j : jobs) sample_block(j, budget / kRounds);
+  // One slowdown for the machine, measured with the layer at the largest micro-batch.
+  double slowdown = 1.0;
+  if (load_cores > 0) {
+    BlockJob& probe = jobs[jobs.size() - 2];  // the layer of the last size
+    std::cerr << "loom profile: slowdown with every core busy (" << probe.kind
+              << ", micro-batch " << probe.micro_batch << ", windows of seconds)\n";
+    slowdown = sustained_slowdown(probe, load_cores, budget, std::max(0.5, budget));
+  }
   for (const BlockJob& j : jobs) {
     const BlockTimes t = summarize(j);
     c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
                         t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes,
-                        t.loaded_slowdown});
+                        slowdown});
     std::fprintf(stderr,
                  "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
-                 "(I %.3f + W %.3f), keeps %s, loaded x%.2f\n",
+                 "(I %.3f + W %.3f), keeps %s\n",
                  j.kind, (long long)j.micro_batch, t.forward_s * 1e3, t.backward_s * 1e3,
-                 t.input_s * 1e3, t.weight_s * 1e3,
-                 plan::human_bytes(t.activation_bytes).c_str(), t.loaded_slowdown);
+                 t.input_s * 1e3, t.weight_s * 1e3, plan::human_bytes(t.activation_bytes).c_str());
   }
+  std::fprintf(stderr, "  every core busy: x%.2f\n", slowdown);
 
   std::cerr << "loom profile: AdamW step (the optimizer loom train uses)\n";
   {
@@ -492,8 +526,8 @@ int profile_command(const std::vector<std::string>& args) {
   note << "measured by loom profile on " << date << ": " << cpu_model() << ", " << cores
        << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
        << TORCH_VERSION << "; blocks of " << config_path
-       << (load_cores ? detail::concat(" timed alone (times) and with the other ", load_cores,
-                                       " core(s) running the same block (loaded_slowdown)")
+       << (load_cores ? detail::concat(" timed alone; loaded_slowdown: the layer with the other ",
+                                       load_cores, " core(s) running it, in windows of seconds")
                       : std::string(" timed alone"))
        << "; ";
   if (link[1] > 0)

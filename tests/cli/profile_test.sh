@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# loom profile writes a cluster file that loom simulate reads: block times alone, the loaded
+# slowdown measured with the other cores busy (and no stalled load), and the shared cores
+# named in the breakdown. Short timings: this checks the plumbing, not the numbers.
+# usage: profile_test.sh LOOM_BINARY SOURCE_DIR
+set -u
+loom=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$loom" profile --out "$tmp/c.toml" --config "$src/configs/gpt-fortunes.toml" --seconds 0.05 \
+  --micro-batch-sizes 2,4 --no-comm > "$tmp/stdout" 2> "$tmp/stderr" ||
+  { cat "$tmp/stderr"; fail "loom profile exited with $?"; }
+grep -q "warning" "$tmp/stderr" && { cat "$tmp/stderr"; fail "the profile warned"; }
+blocks=$(grep -c '^\[\[block\]\]' "$tmp/c.toml")
+[[ $blocks == 6 ]] || fail "expected 6 blocks (3 kinds x 2 sizes), got $blocks"
+grep -q '^shared = true' "$tmp/c.toml" || fail "the cluster file does not say the cores are shared"
+# Every slowdown written is a ratio >= 1 (absent = 1).
+awk -F' = ' '/^loaded_slowdown/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit bad }' "$tmp/c.toml" ||
+  fail "loaded_slowdown out of range: $(grep loaded_slowdown "$tmp/c.toml" | tr '\n' ' ')"
+! grep -q '^ns_per_param = 0$' "$tmp/c.toml" || fail "optimizer not measured"
+"$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --pp 2 \
+  --cluster "$tmp/c.toml" > "$tmp/sim" 2>&1 || { cat "$tmp/sim"; fail "loom simulate failed"; }
+grep -q "compute costs *profiled; 2 rank(s) share $(getconf _NPROCESSORS_ONLN) core(s)" "$tmp/sim" ||
+  { cat "$tmp/sim"; fail "the breakdown does not name the profiled, shared compute costs"; }
+echo "ok: profile -> $blocks blocks; simulate: $(grep 'step time' "$tmp/sim")"
