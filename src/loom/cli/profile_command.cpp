@@ -329,8 +329,44 @@ std::vector<double> measure_comm() {
   return out;
 }
 
-// Runs `mpirun -n 2 <self> profile --comm-child FILE` and reads its numbers.
-std::vector<double> comm_via_mpirun() {
+// The slowdown of the layer (micro-batch b) on rank 0 while rank 1 computes it too, against
+// rank 1 idle (asleep), the way two ranks of loom train share the machine: processes of their
+// own, each bound to a core by mpirun. Windows of settle + budget seconds, alone / loaded /
+// alone / loaded, timed from a barrier; rank 0 records the last `budget` seconds of each.
+// Rank 0 returns loaded / alone (medians), the others 0.
+double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
+  comm::Communicator& w = comm::world();
+  const int me = w.rank();
+  torch::set_num_threads(1);
+  set_openblas_threads(1);
+  model::Model m = model::build(cfg.model, cfg.train.seed);
+  BlockJob j{"layer", b, m.blocks[1].get(), torch::randn({b, cfg.model.seq_len, cfg.model.width}), {}};
+  forward_backward(j);  // warm-up
+  const double settle = std::max(0.5, budget), window = settle + budget;
+  std::vector<double> alone, loaded;
+  w.barrier()->wait();
+  const auto t0 = Clock::now();
+  for (int k = 0; k < 4; ++k) {
+    const bool load = k % 2 == 1;
+    const double end = (k + 1) * window;
+    if (me == 0) {
+      while (seconds(t0) < k * window + settle) forward_backward(j);
+      while (seconds(t0) < end) (load ? loaded : alone).push_back(forward_backward(j));
+    } else if (load) {
+      while (seconds(t0) < end) forward_backward(j);
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, end - seconds(t0))));
+    }
+  }
+  w.barrier()->wait();
+  if (me != 0 || alone.empty() || loaded.empty()) return 0;
+  return std::max(1.0, median_of(loaded) / median_of(alone));
+}
+
+// Runs `mpirun -n 2 <self> profile --comm-child FILE [--config C --slowdown-mb B --seconds S]`
+// and reads its numbers: latency, bandwidth, all-reduce bus bandwidth, and (when asked) the
+// slowdown of one rank's compute while the other computes (0 = not measured).
+std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_args) {
   const std::string file =
       (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid()))).string();
   std::vector<std::string> cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
@@ -338,6 +374,7 @@ std::vector<double> comm_via_mpirun() {
   cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
   for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
   cmd.push_back(file);
+  cmd.insert(cmd.end(), slowdown_args.begin(), slowdown_args.end());
   pid_t pid = ::fork();
   if (pid == 0) {
     setenv("OMP_NUM_THREADS", "1", 1);
@@ -350,8 +387,8 @@ std::vector<double> comm_via_mpirun() {
   int status = 0;
   ::waitpid(pid, &status, 0);
   std::ifstream in(file);
-  std::vector<double> v(3, 0.0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> v[0] >> v[1] >> v[2]))
+  std::vector<double> v(4, 0.0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> v[0] >> v[1] >> v[2] >> v[3]))
     throw Error("the communication measurement (mpirun -n 2 loom profile --comm-child) failed; "
                 "run loom doctor, or pass --no-comm to skip it");
   std::filesystem::remove(file);
@@ -378,7 +415,8 @@ double memory_total_bytes() {
 }  // namespace
 
 int profile_command(const std::vector<std::string>& args) {
-  Args a = take_flags(args, {"out", "config", "micro-batch-sizes", "seconds", "comm-child"},
+  Args a = take_flags(args, {"out", "config", "micro-batch-sizes", "seconds", "comm-child",
+                             "slowdown-mb"},
                       {"help", "no-comm", "alone"});
   if (a.flags.count("help")) {
     std::cout << kProfileHelp;
@@ -389,10 +427,17 @@ int profile_command(const std::vector<std::string>& args) {
   if (a.flags.count("comm-child")) {  // internal: the ranks of comm_via_mpirun
     comm::init(nullptr, nullptr);
     std::vector<double> v = measure_comm();
+    v.push_back(0);
+    if (a.flags.count("slowdown-mb") && comm::world().size() == 2) {
+      const double budget =
+          a.flags.count("seconds") ? config::parse_duration(a.flags.at("seconds")) : 1.0;
+      v[3] = ranks_slowdown(config::load_file(a.flags.at("config")),
+                            to_int("slowdown-mb", a.flags.at("slowdown-mb"), 1, 1 << 16), budget);
+    }
     if (comm::world().rank() == 0) {
       std::ofstream out(a.flags.at("comm-child"));
       out.precision(9);
-      out << v[0] << " " << v[1] << " " << v[2] << "\n";
+      out << v[0] << " " << v[1] << " " << v[2] << " " << v[3] << "\n";
     }
     comm::finalize();
     return 0;
@@ -509,8 +554,21 @@ int profile_command(const std::vector<std::string>& args) {
   }
 
   if (!a.flags.count("no-comm") && !in_mpi) {
-    std::cerr << "loom profile: point-to-point between two ranks (mpirun -n 2)\n";
-    link = comm_via_mpirun();
+    std::cerr << "loom profile: point-to-point between two ranks (mpirun -n 2)";
+    std::vector<std::string> slowdown_args;
+    if (load_cores > 0) {  // and the slowdown of a rank while the other computes
+      std::cerr << ", and a rank's compute while the other computes";
+      slowdown_args = {"--config", config_path, "--slowdown-mb", std::to_string(*std::max_element(sizes.begin(), sizes.end())),
+                       "--seconds", detail::concat(budget)};
+    }
+    std::cerr << "\n";
+    link = comm_via_mpirun(slowdown_args);
+    if (link[3] > 0) {
+      std::fprintf(stderr, "  every core busy: x%.2f with two ranks (x%.2f with forked loads)\n",
+                   link[3], slowdown);
+      slowdown = link[3];
+      for (plan::BlockProfile& bp : c.blocks) bp.loaded_slowdown = slowdown;
+    }
   }
   if (link[1] > 0) {
     c.intra = {link[1], 1.0, link[0]};
