@@ -23,6 +23,16 @@ void set_grads(std::vector<torch::Tensor>& ps, int step) {
   for (auto& p : ps) p.mutable_grad() = torch::randn_like(p) * (step % 2 ? 1e-3 : 1.0);
 }
 
+// Steps [from, to) of several optimizers, each over its own parameters with the same gradients.
+using Run = std::pair<torch::optim::Optimizer*, std::vector<torch::Tensor>*>;
+void step_all(const std::vector<Run>& runs, int from, int to) {
+  for (int step = from; step < to; ++step)
+    for (const auto& [opt, ps] : runs) {
+      set_grads(*ps, step);
+      opt->step();
+    }
+}
+
 // Largest per-tensor relative difference ||a - b|| / ||b||.
 double max_rel(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   double d = 0;
@@ -38,12 +48,7 @@ TEST(FusedAdamW, MatchesTorchAdamW) {
     auto o = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd);
     loom::parallel::FusedAdamW fused(a, o);
     torch::optim::AdamW ref(b, o);
-    for (int step = 0; step < 6; ++step) {
-      set_grads(a, step);
-      set_grads(b, step);
-      fused.step();
-      ref.step();
-    }
+    step_all({{&fused, &a}, {&ref, &b}}, 0, 6);
     const double d = max_rel(a, b);
     std::printf("[ adamw ] weight decay %.1f: max relative difference to torch %.3g\n", wd, d);
     EXPECT_LT(d, 1e-6);
@@ -57,12 +62,7 @@ TEST(FusedAdamW, CheckpointsAreInterchangeableWithTorch) {
   auto a = clone_params(base), b = clone_params(base);
   loom::parallel::FusedAdamW fused(a, o);
   torch::optim::AdamW ref(b, o);
-  for (int step = 0; step < 3; ++step) {
-    set_grads(a, step);
-    set_grads(b, step);
-    fused.step();
-    ref.step();
-  }
+  step_all({{&fused, &a}, {&ref, &b}}, 0, 3);
   // Fused state -> torch optimizer on the fused run's parameters; continue both for 3 steps.
   torch::serialize::OutputArchive out;
   fused.save(out);
@@ -73,14 +73,7 @@ TEST(FusedAdamW, CheckpointsAreInterchangeableWithTorch) {
   torch::serialize::InputArchive in;
   in.load_from(buf);
   resumed.load(in);
-  for (int step = 3; step < 6; ++step) {
-    set_grads(a, step);
-    set_grads(c, step);
-    set_grads(b, step);
-    fused.step();
-    resumed.step();
-    ref.step();
-  }
+  step_all({{&fused, &a}, {&resumed, &c}, {&ref, &b}}, 3, 6);
   EXPECT_LT(max_rel(a, c), 1e-6);
   EXPECT_LT(max_rel(a, b), 1e-6);
 }

@@ -125,7 +125,6 @@ class CoreLoad {
     if (rounds_) munmap(rounds_, sizeof(std::atomic<long>));
   }
   long rounds() const { return rounds_ ? rounds_->load() : 0; }
-  bool active() const { return !pids_.empty(); }
   void pause() {
     for (pid_t p : pids_) kill(p, SIGSTOP);
     for (pid_t p : pids_) waitpid(p, nullptr, WUNTRACED);  // stopped for sure
@@ -150,7 +149,6 @@ double median_of(std::vector<double> v) {
 struct BlockTimes {
   double forward_s = 0, backward_s = 0, activation_bytes = 0;
   double input_s = 0, weight_s = 0;  // I and W of the zero-bubble split (0: not measured)
-  double loaded_slowdown = 1;        // forward + backward loaded / alone
 };
 
 // One GPT block at one micro-batch size, and the samples taken of it so far. Samples come in
@@ -518,26 +516,20 @@ int profile_command(const std::vector<std::string>& args) {
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round)
     for (BlockJob& j : jobs) sample_block(j, budget / kRounds);
-  // One slowdown for the machine, measured with the layer at the largest micro-batch.
-  double slowdown = 1.0;
-  if (load_cores > 0) {
-    BlockJob& probe = jobs[jobs.size() - 2];  // the layer of the last size
-    std::cerr << "loom profile: slowdown with every core busy (" << probe.kind
-              << ", micro-batch " << probe.micro_batch << ", windows of seconds)\n";
-    slowdown = sustained_slowdown(probe, load_cores, budget, std::max(0.5, budget));
-  }
+  BlockJob& probe = *std::max_element(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) {
+    return (x.kind == std::string("layer") ? x.micro_batch : 0) <
+           (y.kind == std::string("layer") ? y.micro_batch : 0);
+  });
   for (const BlockJob& j : jobs) {
     const BlockTimes t = summarize(j);
     c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
-                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes,
-                        slowdown});
+                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
     std::fprintf(stderr,
                  "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
                  "(I %.3f + W %.3f), keeps %s\n",
                  j.kind, (long long)j.micro_batch, t.forward_s * 1e3, t.backward_s * 1e3,
                  t.input_s * 1e3, t.weight_s * 1e3, plan::human_bytes(t.activation_bytes).c_str());
   }
-  std::fprintf(stderr, "  every core busy: x%.2f\n", slowdown);
 
   std::cerr << "loom profile: AdamW step (the optimizer loom train uses)\n";
   {
@@ -558,17 +550,24 @@ int profile_command(const std::vector<std::string>& args) {
     std::vector<std::string> slowdown_args;
     if (load_cores > 0) {  // and the slowdown of a rank while the other computes
       std::cerr << ", and a rank's compute while the other computes";
-      slowdown_args = {"--config", config_path, "--slowdown-mb", std::to_string(*std::max_element(sizes.begin(), sizes.end())),
-                       "--seconds", detail::concat(budget)};
+      slowdown_args = {"--config", config_path, "--slowdown-mb",
+                       std::to_string(probe.micro_batch), "--seconds", detail::concat(budget)};
     }
     std::cerr << "\n";
     link = comm_via_mpirun(slowdown_args);
-    if (link[3] > 0) {
-      std::fprintf(stderr, "  every core busy: x%.2f with two ranks (x%.2f with forked loads)\n",
-                   link[3], slowdown);
-      slowdown = link[3];
-      for (plan::BlockProfile& bp : c.blocks) bp.loaded_slowdown = slowdown;
+  }
+  // One slowdown under load for the machine, from the layer at the largest micro-batch: two
+  // MPI ranks as loom train runs them when the links were measured, else forked processes.
+  if (load_cores > 0) {
+    double slowdown = link.size() > 3 ? link[3] : 0;
+    const char* how = "two ranks";
+    if (slowdown <= 0) {
+      slowdown = sustained_slowdown(probe, load_cores, budget, std::max(0.5, budget));
+      how = "forked processes";
     }
+    std::fprintf(stderr, "loom profile: layer (micro-batch %lld) with every core busy: x%.2f (%s)\n",
+                 (long long)probe.micro_batch, slowdown, how);
+    for (plan::BlockProfile& bp : c.blocks) bp.loaded_slowdown = slowdown;
   }
   if (link[1] > 0) {
     c.intra = {link[1], 1.0, link[0]};

@@ -30,7 +30,6 @@ class CoreSharing {
   bool any_running() const;
   // Advances the clock until at least one submitted job finishes; false if none is submitted.
   bool resolve();
-  double clock() const { return clock_; }
 
  private:
   enum class State { Idle, Running, Finished };

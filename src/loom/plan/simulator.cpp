@@ -279,10 +279,9 @@ class Sim {
     for (auto& [s, since] : st.buffer_since) mem(r, since, t, c_.memory(s).grad_buffer, 1);
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
     // Optimizer, then (zero1 / zero2) the all-gather of the updated parameters.
-    const double t_opt = t;
+    if (record_ && st.opt_end > st.opt_start)
+      rr.events.push_back({"optimizer", "optimizer", Stream::Compute, st.opt_start, st.opt_end});
     t = st.opt_end;
-    if (record_ && t > t_opt)
-      rr.events.push_back({"optimizer", "optimizer", Stream::Compute, t_opt, t});
     if (o_.mesh.dp > 1 && (o_.dp_mode == DpMode::Zero1 || o_.dp_mode == DpMode::Zero2)) {
       for (int s : mine) {
         const double t1 = t + c_.collective_s(Collective::AllGather, c_.param_bytes(s),
