@@ -9,16 +9,16 @@
 # (4 ranks time-sharing the 2 cores: the simulator shares the cores among the ranks that
 # compute at each moment, plan/core_sharing.h).
 # usage: bench/predict_vs_measure.sh [BUILD=build] [STEPS=20]
-#   PROFILE=each (default) profiles the machine right before every training run (`loom profile
-#   --seconds 0.5 --micro-batch-sizes $SIZES`, ~9 s) and predicts that run from it: this VM
-#   switches between a fast and a slow mode (the same single-rank run takes 80 or 115 ms per
-#   step) every few seconds to minutes, so a profile taken minutes earlier measures another
-#   machine. After the run a short probe (`loom profile --alone`, layer forward + backward)
-#   checks that the machine is still in the profile's mode; if the layer's time moved by more
-#   than STABLE (default 0.10), the run is repeated (up to TRIES=4 times; the last attempt is
-#   kept and marked '!'). Every attempt is listed in $out/attempts.txt.
-#   PROFILE=once profiles once (full profile) for the whole sweep; PROFILE=0 reuses an
-#   existing cluster file (no stability check for either).
+#   This VM changes speed by up to 2x for seconds at a time (other tenants; docs/planner.md),
+#   so each run is predicted twice:
+#   - from a profile taken right before it (PROFILE=each, default: `loom profile --seconds 0.5
+#     --micro-batch-sizes $SIZES`, ~10 s; PROFILE=once profiles once for the sweep, PROFILE=0
+#     reuses the cluster file);
+#   - from the same profile with the machine as it was during the run: `loom train
+#     --output.calibrate_every $CAL` (default 2) has each rank time one layer alone between
+#     steps, then all ranks at once (outside the step time); compute times x (median alone /
+#     the profile's time of that layer), loaded_slowdown = median at once / median alone.
+#     Everything else (links, memory, the schedule, the simulator) unchanged.
 #   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
 set -euo pipefail
@@ -37,8 +37,7 @@ configs=${CONFIGS:-$default_configs}
 rounds=${ROUNDS:-1}
 profile=${PROFILE:-each}
 sizes=${SIZES:-8,16}
-stable=${STABLE:-0.10}
-tries=${TRIES:-4}
+cal=${CAL:-2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$out"
 
@@ -47,55 +46,74 @@ if [[ $profile == once || ( $profile == 0 && ! -f $cluster ) ]]; then
   "$loom" profile --out "$cluster" --config "$config" 2>/dev/null
 fi
 
-printf '%-5s %-12s %-9s | %7s %7s %6s | %7s %7s | %8s %8s %5s | %8s %8s\n' pp×dp schedule dp-mode \
-  pred_ms meas_ms err cmp_ms cmp_ms pred_st rt_st err pred_pk rt_pk
+printf '%-5s %-12s %-9s | %7s %7s %6s | %5s %7s %6s | %7s %7s | %8s %8s %5s | %8s %8s\n' pp×dp schedule dp-mode \
+  pred_ms meas_ms err speed ins_ms err cmp_ms cmp_ms pred_st rt_st err pred_pk rt_pk
 IFS=';' read -ra entries <<<"$configs"
 loops_of() { [[ $1 == interleaved || $1 == bfs ]] && echo 2 || echo 1; }
 predict() {  # pp dp schedule dp-mode cluster-file -> JSON
   "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
     --schedule "$3" --dp-mode "$4" --cluster "$5" --json
 }
-# Layer forward + backward (ms) at the largest profiled micro-batch of a cluster file.
-layer_ms() {
-  python3 -c 'import sys, tomllib
-c = tomllib.load(open(sys.argv[1], "rb"))
-b = max((x for x in c["block"] if x["kind"] == "layer"), key=lambda x: x["micro_batch"])
-print(b["forward_ms"] + b["backward_ms"])' "$1"
+# The cluster file with the machine as the run measured it between its steps: every compute
+# time scaled by the median of the calibration's layer times (each rank alone) over the
+# profile's forward + backward of that layer (same micro-batch), and every block's
+# loaded_slowdown set to the median of the layer times with all ranks computing at once over
+# the median alone. Prints "speed loaded"; writes $3.
+insitu_cluster() {  # cluster-file metrics.jsonl out-file
+  python3 - "$@" <<'PY'
+import json, re, statistics, sys, tomllib
+cluster, metrics, out = sys.argv[1:]
+rows = [json.loads(l) for l in open(metrics)]
+cal = [r for r in rows if "calib_micro_batch" in r]
+if not cal:
+    sys.exit("no calibration samples in " + metrics + " (CAL=0?)")
+b = cal[0]["calib_micro_batch"]
+samples = lambda what: [v for r in cal for k, v in r.items() if k.startswith(f"calib_{what}_s_r")]
+alone, loaded = statistics.median(samples("layer")), statistics.median(samples("loaded"))
+c = tomllib.load(open(cluster, "rb"))
+layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b]
+if not layer:
+    sys.exit(f"{cluster} has no layer at micro-batch {b}; profile it (SIZES)")
+f = alone / ((layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3)
+slowdown = max(1.0, loaded / alone)
+text = open(cluster).read()
+scale = lambda m: f"{m[1]} = {float(m[2]) * f:g}"
+text = re.sub(r"^(forward_ms|backward_ms|input_ms|weight_ms|ns_per_param) = ([0-9.eE+-]+)$",
+              scale, text, flags=re.M)
+text = re.sub(r"^loaded_slowdown = .*\n", "", text, flags=re.M)
+text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
+open(out, "w").write(f"# {cluster}: compute times x {f:.4f}, loaded_slowdown {slowdown:.4f}, "
+                      "as measured during the run\n" + text)
+print(f"{f:.4f} {slowdown:.4f}")
+PY
 }
-: > "$out/attempts.txt"
 for ((k = 0; k < rounds; ++k)); do
   for entry in "${entries[@]}"; do
     read -r pp dp s mode <<<"$entry"
     tag=pp$pp-dp$dp-$s-$mode
-    for ((t = 1; t <= tries; ++t)); do
-      rm -rf "$out/$tag-$k"
-      mkdir -p "$out/$tag-$k"
-      used=$cluster
-      if [[ $profile == each ]]; then
-        used=$out/$tag-$k/cluster.toml
-        "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
-          --micro-batch-sizes "$sizes" > /dev/null 2>&1
-      fi
-      predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
-      cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
-      if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
-             --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
-             --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
-             > "$out/$tag-$k.log" 2>&1; then
-        echo "$entry: loom train failed, see $out/$tag-$k.log"
-        exit 1
-      fi
-      [[ $profile == each ]] || break
-      "$loom" profile --out "$out/$tag-$k/probe.toml" --config "$config" --seconds 0.3 \
-        --micro-batch-sizes "${sizes##*,}" --no-comm --alone > /dev/null 2>&1
-      before=$(layer_ms "$used")
-      after=$(layer_ms "$out/$tag-$k/probe.toml")
-      ok=$(python3 -c "print(int(abs($after / $before - 1) <= $stable))")
-      echo "$tag round $k attempt $t: layer $before -> $after ms, stable=$ok" >> "$out/attempts.txt"
-      echo "$t" > "$out/$tag-$k/attempts"
-      if [[ $ok == 1 ]]; then break; fi
-      [[ $t == "$tries" ]] && echo "!" >> "$out/$tag-$k/attempts"
-    done
+    rm -rf "$out/$tag-$k"
+    mkdir -p "$out/$tag-$k"
+    used=$cluster
+    if [[ $profile == each ]]; then
+      used=$out/$tag-$k/cluster.toml
+      "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
+        --micro-batch-sizes "$sizes" > /dev/null 2>&1
+    fi
+    predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
+    cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
+    if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
+           --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
+           --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
+           --output.calibrate_every "$cal" > "$out/$tag-$k.log" 2>&1; then
+      echo "$entry: loom train failed, see $out/$tag-$k.log"
+      exit 1
+    fi
+    if [[ $cal -gt 0 ]]; then
+      insitu_cluster "$used" "$out/$tag-$k/metrics.jsonl" "$out/$tag-$k/cluster-insitu.toml" \
+        > "$out/$tag-$k/speed"
+      predict "$pp" "$dp" "$s" "$mode" "$out/$tag-$k/cluster-insitu.toml" \
+        > "$out/$tag-$k/predicted-insitu.json"
+    fi
   done
 done
 for entry in "${entries[@]}"; do
@@ -111,38 +129,52 @@ def tail(rows, k):
     v = [r[k] for r in rows if "step" in r and k in r]
     return v[3:] if len(v) > 5 else v
 preds = [json.load(open(d + "/predicted.json")) for d in dirs]
+def insitu(d):
+    try:
+        speed, loaded = map(float, open(d + "/speed").read().split())
+        return json.load(open(d + "/predicted-insitu.json"))["step_s"], speed, loaded
+    except OSError:
+        return None, None, None
+ins = [insitu(d) for d in dirs]
 runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in dirs]
-# Per round: the prediction from that round's profile and the run's median step (steps 4..N).
+# Per round: the predictions for that run and its median step (steps 4..N).
 p_step = [p["step_s"] for p in preds]
 m_step = [med(tail(rows, "step_s")) for rows in runs]
 pred, meas = med(p_step), med(m_step)
 pred_c = med(p["rank0_compute_s"] for p in preds)
 meas_c = med(med(tail(rows, "compute_s")) for rows in runs)
-def attempts(d):
-    try:
-        return "".join(open(d + "/attempts").read().split())
-    except OSError:
-        return "1"
-errs = " ".join(f"{100 * (p - m) / m:+.0f}" + (f"({attempts(d)})" if attempts(d) != "1" else "")
-                for p, m, d in zip(p_step, m_step, dirs))
+pct = lambda p, m: f"{100 * (p - m) / m:+.0f}"
+errs = " ".join(pct(p, m) for p, m in zip(p_step, m_step))
+if all(i[0] is not None for i in ins):
+    i_step = [i[0] for i in ins]
+    ipred, speed = med(i_step), med(i[1] for i in ins)
+    ins_cols = f"{speed:5.2f} {ipred*1e3:7.1f} {pct(ipred, meas) + '%':>6}"
+    ierrs = " ".join(pct(p, m) for p, m in zip(i_step, m_step))
+    speeds = " ".join(f"{i[1]:.2f}/{i[2]:.2f}" for i in ins)
+    rounds = f"rounds {errs} / in-situ {ierrs}; speed/loaded {speeds}"
+else:
+    ins_cols = f"{'-':>5} {'-':>7} {'-':>6}"
+    rounds = f"rounds {errs}"
 summary = [r for r in runs[0] if r.get("summary") == "run"][-1]
 p0 = preds[0]
 p_state = p0["rank0_params_bytes"] + p0["rank0_grads_bytes"] + p0["rank0_optimizer_bytes"]
 p_peak = p_state + p0["rank0_activation_bytes"]
 r_state, r_peak = summary["state_bytes_r0"], summary["peak_bytes_r0"]
-err = lambda p, m: f"{100 * (p - m) / m:+.0f}%"
+err = lambda p, m: pct(p, m) + "%"
 load = open(dirs[0] + "/load").read().strip()
 print(f"{sys.argv[1]:<5} {sys.argv[2]:<12} {sys.argv[3]:<9} | {pred*1e3:7.1f} {meas*1e3:7.1f} "
-      f"{err(pred, meas):>6} | {pred_c*1e3:7.1f} {meas_c*1e3:7.1f} | "
+      f"{err(pred, meas):>6} | {ins_cols} | {pred_c*1e3:7.1f} {meas_c*1e3:7.1f} | "
       f"{p_state/1e6:8.2f} {r_state/1e6:8.2f} {err(p_state, r_state):>5} | "
-      f"{p_peak/1e6:8.2f} {r_peak/1e6:8.2f}  (rounds {errs}; load {load})")
+      f"{p_peak/1e6:8.2f} {r_peak/1e6:8.2f}  ({rounds}; load {load})")
 PY
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
-echo "step: median over rounds of the prediction and of the run's median step_s (steps 4..N);"
-echo "rounds: each round's error in % (prediction from the profile taken before that run); (n) = the"
-echo "  run was repeated n times before the machine held still, (n!) = it never did (kept the last)"
-echo "cmp: rank 0's time in F/B/I/W per step (predicted, measured);"
+echo "pred / meas: median over rounds of the prediction from the profile taken before the run and"
+echo "  of the run's median step_s (steps 4..N); rounds: each round's error in %;"
+echo "speed: the machine's compute time during the run over the profile's (loom train"
+echo "  --output.calibrate_every); ins: the prediction with the profile's compute times x speed"
+echo "  and the slowdown under load measured during the run (loaded, in the rounds list);"
+echo "cmp: rank 0's time in F/B/I/W per step (predicted from the profile, measured);"
 echo "pred_st / rt_st (MB): rank 0 parameters + gradients + optimizer state (+ transient buffers);"
 echo "pred_pk / rt_pk: that plus activations (the runtime counts 8 x a stage's output per"
 echo "micro-batch, the prediction the bytes the forward keeps: see docs/planner.md)."

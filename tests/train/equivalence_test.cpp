@@ -170,6 +170,45 @@ TEST(Resume, ContinuesExactly) {
   for (auto& [name, t] : ref) ASSERT_TRUE(torch::equal(t, resumed.params.at(name))) << name;
 }
 
+// output.calibrate_every: every rank's layer time lands in metrics.jsonl between the steps,
+// and the training itself is untouched (own layer, own random generator, outside the step).
+TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
+  comm::Communicator& w = comm::world();
+  int n = std::min(2, w.size());
+  bool in = w.rank() < n;
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
+  auto sub = w.split(in ? 0 : 1, w.rank(), "calibration");
+  if (!in) return;
+  c.train.steps = 4;
+  c.parallel.pp = n;
+  c.train.microbatches = 2;
+  config::Config plain = c;
+  plain.output.dir += "-plain";
+  auto ref = train::Trainer(plain, *sub).run().params;
+  config::Config cal = c;
+  cal.output.dir += "-cal";
+  cal.output.calibrate_every = 1;
+  auto got = train::Trainer(cal, *sub).run().params;
+  for (auto& [name, t] : ref) ASSERT_TRUE(torch::equal(t, got.at(name))) << name;
+  if (w.rank() != 0) return;
+  std::ifstream in_file(cal.output.dir + "/metrics.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(in_file, line)) {
+    if (line.find("calib_micro_batch") == std::string::npos) continue;
+    ++lines;
+    EXPECT_NE(line.find("\"calib_micro_batch\": 8"), std::string::npos) << line;  // 16 / 2
+    for (int q = 0; q < n; ++q)
+      for (const char* what : {"layer", "loaded"}) {
+        const std::string key = "\"calib_" + std::string(what) + "_s_r" + std::to_string(q) + "\": ";
+        size_t at = line.find(key);
+        ASSERT_NE(at, std::string::npos) << line;
+        EXPECT_GT(std::stod(line.substr(at + key.size())), 0.0) << line;
+      }
+  }
+  EXPECT_EQ(lines, 3);  // after steps 1, 2 and 3; none after the last
+}
+
 }  // namespace
 
 namespace {

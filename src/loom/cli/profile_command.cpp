@@ -40,6 +40,7 @@
 #include "loom/common/blas_core.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
+#include "loom/model/block_timing.h"
 #include "loom/model/model.h"
 #include "loom/parallel/grad_sync.h"
 #include "loom/plan/cluster.h"
@@ -164,23 +165,10 @@ struct BlockJob {
   double activation_bytes = -1;
 };
 
-torch::Tensor run_forward(BlockJob& j) {
-  torch::Tensor x = j.input.is_floating_point() ? j.input.detach().requires_grad_(true) : j.input;
-  torch::Tensor y = j.block->forward(x);
-  if (j.target.defined()) y = model::Model::loss(y, j.target);
-  return y;
-}
+torch::Tensor run_forward(BlockJob& j) { return model::forward_for_timing(*j.block, j.input, j.target); }
 
 double forward_backward(BlockJob& j) {
-  const auto t0 = Clock::now();
-  torch::Tensor y = run_forward(j);
-  if (j.target.defined()) {
-    y.backward();
-  } else {
-    if (!j.grad.defined()) j.grad = torch::randn_like(y);
-    y.backward(j.grad);
-  }
-  return seconds(t0);
+  return model::time_forward_backward(*j.block, j.input, j.target, j.grad);
 }
 
 // One round of `budget` seconds: forward with autograd as in training, backward from a random

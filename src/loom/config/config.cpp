@@ -330,6 +330,9 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(output, resume), "checkpoint folder to resume from; empty = fresh start", {}},
       {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none",
        {}},
+      {LOOM_FIELD(output, calibrate_every), "steps between speed calibrations (each rank in turn "
+       "times a transformer layer alone, then all at once, outside the step time, into "
+       "metrics.jsonl; gpt only); 0 = off", int_range(0)},
   };
   return table;
 }

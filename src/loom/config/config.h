@@ -96,6 +96,7 @@ struct OutputConfig {
   bool progress = true;          // progress bar when stderr is a terminal
   std::string resume;            // checkpoint folder to resume from ("" = fresh start)
   std::string trace;             // Chrome trace JSON of the measured timeline ("" = none)
+  int64_t calibrate_every = 0;   // steps between speed calibrations (train/calibration.h); 0 = off
 
   bool operator==(const OutputConfig&) const = default;
 };

@@ -85,6 +85,10 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     if (!why.empty()) LOOM_USAGE(why);
   }
 
+  if (cfg.output.calibrate_every > 0 && cfg.model.kind != "gpt")
+    LOOM_USAGE("output.calibrate_every times a transformer layer, but model.kind is '",
+               cfg.model.kind, "'; use it with model.kind = gpt or set it to 0");
+
   // Data: open the training split (checks existence and headers).
   std::string path = default_data_path(cfg);
   if (cfg.data.kind == "fashion-mnist") {

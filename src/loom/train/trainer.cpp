@@ -25,6 +25,7 @@
 #include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
 #include "loom/schedule/validate.h"
+#include "loom/train/calibration.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/lr_schedule.h"
 #include "loom/train/preflight.h"
@@ -84,6 +85,7 @@ struct Trainer::Impl {
   std::unique_ptr<parallel::Executor> exec;
   std::unique_ptr<data::Dataset> train_set, eval_set;
   std::unique_ptr<data::Sampler> sampler, eval_sampler;
+  std::unique_ptr<Calibration> calibration;  // output.calibrate_every > 0
   bool needs_inputs = false, needs_targets = false;
   int64_t start_step = 0;
   int64_t num_params = 0;  // whole model, counted before sharding
@@ -118,6 +120,8 @@ void Trainer::Impl::setup() {
   is_root = base.rank() == 0;
 
   model = model::build(cfg.model, cfg.train.seed);
+  if (cfg.output.calibrate_every > 0)
+    calibration = std::make_unique<Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
   std::vector<double> costs;
   for (auto& b : model.blocks) costs.push_back(b->flops_per_sample());
   cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition);
@@ -482,6 +486,17 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
       *metrics << j.done() << "\n" << std::flush;
     }
     progress.update(step + 1, loss, items_per_step / dt, seconds_since(t_run));
+    if (calibration && (step + 1) % cfg.output.calibrate_every == 0 && step + 1 < end) {
+      const Calibration::Times t = calibration->run(base);
+      if (is_root) {
+        JsonLine j;
+        j.integer("step", step + 1).integer("calib_micro_batch", calibration->micro_batch());
+        for (int q = 0; q < base.size(); ++q)
+          j.num("calib_layer_s_r" + std::to_string(q), t.alone[q])
+              .num("calib_loaded_s_r" + std::to_string(q), t.loaded[q]);
+        *metrics << j.done() << "\n" << std::flush;
+      }
+    }
     bool last = step + 1 == total;
     if ((cfg.train.eval_every > 0 && (step + 1) % cfg.train.eval_every == 0) || last) {
       auto [el, ea] = evaluate();

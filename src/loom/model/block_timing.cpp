@@ -1,0 +1,27 @@
+#include "loom/model/block_timing.h"
+
+#include <chrono>
+
+namespace loom::model {
+
+torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input, const torch::Tensor& target) {
+  torch::Tensor x = input.is_floating_point() ? input.detach().requires_grad_(true) : input;
+  torch::Tensor y = block.forward(x);
+  if (target.defined()) y = Model::loss(y, target);
+  return y;
+}
+
+double time_forward_backward(Block& block, const torch::Tensor& input, const torch::Tensor& target,
+                             torch::Tensor& grad) {
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::Tensor y = forward_for_timing(block, input, target);
+  if (target.defined()) {
+    y.backward();
+  } else {
+    if (!grad.defined()) grad = torch::randn_like(y);
+    y.backward(grad);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace loom::model
