@@ -16,11 +16,15 @@
 #     reuses the cluster file);
 #   - from the same profile with the machine as it was during the run: `loom train
 #     --output.calibrate_every $CAL` (default 2) has each rank time one layer alone between
-#     steps, then all ranks at once (outside the step time); compute times x (median alone /
-#     the profile's time of that layer), loaded_slowdown = median at once / median alone.
+#     steps, then all ranks at once (outside the step time); compute times x (those times,
+#     as the step feels them, over the profile's time of that layer), loaded_slowdown = at
+#     once / alone (when there are no more ranks than cores); see insitu_cluster.
 #     Everything else (links, memory, the schedule, the simulator) unchanged.
 #   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
+#   MODE=repredict predicts the runs already in runs/predict_vs_measure again from their saved
+#   profiles and calibrations (after a change to the simulator; nothing is trained or
+#   profiled); MODE=report only prints their table.
 set -euo pipefail
 build=${1:-build}
 steps=${2:-20}
@@ -38,79 +42,103 @@ rounds=${ROUNDS:-1}
 profile=${PROFILE:-each}
 sizes=${SIZES:-8,16}
 cal=${CAL:-2}
+mode_=${MODE:-run}
+case $mode_ in run | repredict | report) ;; *) echo "MODE must be run, repredict or report" >&2; exit 2 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$out"
 
-if [[ $profile == once || ( $profile == 0 && ! -f $cluster ) ]]; then
+if [[ $mode_ == run ]] && [[ $profile == once || ( $profile == 0 && ! -f $cluster ) ]]; then
   echo "== loom profile --out $cluster   (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
   "$loom" profile --out "$cluster" --config "$config" 2>/dev/null
 fi
 
-printf '%-5s %-12s %-9s | %7s %7s %6s | %5s %7s %6s | %7s %7s | %8s %8s %5s | %8s %8s\n' pp×dp schedule dp-mode \
-  pred_ms meas_ms err speed ins_ms err cmp_ms cmp_ms pred_st rt_st err pred_pk rt_pk
+printf '%-5s %-12s %-9s | %7s %7s %6s | %5s %7s %6s %7s | %7s %7s | %8s %8s %5s | %8s %8s\n' pp×dp schedule dp-mode \
+  pred_ms meas_ms err speed ins_ms err ins_cmp pred_cmp cmp_ms pred_st rt_st err pred_pk rt_pk
 IFS=';' read -ra entries <<<"$configs"
 loops_of() { [[ $1 == interleaved || $1 == bfs ]] && echo 2 || echo 1; }
 predict() {  # pp dp schedule dp-mode cluster-file -> JSON
   "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
     --schedule "$3" --dp-mode "$4" --cluster "$5" --json
 }
-# The cluster file with the machine as the run measured it between its steps: every compute
-# time scaled by the median of the calibration's layer times (each rank alone) over the
-# profile's forward + backward of that layer (same micro-batch), and every block's
-# loaded_slowdown set to the median of the layer times with all ranks computing at once over
-# the median alone. Prints "speed loaded"; writes $3.
-insitu_cluster() {  # cluster-file metrics.jsonl out-file
-  python3 - "$@" <<'PY'
+# The cluster file with the machine as the run measured it between its steps. The vCPUs slow
+# down one at a time, so a calibration's times are first combined the way the step feels them:
+# the slowest of the data-parallel replicas of a stage (they run in lock-step), averaged over
+# the pipeline stages (the critical path passes through all of them); world rank q is
+# pipeline rank q / dp, replica q % dp. Every compute time is scaled by the median of that
+# over the calibrations divided by the profile's forward + backward of the layer (same
+# micro-batch); when there are no more ranks than cores, every block's loaded_slowdown is
+# set to the same combination of the times with all ranks computing at once over the one
+# alone (with more ranks than cores that ratio is mostly time sharing, which the simulator
+# models itself: the profile's value stays). Prints "speed loaded"; writes $3.
+insitu_cluster() {  # cluster-file metrics.jsonl out-file pp dp
+  python3 - "$@" "$(getconf _NPROCESSORS_ONLN)" <<'PY'
 import json, re, statistics, sys, tomllib
-cluster, metrics, out = sys.argv[1:]
+cluster, metrics, out, pp, dp, cores = sys.argv[1:]
+pp, dp = int(pp), int(dp)
+ranks = pp * dp
 rows = [json.loads(l) for l in open(metrics)]
 cal = [r for r in rows if "calib_micro_batch" in r]
 if not cal:
     sys.exit("no calibration samples in " + metrics + " (CAL=0?)")
 b = cal[0]["calib_micro_batch"]
-samples = lambda what: [v for r in cal for k, v in r.items() if k.startswith(f"calib_{what}_s_r")]
-alone, loaded = statistics.median(samples("layer")), statistics.median(samples("loaded"))
+def effective(r, what):  # slowest replica per stage, mean over the stages
+    t = lambda q: r[f"calib_{what}_s_r{q}"]
+    return statistics.mean(max(t(p * dp + d) for d in range(dp)) for p in range(pp))
+alone = statistics.median(effective(r, "layer") for r in cal)
+loaded = statistics.median(effective(r, "loaded") for r in cal)
 c = tomllib.load(open(cluster, "rb"))
 layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b]
 if not layer:
     sys.exit(f"{cluster} has no layer at micro-batch {b}; profile it (SIZES)")
 f = alone / ((layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3)
-slowdown = max(1.0, loaded / alone)
 text = open(cluster).read()
 scale = lambda m: f"{m[1]} = {float(m[2]) * f:g}"
 text = re.sub(r"^(forward_ms|backward_ms|input_ms|weight_ms|ns_per_param) = ([0-9.eE+-]+)$",
               scale, text, flags=re.M)
-text = re.sub(r"^loaded_slowdown = .*\n", "", text, flags=re.M)
-text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
-open(out, "w").write(f"# {cluster}: compute times x {f:.4f}, loaded_slowdown {slowdown:.4f}, "
-                      "as measured during the run\n" + text)
+if ranks <= int(cores):
+    slowdown = max(1.0, loaded / alone)
+    text = re.sub(r"^loaded_slowdown = .*\n", "", text, flags=re.M)
+    text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
+    what = f"loaded_slowdown {slowdown:.4f}"
+else:
+    slowdown = layer[0].get("loaded_slowdown", 1.0)
+    what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores)"
+open(out, "w").write(f"# {cluster}: compute times x {f:.4f}, {what}, as measured during the run\n" + text)
 print(f"{f:.4f} {slowdown:.4f}")
 PY
 }
 for ((k = 0; k < rounds; ++k)); do
+  [[ $mode_ == report ]] && break
   for entry in "${entries[@]}"; do
     read -r pp dp s mode <<<"$entry"
     tag=pp$pp-dp$dp-$s-$mode
-    rm -rf "$out/$tag-$k"
-    mkdir -p "$out/$tag-$k"
     used=$cluster
-    if [[ $profile == each ]]; then
-      used=$out/$tag-$k/cluster.toml
-      "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
-        --micro-batch-sizes "$sizes" > /dev/null 2>&1
+    if [[ $mode_ == repredict ]]; then
+      [[ -f $out/$tag-$k/cluster.toml ]] && used=$out/$tag-$k/cluster.toml
+      [[ -f $out/$tag-$k/profile-used ]] && used=$(cat "$out/$tag-$k/profile-used")
+    else
+      rm -rf "$out/$tag-$k"
+      mkdir -p "$out/$tag-$k"
+      if [[ $profile == each ]]; then
+        used=$out/$tag-$k/cluster.toml
+        "$loom" profile --out "$used" --config "$config" --seconds 0.5 \
+          --micro-batch-sizes "$sizes" > /dev/null 2>&1
+      else
+        echo "$used" > "$out/$tag-$k/profile-used"
+      fi
     fi
     predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
-    cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
-    if ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
+    [[ $mode_ == repredict ]] || cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
+    if [[ $mode_ == run ]] && ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
            --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
            --eval_every 0 --output.dir "$out/$tag-$k" --output.progress false \
            --output.calibrate_every "$cal" > "$out/$tag-$k.log" 2>&1; then
       echo "$entry: loom train failed, see $out/$tag-$k.log"
       exit 1
     fi
-    if [[ $cal -gt 0 ]]; then
+    if [[ $cal -gt 0 ]] && grep -q calib_micro_batch "$out/$tag-$k/metrics.jsonl"; then
       insitu_cluster "$used" "$out/$tag-$k/metrics.jsonl" "$out/$tag-$k/cluster-insitu.toml" \
-        > "$out/$tag-$k/speed"
+        "$pp" "$dp" > "$out/$tag-$k/speed"
       predict "$pp" "$dp" "$s" "$mode" "$out/$tag-$k/cluster-insitu.toml" \
         > "$out/$tag-$k/predicted-insitu.json"
     fi
@@ -148,12 +176,13 @@ errs = " ".join(pct(p, m) for p, m in zip(p_step, m_step))
 if all(i[0] is not None for i in ins):
     i_step = [i[0] for i in ins]
     ipred, speed = med(i_step), med(i[1] for i in ins)
-    ins_cols = f"{speed:5.2f} {ipred*1e3:7.1f} {pct(ipred, meas) + '%':>6}"
+    ins_c = med(json.load(open(d + "/predicted-insitu.json"))["rank0_compute_s"] for d in dirs)
+    ins_cols = f"{speed:5.2f} {ipred*1e3:7.1f} {pct(ipred, meas) + '%':>6} {ins_c*1e3:7.1f}"
     ierrs = " ".join(pct(p, m) for p, m in zip(i_step, m_step))
     speeds = " ".join(f"{i[1]:.2f}/{i[2]:.2f}" for i in ins)
     rounds = f"rounds {errs} / in-situ {ierrs}; speed/loaded {speeds}"
 else:
-    ins_cols = f"{'-':>5} {'-':>7} {'-':>6}"
+    ins_cols = f"{'-':>5} {'-':>7} {'-':>6} {'-':>7}"
     rounds = f"rounds {errs}"
 summary = [r for r in runs[0] if r.get("summary") == "run"][-1]
 p0 = preds[0]
@@ -174,7 +203,8 @@ echo "  of the run's median step_s (steps 4..N); rounds: each round's error in %
 echo "speed: the machine's compute time during the run over the profile's (loom train"
 echo "  --output.calibrate_every); ins: the prediction with the profile's compute times x speed"
 echo "  and the slowdown under load measured during the run (loaded, in the rounds list);"
-echo "cmp: rank 0's time in F/B/I/W per step (predicted from the profile, measured);"
+echo "ins_cmp / pred_cmp / cmp_ms: rank 0's time in F/B/I/W per step (predicted with the speed"
+echo "  during the run, predicted from the profile, measured);"
 echo "pred_st / rt_st (MB): rank 0 parameters + gradients + optimizer state (+ transient buffers);"
 echo "pred_pk / rt_pk: that plus activations (the runtime counts 8 x a stage's output per"
 echo "micro-batch, the prediction the bytes the forward keeps: see docs/planner.md)."

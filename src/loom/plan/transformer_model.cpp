@@ -95,6 +95,16 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
+    if (s == 0) {
+      // The first stage's input is token ids: the runtime computes no input gradient there
+      // (Stage::backward_input returns at once) and its W runs the whole fused backward
+      // (parallel/stage.cpp), tensor-parallel all-reduces included.
+      const double slowdown = sum.loaded / std::max(1e-300, sum.f + sum.i + sum.w);
+      sum.w = sum.i + sum.w - sum.split_extra;
+      sum.i = 0;
+      sum.split_extra = 0;
+      sum.loaded = slowdown * (sum.f + sum.w);  // the same time-weighted slowdown
+    }
     stage_.push_back(sum);
   }
 }
@@ -224,7 +234,9 @@ double TransformerCostModel::compute_s(int stage, Kind kind) const {
 double TransformerCostModel::compute_comm_s(int stage, Kind kind) const {
   const Cost& c = stage_.at(stage);
   if (kind == Kind::F) return c.f_comm;
-  if (kind == Kind::B || kind == Kind::I) return c.i_comm;
+  if (kind == Kind::B) return c.i_comm;
+  if (kind == Kind::I) return stage == 0 ? 0 : c.i_comm;  // the first stage's I is empty,
+  if (kind == Kind::W) return stage == 0 ? c.i_comm : 0;  // its W the whole backward
   return 0;
 }
 
