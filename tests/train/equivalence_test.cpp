@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <unistd.h>
 
@@ -207,6 +208,45 @@ TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
       }
   }
   EXPECT_EQ(lines, 3);  // after steps 1, 2 and 3; none after the last
+}
+
+// The measured trace lines the ranks up on one clock: a stage's forward of a micro-batch
+// starts after the previous stage's forward of it ended, on another rank. (Each executor
+// used to count from its own construction: a 2x1 bfs trace showed rank 1's forward starting
+// 13 ms before rank 0's had ended.)
+TEST(Trace, RanksShareOneTimeOrigin) {
+  comm::Communicator& w = comm::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  bool in = w.rank() < 2;
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
+  auto sub = w.split(in ? 0 : 1, w.rank(), "trace");
+  if (!in) return;
+  c.parallel.pp = 2;
+  c.train.microbatches = 2;
+  c.train.steps = 2;
+  c.output.dir += "-trace";
+  c.output.trace = c.output.dir + "/trace.json";
+  train::Trainer(c, *sub).run();
+  if (w.rank() != 0) return;
+  std::ifstream f(c.output.trace);
+  std::map<std::string, std::pair<double, double>> span;  // name -> start, end (us)
+  std::string line;
+  char name[64];
+  double ts = 0, dur = 0;
+  while (std::getline(f, line)) {
+    const size_t at = line.find("{\"name\":\"");
+    if (at == std::string::npos || line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    const size_t ts_at = line.find("\"ts\":");
+    if (std::sscanf(line.c_str() + at, "{\"name\":\"%63[^\"]", name) == 1 && ts_at != std::string::npos &&
+        std::sscanf(line.c_str() + ts_at, "\"ts\":%lf,\"dur\":%lf", &ts, &dur) == 2)
+      span[name] = {ts, ts + dur};
+  }
+  for (int mb = 0; mb < 2; ++mb) {
+    const std::string first = "0F" + std::to_string(mb), second = "1F" + std::to_string(mb);
+    ASSERT_TRUE(span.count(first) && span.count(second)) << "trace lacks " << first << " or " << second;
+    EXPECT_GE(span[second].first, span[first].second - 200.0)  // barrier skew: < 0.2 ms
+        << second << " starts before " << first << " ends";
+  }
 }
 
 }  // namespace

@@ -71,6 +71,9 @@ class Executor {
   const std::vector<TraceEvent>& trace() const { return trace_; }
   void clear_trace() { trace_.clear(); }
   double trace_origin_us() const { return origin_us_; }
+  // Trace times count from here. Call it on every rank right after a barrier so that the
+  // ranks' timelines line up (each executor otherwise counts from its own construction).
+  void reset_trace_origin() { origin_us_ = now_us(); }
 
  private:
   struct Key {

@@ -417,6 +417,10 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   comm::Stats dp_steps;  // DP collectives of the steps run (no evaluation, no checkpoints)
   int64_t peak_act = 0, peak_working = 0, peak_transient = 0;
   const int64_t end = stop_after > 0 ? std::min(total, start_step + stop_after) : total;
+  if (!cfg.output.trace.empty()) {  // one time origin for all ranks' timelines
+    base.barrier()->wait();
+    exec->reset_trace_origin();
+  }
   for (int64_t step = start_step; step < end; ++step) {
     auto t0 = Clock::now();
     maybe_inject_fault(base.rank(), step);
