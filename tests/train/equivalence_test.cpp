@@ -47,6 +47,31 @@ config::Config tiny(const std::string& kind, const std::string& opt) {
   return c;
 }
 
+// The first min(n, world) ranks in a communicator of their own (collective: every rank calls
+// it before any returns; `in` is false on the others).
+struct FirstRanks {
+  int n;
+  bool in;
+  std::unique_ptr<comm::Communicator> comm;
+};
+FirstRanks first_ranks(int n, const std::string& name) {
+  comm::Communicator& w = comm::world();
+  n = std::min(n, w.size());
+  const bool in = w.rank() < n;
+  return {n, in, w.split(in ? 0 : 1, w.rank(), name)};
+}
+
+// A copy of c that writes to a folder of its own (c's folder + suffix).
+config::Config in_folder(config::Config c, const std::string& suffix) {
+  c.output.dir += suffix;
+  return c;
+}
+
+void expect_same_params(const std::map<std::string, torch::Tensor>& ref,
+                        const std::map<std::string, torch::Tensor>& got) {
+  for (auto& [name, t] : ref) ASSERT_TRUE(torch::equal(t, got.at(name))) << name;
+}
+
 // Reference on this rank alone.
 // Reference on this rank alone (one process; m micro-batches of the global batch, default one).
 std::map<std::string, torch::Tensor> reference(const config::Config& c, int m = 1) {
@@ -127,11 +152,9 @@ INSTANTIATE_TEST_SUITE_P(All, DataParallel, ::testing::ValuesIn(cases()),
 
 // The all-reduce of a bucket starts from the gradient hooks while the backward still runs.
 TEST(Overlap, BucketsStartDuringTheLastBackward) {
-  comm::Communicator& w = comm::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  bool in = w.rank() < 2;
+  if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
-  auto sub = w.split(in ? 0 : 1, w.rank(), "overlap");
+  auto [n, in, sub] = first_ranks(2, "overlap");
   if (!in) return;
   c.parallel.dp = 2;
   c.train.microbatches = 2;
@@ -139,7 +162,7 @@ TEST(Overlap, BucketsStartDuringTheLastBackward) {
   auto res = train::Trainer(c, *sub).run();
   double buckets = res.sync_metrics.at("buckets.0");
   double early = res.sync_metrics.at("buckets_overlapped.0");
-  if (w.rank() == 0)
+  if (comm::world().rank() == 0)
     std::printf("[ overlap ] %g of %g buckets started by hooks during the backward\n", early, buckets);
   EXPECT_GT(buckets, 4);
   // Every bucket whose parameters all receive gradients is started by the hooks.
@@ -147,51 +170,38 @@ TEST(Overlap, BucketsStartDuringTheLastBackward) {
 }
 
 TEST(Resume, ContinuesExactly) {
-  comm::Communicator& w = comm::world();
-  int n = std::min(2, w.size());
-  bool in = w.rank() < n;
   config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
-  auto sub = w.split(in ? 0 : 1, w.rank(), "resume");
+  auto [n, in, sub] = first_ranks(2, "resume");
   if (!in) return;
   c.train.steps = 6;
   c.parallel.dp = n;
   c.train.microbatches = 2;
   c.output.checkpoint_every = 3;
-  config::Config straight = c;
-  straight.output.dir += "-straight";
-  auto ref = train::Trainer(straight, *sub).run().params;
+  auto ref = train::Trainer(in_folder(c, "-straight"), *sub).run().params;
   // Interrupted after the checkpoint of step 3, then resumed to step 6.
-  config::Config split = c;
-  split.output.dir += "-split";
+  config::Config split = in_folder(c, "-split");
   EXPECT_EQ(train::Trainer(split, *sub).run(/*stop_after=*/3).steps, 3);
   config::Config resume = split;
   resume.output.resume = split.output.dir + "/checkpoint";
   auto resumed = train::Trainer(resume, *sub).run();
   EXPECT_EQ(resumed.steps, 3);
-  for (auto& [name, t] : ref) ASSERT_TRUE(torch::equal(t, resumed.params.at(name))) << name;
+  expect_same_params(ref, resumed.params);
 }
 
 // output.calibrate_every: every rank's layer time lands in metrics.jsonl between the steps,
 // and the training itself is untouched (own layer, own random generator, outside the step).
 TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
-  comm::Communicator& w = comm::world();
-  int n = std::min(2, w.size());
-  bool in = w.rank() < n;
   config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
-  auto sub = w.split(in ? 0 : 1, w.rank(), "calibration");
+  auto [n, in, sub] = first_ranks(2, "calibration");
   if (!in) return;
   c.train.steps = 4;
   c.parallel.pp = n;
   c.train.microbatches = 2;
-  config::Config plain = c;
-  plain.output.dir += "-plain";
-  auto ref = train::Trainer(plain, *sub).run().params;
-  config::Config cal = c;
-  cal.output.dir += "-cal";
+  auto ref = train::Trainer(in_folder(c, "-plain"), *sub).run().params;
+  config::Config cal = in_folder(c, "-cal");
   cal.output.calibrate_every = 1;
-  auto got = train::Trainer(cal, *sub).run().params;
-  for (auto& [name, t] : ref) ASSERT_TRUE(torch::equal(t, got.at(name))) << name;
-  if (w.rank() != 0) return;
+  expect_same_params(ref, train::Trainer(cal, *sub).run().params);
+  if (comm::world().rank() != 0) return;
   std::ifstream in_file(cal.output.dir + "/metrics.jsonl");
   std::string line;
   int lines = 0;
@@ -215,11 +225,9 @@ TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
 // used to count from its own construction: a 2x1 bfs trace showed rank 1's forward starting
 // 13 ms before rank 0's had ended.)
 TEST(Trace, RanksShareOneTimeOrigin) {
-  comm::Communicator& w = comm::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  bool in = w.rank() < 2;
+  if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
-  auto sub = w.split(in ? 0 : 1, w.rank(), "trace");
+  auto [n, in, sub] = first_ranks(2, "trace");
   if (!in) return;
   c.parallel.pp = 2;
   c.train.microbatches = 2;
@@ -227,7 +235,7 @@ TEST(Trace, RanksShareOneTimeOrigin) {
   c.output.dir += "-trace";
   c.output.trace = c.output.dir + "/trace.json";
   train::Trainer(c, *sub).run();
-  if (w.rank() != 0) return;
+  if (comm::world().rank() != 0) return;
   std::ifstream f(c.output.trace);
   std::map<std::string, std::pair<double, double>> span;  // name -> start, end (us)
   std::string line;

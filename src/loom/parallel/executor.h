@@ -71,9 +71,11 @@ class Executor {
   const std::vector<TraceEvent>& trace() const { return trace_; }
   void clear_trace() { trace_.clear(); }
   double trace_origin_us() const { return origin_us_; }
-  // Trace times count from here. Call it on every rank right after a barrier so that the
-  // ranks' timelines line up (each executor otherwise counts from its own construction).
-  void reset_trace_origin() { origin_us_ = now_us(); }
+  // Trace times count from `origin_us` on the clock of trace_clock_us() (steady, µs); each
+  // executor otherwise counts from its own construction, and the ranks' timelines do not
+  // line up (train/trainer.cpp sets one origin for all).
+  void set_trace_origin(double origin_us) { origin_us_ = origin_us; }
+  double trace_clock_us() const { return now_us(); }
 
  private:
   struct Key {

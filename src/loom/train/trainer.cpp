@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "loom/comm/engine.h"
 #include "loom/comm/world.h"
 #include "loom/common/blas_core.h"
@@ -102,6 +104,7 @@ struct Trainer::Impl {
   void save_checkpoint(int64_t steps_done);
   void load_checkpoint(const std::string& path);
   void write_trace(const std::string& path);
+  void share_trace_origin();
   TrainResult run(int64_t stop_after);
 };
 
@@ -319,6 +322,23 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
 
 // The executor's events of the last step, from every rank, as a Chrome trace (all ranks) and
 // an SVG of the pipeline (the ranks of replica 0) drawn like the generated schedule.
+// One time origin for every rank's timeline. Ranks on one machine read the same monotonic
+// clock, so they take rank 0's origin and line up exactly; across machines the clocks are
+// unrelated, and each rank starts its own as a barrier releases them (skew: the barrier's,
+// more when ranks share cores).
+void Trainer::Impl::share_trace_origin() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  double id[2] = {double(std::hash<std::string>{}(host) % (1ull << 52)), 0};
+  id[1] = -id[0];
+  base.all_reduce(id, 2, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  const bool one_machine = id[0] == -id[1];
+  base.barrier()->wait();
+  double origin = exec->trace_clock_us();
+  if (one_machine) base.broadcast(&origin, 1, comm::DType::Float64, 0)->wait();
+  exec->set_trace_origin(origin);
+}
+
 void Trainer::Impl::write_trace(const std::string& path) {
   std::ostringstream os;
   for (const auto& e : exec->trace())
@@ -417,10 +437,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   comm::Stats dp_steps;  // DP collectives of the steps run (no evaluation, no checkpoints)
   int64_t peak_act = 0, peak_working = 0, peak_transient = 0;
   const int64_t end = stop_after > 0 ? std::min(total, start_step + stop_after) : total;
-  if (!cfg.output.trace.empty()) {  // one time origin for all ranks' timelines
-    base.barrier()->wait();
-    exec->reset_trace_origin();
-  }
+  if (!cfg.output.trace.empty()) share_trace_origin();
   for (int64_t step = start_step; step < end; ++step) {
     auto t0 = Clock::now();
     maybe_inject_fault(base.rank(), step);
