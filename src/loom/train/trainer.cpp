@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -320,8 +321,6 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   start_step = m.step;
 }
 
-// The executor's events of the last step, from every rank, as a Chrome trace (all ranks) and
-// an SVG of the pipeline (the ranks of replica 0) drawn like the generated schedule.
 // One time origin for every rank's timeline. Ranks on one machine read the same monotonic
 // clock, so they take rank 0's origin and line up exactly; across machines the clocks are
 // unrelated, and each rank starts its own as a barrier releases them (skew: the barrier's,
@@ -329,8 +328,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
 void Trainer::Impl::share_trace_origin() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  double id[2] = {double(std::hash<std::string>{}(host) % (1ull << 52)), 0};
-  id[1] = -id[0];
+  const double h = double(std::hash<std::string>{}(host) % (1ull << 52));  // exact in a double
+  double id[2] = {h, -h};  // max of both: the largest and (minus) the smallest host hash
   base.all_reduce(id, 2, comm::DType::Float64, comm::ReduceOp::Max)->wait();
   const bool one_machine = id[0] == -id[1];
   base.barrier()->wait();
@@ -339,6 +338,8 @@ void Trainer::Impl::share_trace_origin() {
   exec->set_trace_origin(origin);
 }
 
+// The executor's events of the last step, from every rank, as a Chrome trace (all ranks) and
+// an SVG of the pipeline (the ranks of replica 0) drawn like the generated schedule.
 void Trainer::Impl::write_trace(const std::string& path) {
   std::ostringstream os;
   for (const auto& e : exec->trace())
