@@ -79,8 +79,7 @@ double median_time(F fn, double budget) {
     fn();
     times.push_back(seconds(t0));
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return model::median_of(times);
 }
 
 double heap_bytes() {
@@ -141,11 +140,7 @@ class CoreLoad {
   std::atomic<long>* rounds_ = nullptr;
 };
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
+using model::median_of;
 
 struct BlockTimes {
   double forward_s = 0, backward_s = 0, activation_bytes = 0;
@@ -221,13 +216,11 @@ void sample_block(BlockJob& j, double budget) {
   }
 }
 
-// How much slower a block runs while every other core computes too, in windows of seconds:
-// this VM runs 1.2-1.5x slower under sustained load on both cores than with one core busy,
-// and takes a second or two to change speed (two ranks of loom train ran at ~170 ms per step
-// where blocks timed alone predicted ~125 ms, while alone and loaded timings alternating
-// every 0.1-1 s measured 1.0). Two cycles of: `settle` seconds of the block alone, untimed,
-// then `budget` timed; the same with the other cores running it. Returns loaded / alone
-// (medians), or 1 with a warning when the load made no progress.
+// How much slower a block runs while every other core computes too, in windows of seconds
+// (a machine may take a second or two to settle at a new load). Two cycles of: `settle`
+// seconds of the block alone, untimed, then `budget` timed; the same with the other cores
+// running it. Returns loaded / alone (medians), or 1 with a warning when the load made no
+// progress.
 double sustained_slowdown(BlockJob& j, int load_cores, double budget, double settle) {
   if (load_cores <= 0) return 1.0;
   CoreLoad load(load_cores, [&] { forward_backward(j); });
@@ -254,14 +247,13 @@ double sustained_slowdown(BlockJob& j, int load_cores, double budget, double set
 }
 
 BlockTimes summarize(const BlockJob& j) {
-  auto median = median_of;
   BlockTimes out;
   out.activation_bytes = j.activation_bytes;
-  out.forward_s = median(j.fwd);
-  out.backward_s = std::max(0.0, median(j.both) - out.forward_s);
+  out.forward_s = median_of(j.fwd);
+  out.backward_s = std::max(0.0, median_of(j.both) - out.forward_s);
   if (!j.in_s.empty()) {
-    out.input_s = median(j.in_s);
-    out.weight_s = median(j.w_s);
+    out.input_s = median_of(j.in_s);
+    out.weight_s = median_of(j.w_s);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include "loom/model/block_timing.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace loom::model {
@@ -22,6 +23,12 @@ double time_forward_backward(Block& block, const torch::Tensor& input, const tor
     y.backward(grad);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median_of(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
 
 }  // namespace loom::model

@@ -4,6 +4,8 @@
 // again during a run, so that both time exactly the same work.
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "loom/model/model.h"
 
 namespace loom::model {
@@ -17,5 +19,8 @@ torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input, const
 // output gradient; an undefined `grad` is drawn (standard normal) on first use and kept.
 double time_forward_backward(Block& block, const torch::Tensor& input, const torch::Tensor& target,
                              torch::Tensor& grad);
+
+// The median of timing samples (the upper one of the middle two; 0 for none).
+double median_of(std::vector<double> samples);
 
 }  // namespace loom::model

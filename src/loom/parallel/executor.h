@@ -70,7 +70,6 @@ class Executor {
   void set_tracing(bool on) { tracing_ = on; }
   const std::vector<TraceEvent>& trace() const { return trace_; }
   void clear_trace() { trace_.clear(); }
-  double trace_origin_us() const { return origin_us_; }
   // Trace times count from `origin_us` on the clock of trace_clock_us() (steady, µs); each
   // executor otherwise counts from its own construction, and the ranks' timelines do not
   // line up (train/trainer.cpp sets one origin for all).

@@ -2,8 +2,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <algorithm>
-
 #include "loom/model/block_timing.h"
 
 namespace loom::train {
@@ -26,8 +24,7 @@ Calibration::Times Calibration::run(comm::Communicator& world, int reps) {
   auto median_time = [&] {
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) t.push_back(model::time_forward_backward(*layer_, input_, none_, grad_));
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    return t[t.size() / 2];
+    return model::median_of(t);
   };
   double mine[2] = {0, 0};  // alone, loaded
   for (int q = 0; q < n; ++q) {
