@@ -16,9 +16,11 @@
 #     reuses the cluster file);
 #   - from the same profile with the machine as it was during the run: `loom train
 #     --output.calibrate_every $CAL` (default 2) has each rank time one layer alone between
-#     steps, then all ranks at once (outside the step time); compute times x (those times,
-#     as the step feels them, over the profile's time of that layer), loaded_slowdown = at
-#     once / alone (when there are no more ranks than cores); see insitu_cluster.
+#     steps, then all ranks at once (outside the step time); each such sample gives a speed
+#     per pipeline rank (that time over the profile's time of the layer), simulated with
+#     `loom simulate --rank-speed`; the prediction is the median over the samples, with
+#     loaded_slowdown = at once / alone (when there are no more ranks than cores); see
+#     insitu_cluster.
 #     Everything else (links, memory, the schedule, the simulator) unchanged.
 #   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
@@ -56,20 +58,24 @@ printf '%-5s %-12s %-9s | %7s %7s %6s | %5s %7s %6s %7s | %7s %7s | %8s %8s %5s 
   pred_ms meas_ms err speed ins_ms err ins_cmp pred_cmp cmp_ms pred_st rt_st err pred_pk rt_pk
 IFS=';' read -ra entries <<<"$configs"
 loops_of() { [[ $1 == interleaved || $1 == bfs ]] && echo 2 || echo 1; }
-predict() {  # pp dp schedule dp-mode cluster-file -> JSON
+predict() {  # pp dp schedule dp-mode cluster-file [flags] -> JSON
   "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
-    --schedule "$3" --dp-mode "$4" --cluster "$5" --json
+    --schedule "$3" --dp-mode "$4" --cluster "$5" --json "${@:6}"
 }
-# The cluster file with the machine as the run measured it between its steps. The vCPUs slow
-# down one at a time, so a calibration's times are first combined the way the step feels them:
-# the slowest of the data-parallel replicas of a stage (they run in lock-step), averaged over
-# the pipeline stages (the critical path passes through all of them); world rank q is
-# pipeline rank q / dp, replica q % dp. Every compute time is scaled by the median of that
-# over the calibrations divided by the profile's forward + backward of the layer (same
-# micro-batch); when there are no more ranks than cores, every block's loaded_slowdown is
-# set to the same combination of the times with all ranks computing at once over the one
-# alone (with more ranks than cores that ratio is mostly time sharing, which the simulator
-# models itself: the profile's value stays). Prints "speed loaded"; writes $3.
+# The machine as the run measured it between its steps (loom train --output.calibrate_every).
+# The vCPUs change speed one at a time, for seconds, so every calibration sample k gives one
+# speed per pipeline rank: the slowest of its data-parallel replicas (they run in lock-step;
+# world rank q is pipeline rank q / dp, replica q % dp) over the profile's forward + backward
+# of the layer (same micro-batch). Each sample is simulated with those speeds (loom simulate
+# --rank-speed) and the prediction is the median over the samples: a step follows its slowest
+# rank more than the mean speed (a rank 1.3x slower makes a 2x1 interleaved step 1.16-1.23x
+# longer), so averaging the speeds first would predict it too fast.
+# When there are no more ranks than cores, every block's loaded_slowdown is set to the
+# median over the samples of (all ranks computing at once) / (alone), combined the same way
+# (with more ranks than cores that ratio is mostly time sharing, which the simulator models
+# itself: the profile's value stays). Writes $3 (the cluster file with that slowdown) and
+# $3.speeds (one line "s0,s1,.." per sample); prints "speed loaded", speed = the median over
+# the samples of the mean over pipeline ranks (for the table).
 insitu_cluster() {  # cluster-file metrics.jsonl out-file pp dp
   python3 - "$@" "$(getconf _NPROCESSORS_ONLN)" <<'PY'
 import json, re, statistics, sys, tomllib
@@ -81,29 +87,28 @@ cal = [r for r in rows if "calib_micro_batch" in r]
 if not cal:
     sys.exit("no calibration samples in " + metrics + " (CAL=0?)")
 b = cal[0]["calib_micro_batch"]
-def effective(r, what):  # slowest replica per stage, mean over the stages
-    t = lambda q: r[f"calib_{what}_s_r{q}"]
-    return statistics.mean(max(t(p * dp + d) for d in range(dp)) for p in range(pp))
-alone = statistics.median(effective(r, "layer") for r in cal)
-loaded = statistics.median(effective(r, "loaded") for r in cal)
 c = tomllib.load(open(cluster, "rb"))
 layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b]
 if not layer:
     sys.exit(f"{cluster} has no layer at micro-batch {b}; profile it (SIZES)")
-f = alone / ((layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3)
+unit = (layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3
+def per_rank(r, what):  # the slowest replica of each pipeline rank
+    return [max(r[f"calib_{what}_s_r{p * dp + d}"] for d in range(dp)) for p in range(pp)]
+speeds = [[t / unit for t in per_rank(r, "layer")] for r in cal]
+f = statistics.median(statistics.mean(s) for s in speeds)
 text = open(cluster).read()
-scale = lambda m: f"{m[1]} = {float(m[2]) * f:g}"
-text = re.sub(r"^(forward_ms|backward_ms|input_ms|weight_ms|ns_per_param) = ([0-9.eE+-]+)$",
-              scale, text, flags=re.M)
 if ranks <= int(cores):
-    slowdown = max(1.0, loaded / alone)
+    loaded = statistics.median(statistics.mean(per_rank(r, "loaded")) / statistics.mean(per_rank(r, "layer"))
+                               for r in cal)
+    slowdown = max(1.0, loaded)
     text = re.sub(r"^loaded_slowdown = .*\n", "", text, flags=re.M)
     text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
-    what = f"loaded_slowdown {slowdown:.4f}"
+    what = f"loaded_slowdown {slowdown:.4f} as measured during the run"
 else:
     slowdown = layer[0].get("loaded_slowdown", 1.0)
     what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores)"
-open(out, "w").write(f"# {cluster}: compute times x {f:.4f}, {what}, as measured during the run\n" + text)
+open(out, "w").write(f"# {cluster}: {what}; compute speeds per rank in {out}.speeds\n" + text)
+open(out + ".speeds", "w").write("".join(",".join(f"{x:.4f}" for x in s) + "\n" for s in speeds))
 print(f"{f:.4f} {slowdown:.4f}")
 PY
 }
@@ -139,8 +144,11 @@ for ((k = 0; k < rounds; ++k)); do
     if [[ $cal -gt 0 ]] && grep -q calib_micro_batch "$out/$tag-$k/metrics.jsonl"; then
       insitu_cluster "$used" "$out/$tag-$k/metrics.jsonl" "$out/$tag-$k/cluster-insitu.toml" \
         "$pp" "$dp" > "$out/$tag-$k/speed"
-      predict "$pp" "$dp" "$s" "$mode" "$out/$tag-$k/cluster-insitu.toml" \
-        > "$out/$tag-$k/predicted-insitu.json"
+      : > "$out/$tag-$k/predicted-insitu.jsonl"
+      while read -r speeds; do
+        predict "$pp" "$dp" "$s" "$mode" "$out/$tag-$k/cluster-insitu.toml" --rank-speed "$speeds" \
+          >> "$out/$tag-$k/predicted-insitu.jsonl"
+      done < "$out/$tag-$k/cluster-insitu.toml.speeds"
     fi
   done
 done
@@ -157,10 +165,12 @@ def tail(rows, k):
     v = [r[k] for r in rows if "step" in r and k in r]
     return v[3:] if len(v) > 5 else v
 preds = [json.load(open(d + "/predicted.json")) for d in dirs]
+def insitu_rows(d):  # one simulation per calibration sample
+    return [json.loads(l) for l in open(d + "/predicted-insitu.jsonl")]
 def insitu(d):
     try:
         speed, loaded = map(float, open(d + "/speed").read().split())
-        return json.load(open(d + "/predicted-insitu.json"))["step_s"], speed, loaded
+        return med(p["step_s"] for p in insitu_rows(d)), speed, loaded
     except OSError:
         return None, None, None
 ins = [insitu(d) for d in dirs]
@@ -176,7 +186,7 @@ errs = " ".join(pct(p, m) for p, m in zip(p_step, m_step))
 if all(i[0] is not None for i in ins):
     i_step = [i[0] for i in ins]
     ipred, speed = med(i_step), med(i[1] for i in ins)
-    ins_c = med(json.load(open(d + "/predicted-insitu.json"))["rank0_compute_s"] for d in dirs)
+    ins_c = med(med(p["rank0_compute_s"] for p in insitu_rows(d)) for d in dirs)
     ins_cols = f"{speed:5.2f} {ipred*1e3:7.1f} {pct(ipred, meas) + '%':>6} {ins_c*1e3:7.1f}"
     ierrs = " ".join(pct(p, m) for p, m in zip(i_step, m_step))
     speeds = " ".join(f"{i[1]:.2f}/{i[2]:.2f}" for i in ins)
@@ -201,8 +211,9 @@ echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)
 echo "pred / meas: median over rounds of the prediction from the profile taken before the run and"
 echo "  of the run's median step_s (steps 4..N); rounds: each round's error in %;"
 echo "speed: the machine's compute time during the run over the profile's (loom train"
-echo "  --output.calibrate_every); ins: the prediction with the profile's compute times x speed"
-echo "  and the slowdown under load measured during the run (loaded, in the rounds list);"
+echo "  --output.calibrate_every; mean over pipeline ranks); ins: the median over the run's"
+echo "  calibration samples of the prediction with each pipeline rank's compute times x its speed"
+echo "  in that sample, and the slowdown under load measured during the run (loaded, in the rounds list);"
 echo "ins_cmp / pred_cmp / cmp_ms: rank 0's time in F/B/I/W per step (predicted with the speed"
 echo "  during the run, predicted from the profile, measured);"
 echo "pred_st / rt_st (MB): rank 0 parameters + gradients + optimizer state (+ transient buffers);"

@@ -36,6 +36,19 @@ expect_usage() {
   passes=$((passes + 1))
 }
 
+# The same for a command without an output folder (loom schedule, loom simulate).
+expect_command_usage() {
+  local name=$1 want=$2
+  shift 3
+  "$loom" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -qF -- "$want" "$tmp/stderr"; then
+    echo "ok   $name: $(cat "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL $name: rc=$rc, expected 2 and one line with '$want'"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+}
+
 good="$tmp/good.toml"
 cat >"$good" <<'TOML'
 [model]
@@ -87,13 +100,13 @@ if [[ $mode == local ]]; then
     echo "FAIL unwritable_output: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
   expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
-  "$loom" schedule --schedule interleaved --pp 2 --loops 2 --microbatches 3 >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -q "interleaved" "$tmp/stderr"; then
-    echo "ok   schedule_unsupported: $(cat "$tmp/stderr")"; passes=$((passes + 1))
-  else
-    echo "FAIL schedule_unsupported: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
-  fi
+  expect_command_usage schedule_unsupported "interleaved" -- schedule --schedule interleaved \
+    --pp 2 --loops 2 --microbatches 3
+  cluster="$(dirname "$0")/../../clusters/a100-80gb.toml"
+  expect_command_usage rank_speed_count "one per pipeline rank" -- simulate --from-config "$good" \
+    --pp 2 --cluster "$cluster" --rank-speed 1.2
+  expect_command_usage rank_speed_value "--rank-speed" -- simulate --from-config "$good" \
+    --pp 2 --cluster "$cluster" --rank-speed 1,-1
 else
   # Under mpirun: every rank sees the error, exactly one prints it, all exit 2.
   mpirun -n 2 --oversubscribe "$loom" train --config "$good" --layers 0 --output.dir "$tmp/o1" \

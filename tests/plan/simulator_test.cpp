@@ -78,6 +78,26 @@ TEST(Simulator, OneFOneBWithMessages) {
   EXPECT_DOUBLE_EQ(r.ideal_step_s, 9.0);
 }
 
+// The same with rank 0 twice as slow (RankSpeedModel {2, 1}): F 2, B 4 and optimizer 2 there.
+// r0 F0 0..2 (send ..2.5), F1 2..4 (send ..4.5); r1 F0 2.5..3.5, B0 ..5.5 (send ..6),
+// F1 5.5..6.5, B1 ..8.5 (send ..9), optimizer ..10; r0 B0 6..10, B1 10..14, optimizer ..16.
+TEST(Simulator, SlowRank) {
+  ConstantCostModel c(2);
+  c.message_s = 0.5;
+  c.optimizer = 1;
+  RankSpeedModel slow(c, {2, 1});
+  SimResult r = run(lowered("1f1b", {2, 1, 2}), slow);
+  EXPECT_DOUBLE_EQ(r.step_s, 16.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].compute_s, 12.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].optimizer_s, 2.0);
+  EXPECT_DOUBLE_EQ(r.ranks[1].end_s, 10.0);
+  // Looped placement: stage s on pipeline rank s % pp.
+  ConstantCostModel four(4);
+  RankSpeedModel looped(four, {3, 1});
+  EXPECT_DOUBLE_EQ(looped.compute_s(2, schedule::Kind::F), 3.0);
+  EXPECT_DOUBLE_EQ(looped.compute_s(3, schedule::Kind::B), 2.0);
+}
+
 // Breadth-first, one rank, two stages, two micro-batches, dp = 2, all-reduce 1.5:
 // F x4 0..4; B of stage 1 4..8, its REDUCE_GRAD 8..9.5 overlaps stage 0's B 8..12, whose
 // reduction 12..13.5 is the only exposed one.

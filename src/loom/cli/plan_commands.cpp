@@ -40,6 +40,8 @@ configuration:
         --microbatches M  --micro-batch-size B  [--global-batch G: derives the missing one]
         --dp-mode allreduce|zero1|zero2|zero3  [--recompute] [--sequence-parallel]
         [--max-unsharded K (2)] [--no-reshard-after-forward]
+        [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
+         a first rank 20% slower (a straggler, or the speeds measured during a run)]
 output: [--svg FILE] [--trace FILE] [--json: one line of numbers]
 
 example:
@@ -229,7 +231,7 @@ int simulate_command(const std::vector<std::string>& args) {
   std::vector<std::string> known = kModelFlags;
   for (const char* k : {"gpus", "dp", "pp", "tp", "loops", "schedule", "microbatches",
                         "micro-batch-size", "global-batch", "dp-mode", "max-unsharded", "svg",
-                        "trace", "from-config"})
+                        "trace", "from-config", "rank-speed"})
     known.push_back(k);
   Args a = take_flags(args, known,
                       {"help", "recompute", "sequence-parallel", "no-dropout",
@@ -253,6 +255,16 @@ int simulate_command(const std::vector<std::string>& args) {
     m = model_from_flags(a);
     apply_parallel_flags(a, p, false);
   }
+  for (const std::string& v : split_list(get(a, "rank-speed"))) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (*end != '\0' || !(x > 0 && x < 1e6))
+      LOOM_USAGE("--rank-speed takes positive numbers separated by commas (one per pipeline "
+                 "rank), got '", v, "'");
+    eo.rank_speed.push_back(x);
+  }
+  if (a.flags.count("rank-speed") && eo.rank_speed.empty())
+    LOOM_USAGE("--rank-speed needs one number per pipeline rank, e.g. --rank-speed 1.2,1");
   plan::Evaluation e = plan::evaluate(m, p, cluster, eo);
   if (a.flags.count("json")) {
     std::cout << json_line(e);

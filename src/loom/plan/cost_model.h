@@ -4,6 +4,7 @@
 //  - ConstantCostModel (below): fixed numbers, for tests against totals computed by hand;
 //  - TransformerCostModel (transformer_model.h): analytic FLOPs and bytes over a cluster file,
 //    or per-block times measured by `loom profile`.
+#include <utility>
 #include <vector>
 
 #include "loom/plan/network.h"
@@ -91,17 +92,17 @@ class ConstantCostModel : public CostModel {
   int stages_;
 };
 
-// Same compute, communication free: the simulator runs this to separate the pipeline bubble
-// from exposed communication.
-class FreeCommModel : public CostModel {
+// Everything from another model: the base of the adapters below, which change one thing.
+class ForwardingCostModel : public CostModel {
  public:
-  explicit FreeCommModel(const CostModel& inner) : m_(inner) {}
+  explicit ForwardingCostModel(const CostModel& inner) : m_(inner) {}
   int stages() const override { return m_.stages(); }
-  double compute_s(int s, schedule::Kind k) const override {
-    return m_.compute_s(s, k) - m_.compute_comm_s(s, k);
+  double compute_s(int s, schedule::Kind k) const override { return m_.compute_s(s, k); }
+  double compute_comm_s(int s, schedule::Kind k) const override { return m_.compute_comm_s(s, k); }
+  double p2p_s(double bytes, int from, int to) const override { return m_.p2p_s(bytes, from, to); }
+  double collective_s(Collective op, double bytes, const std::vector<int>& group) const override {
+    return m_.collective_s(op, bytes, group);
   }
-  double p2p_s(double, int, int) const override { return 0; }
-  double collective_s(Collective, double, const std::vector<int>&) const override { return 0; }
   double boundary_bytes(int s) const override { return m_.boundary_bytes(s); }
   double grad_bytes(int s) const override { return m_.grad_bytes(s); }
   double param_bytes(int s) const override { return m_.param_bytes(s); }
@@ -111,8 +112,44 @@ class FreeCommModel : public CostModel {
   int shared_cores() const override { return m_.shared_cores(); }
   double loaded_slowdown(int s) const override { return m_.loaded_slowdown(s); }
 
- private:
+ protected:
   const CostModel& m_;
+};
+
+// Same compute, communication free: the simulator runs this to separate the pipeline bubble
+// from exposed communication.
+class FreeCommModel : public ForwardingCostModel {
+ public:
+  using ForwardingCostModel::ForwardingCostModel;
+  double compute_s(int s, schedule::Kind k) const override {
+    return m_.compute_s(s, k) - m_.compute_comm_s(s, k);
+  }
+  double compute_comm_s(int, schedule::Kind) const override { return 0; }
+  double p2p_s(double, int, int) const override { return 0; }
+  double collective_s(Collective, double, const std::vector<int>&) const override { return 0; }
+};
+
+// Pipeline ranks that compute at different speeds: every compute time of a stage on pipeline
+// rank r (stage % pp, as schedule::Shape places stages) and its optimizer step are multiplied
+// by speed[r]; the communication inside an action (tensor parallelism) is not. For a straggler
+// ("one GPU 20% slower") or for the speeds a run measured per rank
+// (bench/predict_vs_measure.sh).
+class RankSpeedModel : public ForwardingCostModel {
+ public:
+  // speed: one factor > 0 per pipeline rank.
+  RankSpeedModel(const CostModel& inner, std::vector<double> speed)
+      : ForwardingCostModel(inner), speed_(std::move(speed)) {}
+  double compute_s(int s, schedule::Kind k) const override {
+    const double comm = m_.compute_comm_s(s, k);
+    return (m_.compute_s(s, k) - comm) * of(s) + comm;
+  }
+  double optimizer_s(int s) const override { return m_.optimizer_s(s) * of(s); }
+
+ private:
+  double of(int stage) const {
+    return speed_.empty() ? 1 : speed_[static_cast<size_t>(stage) % speed_.size()];
+  }
+  std::vector<double> speed_;
 };
 
 }  // namespace loom::plan

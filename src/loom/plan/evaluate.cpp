@@ -14,6 +14,13 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   Evaluation e;
   e.par = p;
   TransformerCostModel cost(m, p, c, o.precision, o.cut);
+  if (!o.rank_speed.empty() && static_cast<int>(o.rank_speed.size()) != p.pp)
+    LOOM_USAGE("rank speeds: ", o.rank_speed.size(), " given for ", p.pp,
+               " pipeline ranks; give one per pipeline rank");
+  for (double v : o.rank_speed)
+    if (!(v > 0 && v < 1e6)) LOOM_USAGE("rank speeds must be positive factors, got ", v);
+  RankSpeedModel scaled(cost, o.rank_speed);
+  const CostModel& used = o.rank_speed.empty() ? static_cast<const CostModel&>(cost) : scaled;
   schedule::LowerOptions lo;
   lo.dp_mode = lowering_mode(p.dp_mode, p.dp);
   lo.reshard_after_forward = p.reshard_after_forward;
@@ -23,7 +30,7 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   so.mesh = p.mesh();
   so.dp_mode = p.dp_mode;
   so.timeline = o.timeline;
-  e.sim = simulate(e.lowered, cost, so);
+  e.sim = simulate(e.lowered, used, so);
   e.step_flops = cost.step_flops();
   e.tflops_per_gpu = e.sim.step_s > 0 ? e.step_flops / e.sim.step_s / p.gpus() / 1e12 : 0;
   e.mfu = e.tflops_per_gpu * 1e12 / cost.peak_flops();

@@ -16,6 +16,8 @@ namespace loom::plan {
 struct EvalOptions {
   std::string precision;  // "" = the cluster's
   std::vector<int> cut;   // "" = uniform
+  // Compute-time multiplier per pipeline rank (RankSpeedModel); empty = all 1.
+  std::vector<double> rank_speed;
   bool timeline = false;
 };
 
