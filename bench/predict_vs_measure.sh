@@ -183,11 +183,13 @@ pred_c = med(p["rank0_compute_s"] for p in preds)
 meas_c = med(med(tail(rows, "compute_s")) for rows in runs)
 pct = lambda p, m: f"{100 * (p - m) / m:+.0f}"
 errs = " ".join(pct(p, m) for p, m in zip(p_step, m_step))
+# A round's prediction is compared with its own run; the column is the median of those errors.
+paired = lambda preds: f"{100 * med((p - m) / m for p, m in zip(preds, m_step)):+.0f}%"
 if all(i[0] is not None for i in ins):
     i_step = [i[0] for i in ins]
     ipred, speed = med(i_step), med(i[1] for i in ins)
     ins_c = med(med(p["rank0_compute_s"] for p in insitu_rows(d)) for d in dirs)
-    ins_cols = f"{speed:5.2f} {ipred*1e3:7.1f} {pct(ipred, meas) + '%':>6} {ins_c*1e3:7.1f}"
+    ins_cols = f"{speed:5.2f} {ipred*1e3:7.1f} {paired(i_step):>6} {ins_c*1e3:7.1f}"
     ierrs = " ".join(pct(p, m) for p, m in zip(i_step, m_step))
     speeds = " ".join(f"{i[1]:.2f}/{i[2]:.2f}" for i in ins)
     rounds = f"rounds {errs} / in-situ {ierrs}; speed/loaded {speeds}"
@@ -202,14 +204,14 @@ r_state, r_peak = summary["state_bytes_r0"], summary["peak_bytes_r0"]
 err = lambda p, m: pct(p, m) + "%"
 load = open(dirs[0] + "/load").read().strip()
 print(f"{sys.argv[1]:<5} {sys.argv[2]:<12} {sys.argv[3]:<9} | {pred*1e3:7.1f} {meas*1e3:7.1f} "
-      f"{err(pred, meas):>6} | {ins_cols} | {pred_c*1e3:7.1f} {meas_c*1e3:7.1f} | "
+      f"{paired(p_step):>6} | {ins_cols} | {pred_c*1e3:7.1f} {meas_c*1e3:7.1f} | "
       f"{p_state/1e6:8.2f} {r_state/1e6:8.2f} {err(p_state, r_state):>5} | "
       f"{p_peak/1e6:8.2f} {r_peak/1e6:8.2f}  ({rounds}; load {load})")
 PY
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
 echo "pred / meas: median over rounds of the prediction from the profile taken before the run and"
-echo "  of the run's median step_s (steps 4..N); rounds: each round's error in %;"
+echo "  of the run's median step_s (steps 4..N); rounds: each round's error in %; err: their median;"
 echo "speed: the machine's compute time during the run over the profile's (loom train"
 echo "  --output.calibrate_every; mean over pipeline ranks); ins: the median over the run's"
 echo "  calibration samples of the prediction with each pipeline rank's compute times x its speed"

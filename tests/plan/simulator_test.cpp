@@ -96,6 +96,15 @@ TEST(Simulator, SlowRank) {
   RankSpeedModel looped(four, {3, 1});
   EXPECT_DOUBLE_EQ(looped.compute_s(2, schedule::Kind::F), 3.0);
   EXPECT_DOUBLE_EQ(looped.compute_s(3, schedule::Kind::B), 2.0);
+  // Tensor-parallel communication inside an action keeps its time: F = 0.5 compute + 0.5 comm.
+  struct WithTpComm : ConstantCostModel {
+    using ConstantCostModel::ConstantCostModel;
+    double compute_comm_s(int, schedule::Kind) const override { return 0.5; }
+  } tp(2);
+  RankSpeedModel tp_slow(tp, {2, 1});
+  EXPECT_DOUBLE_EQ(tp_slow.compute_s(0, schedule::Kind::F), 1.5);
+  EXPECT_DOUBLE_EQ(tp_slow.compute_s(1, schedule::Kind::F), 1.0);
+  EXPECT_DOUBLE_EQ(tp_slow.compute_comm_s(0, schedule::Kind::F), 0.5);
 }
 
 // Breadth-first, one rank, two stages, two micro-batches, dp = 2, all-reduce 1.5:
