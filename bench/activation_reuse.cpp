@@ -6,11 +6,11 @@
 //   apart:    F0 F1 .. Fk B0 B1 .. Bk (GPipe: every forward's activations wait for the others)
 // With --gap-us G the apart order also waits G us before each action, as a pipeline rank waits
 // for its peer: polling with 20 us sleeps like loom's communication engine (--spin 0), with
-// yields (--spin 1), or in one sleep (--spin 2).
+// yields (--spin 1), in one sleep (--spin 2) or spinning on the clock (--spin 3).
 // The two orders alternate round by round so that this VM's speed changes hit both alike.
 // Prints the median per-layer forward and backward of each order and their ratio.
 // usage: activation_reuse [--live K (2)] [--micro-batch B (16)] [--layers L (2)] [--rounds R (40)]
-//                         [--gap-us G (0)] [--spin 0|1|2 (0)]
+//                         [--gap-us G (0)] [--spin 0|1|2|3 (0)]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -66,8 +66,7 @@ int main(int argc, char** argv) {
     in.push_back(torch::randn({mb, cfg.seq_len, cfg.width}));
     grad.push_back(torch::randn({mb, cfg.seq_len, cfg.width}));
   }
-  // An idle gap before every action of the apart order, as a pipeline rank waits for its
-  // peer: sleeping (the vCPU halts) or, with --spin 1, polling like the engine does.
+  // The wait before every action of the apart order (--gap-us, --spin: see the top).
   auto gap = [&] {
     if (gap_us <= 0) return;
     if (spin == 2) {
@@ -76,8 +75,8 @@ int main(int argc, char** argv) {
     }
     const double end = now() + gap_us * 1e-6;
     while (now() < end) {
-      if (spin) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (spin == 1) std::this_thread::yield();
+      else if (spin == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   };
   auto forward = [&](int k, Sums& s) {
