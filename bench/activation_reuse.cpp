@@ -42,18 +42,26 @@ struct Sums {
 int main(int argc, char** argv) {
   loom::ensure_fast_openblas(argv);
   loom::tune_malloc_for_training();
-  int live = 2, layers = 2, rounds = 40, gap_us = 0, spin = 0;
-  int64_t mb = 16;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    int v = std::atoi(argv[i + 1]);
-    if (k == "--live") live = v;
-    else if (k == "--micro-batch") mb = v;
-    else if (k == "--layers") layers = v;
-    else if (k == "--rounds") rounds = v;
-    else if (k == "--gap-us") gap_us = v;
-    else if (k == "--spin") spin = v;
-    else { std::fprintf(stderr, "unknown flag %s\n", k.c_str()); return 2; }
+  int live = 2, layers = 2, rounds = 40, gap_us = 0, spin = 0, mb = 16;
+  struct Flag {
+    const char* name;
+    int* value;
+    long lo, hi;
+  } flags[] = {{"--live", &live, 1, 1 << 20},     {"--layers", &layers, 1, 1 << 10},
+               {"--rounds", &rounds, 1, 1 << 20}, {"--gap-us", &gap_us, 0, 1 << 30},
+               {"--spin", &spin, 0, 3},           {"--micro-batch", &mb, 1, 1 << 20}};
+  for (int i = 1; i < argc; i += 2) {
+    const Flag* f = nullptr;
+    for (const Flag& x : flags)
+      if (std::strcmp(argv[i], x.name) == 0) f = &x;
+    char* end = nullptr;
+    const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+    if (!f || i + 1 >= argc || *argv[i + 1] == '\0' || *end != '\0' || v < f->lo || v > f->hi) {
+      std::fprintf(stderr, "activation_reuse: bad flag or value at '%s'; usage at the top of "
+                   "bench/activation_reuse.cpp\n", argv[i]);
+      return 2;
+    }
+    *f->value = static_cast<int>(v);
   }
   torch::set_num_threads(1);
   loom::set_openblas_threads(1);
