@@ -34,7 +34,7 @@ class Vec : public model::Block {
 // Step 2 repeats the gradients: rank 0's x[2] = 0.03 + residual still quantizes to 0.03125 and
 // leaves the residual (0.03 + (0.03 - 0.03125)) - 0.03125.
 TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   bool in = w.rank() < 2;
   auto pair = w.split(in ? 0 : 1, w.rank(), "pair");

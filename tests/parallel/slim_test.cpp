@@ -106,7 +106,7 @@ double metric(const parallel::SlimSync& s, const std::string& name) {
 }
 
 TEST(SlimSync, CoreAndGlobalCopyIdenticalOnAllRanksAndBytesAreSFloats) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   const int d = w.size();
   config::SlimConfig s;
   s.core = 0.2;
@@ -146,7 +146,7 @@ TEST(SlimSync, CoreAndGlobalCopyIdenticalOnAllRanksAndBytesAreSFloats) {
 }
 
 TEST(SlimSync, PeriodAndFullSync) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   config::SlimConfig s;
   s.core = 0.1;
   s.explore = 0.05;

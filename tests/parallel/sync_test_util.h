@@ -43,7 +43,7 @@ using Params = std::map<std::string, torch::Tensor>;
 
 // Trains `c` on the first `ranks` ranks of the world; the others return an empty map.
 inline Params train_on(config::Config c, int ranks, const std::string& tag) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   c.output.dir = shared_tmp(tag);  // every rank: the first call is a collective on the world
   bool in = w.rank() < ranks;
   auto sub = w.split(in ? 0 : 1, w.rank(), "train");

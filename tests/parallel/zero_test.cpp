@@ -54,7 +54,7 @@ config::Config with(config::Config c, const std::string& mode, const std::string
 
 // Runs on ranks [0, n) of the world; the other ranks return an empty result.
 train::TrainResult train_on(const config::Config& c, int n, int64_t stop_after = -1) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   bool in = w.rank() < n;
   auto sub = w.split(in ? 0 : 1, w.rank(), "zero");
   if (!in) return {};
@@ -64,7 +64,7 @@ train::TrainResult train_on(const config::Config& c, int n, int64_t stop_after =
 // Single-process parameters of tiny_gpt() (every rank computes them itself, once).
 const std::map<std::string, torch::Tensor>& reference() {
   static std::map<std::string, torch::Tensor> ref = [] {
-    comm::Communicator& w = comm::world();
+    comm::Backend& w = comm::world();
     auto self = w.split(w.rank(), 0, "self");
     config::Config r = tiny_gpt();
     r.parallel = {};
@@ -84,7 +84,7 @@ class ZeroEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ZeroEquivalence, MatchesSingleProcess) {
   const Case k = GetParam();
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   ASSERT_GE(w.size(), 4) << "run with 4 ranks";
   const auto& ref = reference();
   train::TrainResult got = train_on(with(tiny_gpt(), k.mode, k.schedule, k.dp), 4);
@@ -214,7 +214,7 @@ Counted count(const config::Config& c) {
 }
 
 TEST(ZeroComm, BreadthFirstGathersTwicePerStage) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   config::Config c = with(tiny_gpt(), "zero3", "bfs", 2);  // pp 2, loops 2, m 4
   Counted k = count(c);
   if (w.rank() >= 4) return;
@@ -234,7 +234,7 @@ TEST(ZeroComm, BreadthFirstGathersTwicePerStage) {
 }
 
 TEST(ZeroComm, KeepingParametersGatheredHalvesTheGathers) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   config::Config c = with(tiny_gpt(), "zero3", "bfs", 2);
   c.parallel.reshard_after_forward = false;
   Counted k = count(c);
@@ -245,7 +245,7 @@ TEST(ZeroComm, KeepingParametersGatheredHalvesTheGathers) {
 }
 
 TEST(ZeroComm, InterleavedRegathersEveryVisit) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   config::Config c = with(tiny_gpt(), "zero3", "interleaved", 2);
   c.train.microbatches = 8;  // m/pp = 4 visits per stage and phase
   c.train.global_batch = 32;
@@ -262,7 +262,7 @@ TEST(ZeroComm, InterleavedRegathersEveryVisit) {
 }
 
 TEST(ZeroComm, Zero2ScattersGradientsAndGathersParametersOncePerStage) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   config::Config c = with(tiny_gpt(), "zero2", "bfs", 2);
   Counted k = count(c);
   if (w.rank() >= 4) return;

@@ -14,6 +14,7 @@
 #include "loom/comm/world.h"
 #include "loom/schedule/generate.h"
 #include "loom/train/trainer.h"
+#include "../support/other_backend.h"
 #include "../support/shared_tmp.h"
 
 using namespace loom;
@@ -52,10 +53,10 @@ config::Config tiny(const std::string& kind, const std::string& opt) {
 struct FirstRanks {
   int n;
   bool in;
-  std::unique_ptr<comm::Communicator> comm;
+  std::unique_ptr<comm::Backend> comm;
 };
 FirstRanks first_ranks(int n, const std::string& name) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   n = std::min(n, w.size());
   const bool in = w.rank() < n;
   return {n, in, w.split(in ? 0 : 1, w.rank(), name)};
@@ -75,7 +76,7 @@ void expect_same_params(const std::map<std::string, torch::Tensor>& ref,
 // Reference on this rank alone.
 // Reference on this rank alone (one process; m micro-batches of the global batch, default one).
 std::map<std::string, torch::Tensor> reference(const config::Config& c, int m = 1) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   auto self = w.split(w.rank(), 0, "self");
   config::Config r = c;
   r.parallel = {};
@@ -88,7 +89,7 @@ std::map<std::string, torch::Tensor> reference(const config::Config& c, int m = 
 // Trains on the first dp*pp ranks; returns the max relative difference over all parameter tensors
 // (max over ranks), or -1 on ranks that did not take part.
 double parallel_diff(const config::Config& c, int world_needed, int ref_m = 1) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   auto ref = reference(c, ref_m);
   bool in = w.rank() < world_needed;
   auto sub = w.split(in ? 0 : 1, w.rank(), "train");
@@ -121,7 +122,7 @@ class DataParallel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DataParallel, MatchesSingleProcess) {
   Case k = GetParam();
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   if (k.dp > w.size()) GTEST_SKIP() << "needs " << k.dp << " ranks";
   config::Config c = tiny(k.model, k.opt);
   c.parallel.dp = k.dp;
@@ -186,6 +187,35 @@ TEST(Resume, ContinuesExactly) {
   auto resumed = train::Trainer(resume, *sub).run();
   EXPECT_EQ(resumed.steps, 3);
   expect_same_params(ref, resumed.params);
+}
+
+// A checkpoint written under one backend resumes under the other (MPI -> Gloo and back) to the
+// parameters of an uninterrupted run. Runs where the world is MPI (the Gloo run of this binary
+// has no MPI to compare with).
+TEST(Resume, AcrossBackends) {
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
+  auto [n, in, sub] = first_ranks(2, "resume-backends");
+  if (comm::world().kind() != comm::BackendKind::Mpi) GTEST_SKIP() << "needs an MPI world";
+  auto gloo = loom::test::gloo_over(*sub);
+  if (!in) return;
+  c.train.steps = 6;
+  c.parallel.dp = n;
+  c.train.microbatches = 2;
+  c.output.checkpoint_every = 3;
+  auto ref = train::Trainer(in_folder(c, "-straight"), *sub).run().params;
+  const std::pair<comm::Backend*, comm::Backend*> moves[] = {{sub.get(), gloo.get()},
+                                                             {gloo.get(), sub.get()}};
+  for (auto [first, second] : moves) {
+    SCOPED_TRACE(std::string(comm::backend_name(first->kind())) + " -> " +
+                 std::string(comm::backend_name(second->kind())));
+    config::Config split = in_folder(c, std::string("-from-") + std::string(comm::backend_name(first->kind())));
+    EXPECT_EQ(train::Trainer(split, *first).run(/*stop_after=*/3).steps, 3);
+    config::Config resume = split;
+    resume.output.resume = split.output.dir + "/checkpoint";
+    auto resumed = train::Trainer(resume, *second).run();
+    EXPECT_EQ(resumed.steps, 3);
+    expect_same_params(ref, resumed.params);
+  }
 }
 
 // output.calibrate_every: every rank's layer time lands in metrics.jsonl between the steps,
@@ -271,7 +301,7 @@ class PipelineParallel : public ::testing::TestWithParam<PipeCase> {};
 // GPT with 7 layers = 9 blocks: no pp x loops in the sweep divides it evenly.
 TEST_P(PipelineParallel, MatchesSingleProcess) {
   PipeCase k = GetParam();
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   if (k.pp * k.dp > w.size()) GTEST_SKIP() << "needs " << k.pp * k.dp << " ranks";
   config::Config c = tiny("gpt", "adamw");
   c.model.layers = 7;
@@ -329,7 +359,7 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineParallel, ::testing::ValuesIn(pipe_cases()
 
 // A hand-written schedule (CSV) is validated and runs like a generated one.
 TEST(CustomSchedule, CsvRunsAndMatches) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   std::string path = shared_tmp("custom") + ".csv";
   if (w.rank() == 0) {

@@ -10,6 +10,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
                   char*** argv);
 int schedule_command(const std::vector<std::string>& args);
 int doctor_command(const std::vector<std::string>& args);
+int launch_command(const std::vector<std::string>& args);
 int simulate_command(const std::vector<std::string>& args);
 int plan_command(const std::vector<std::string>& args);
 int profile_command(const std::vector<std::string>& args);

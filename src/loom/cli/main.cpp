@@ -20,7 +20,9 @@ commands:
                loom train --config configs/gpt-fortunes.toml --nproc 4
   schedule   print or draw a pipeline schedule (ascii, svg, Chrome trace, csv)
                loom schedule --schedule bfs --pp 4 --loops 2 --microbatches 8 --format ascii
-  doctor     report MPI, BLAS, threads and cores; warn about slow setups
+  launch     run a command on N local ranks with the torchrun environment
+               loom launch --nproc 2 -- build/bin/comm_test
+  doctor     report torch, CUDA, communication backends, BLAS, threads and cores
   simulate   predict step time, bubble, communication and memory of one configuration
   plan       search dp x pp x tp, micro-batches, loops, schedule and dp-mode for a model
   profile    measure this machine and write a cluster file for simulate and plan
@@ -28,13 +30,6 @@ commands:
 Run `loom <command> --help` for the options of a command. Exit codes: 0 ok, 1 runtime
 failure, 2 bad input (one line that names the problem and the fix).
 )";
-
-bool mpi_active() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
 
 }  // namespace
 
@@ -52,6 +47,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return loom::cli::train_command(rest, "/proc/self/exe", &argc, &argv);
     if (cmd == "schedule") return loom::cli::schedule_command(rest);
     if (cmd == "doctor") return loom::cli::doctor_command(rest);
+    if (cmd == "launch") return loom::cli::launch_command(rest);
     if (cmd == "simulate") return loom::cli::simulate_command(rest);
     if (cmd == "plan") return loom::cli::plan_command(rest);
     if (cmd == "profile") return loom::cli::profile_command(rest);
@@ -59,7 +55,7 @@ int main(int argc, char** argv) {
                  cmd.c_str());
     return 2;
   } catch (const loom::UsageError& e) {
-    if (mpi_active()) {
+    if (loom::comm::initialized()) {
       std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), e.what());
       loom::comm::abort_all(2);
     }
@@ -71,7 +67,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "loom: error: %s\n", msg.c_str());
     else
       std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), msg.c_str());
-    if (mpi_active()) loom::comm::abort_all(1);
+    if (loom::comm::initialized()) loom::comm::abort_all(1);
     return 1;
   }
 }

@@ -267,7 +267,7 @@ double gemm_gflops(int n, double budget) {
 // Ping-pong and all-reduce between ranks 0 and 1 of the world; rank 0 returns
 // {latency_s, bandwidth_Bps, allreduce_busbw_Bps}.
 std::vector<double> measure_comm() {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   const int me = w.rank();
   std::vector<double> out = {0, 0, 0};
   if (me > 1) {
@@ -313,7 +313,7 @@ std::vector<double> measure_comm() {
 // alone / loaded, timed from a barrier; rank 0 records the last `budget` seconds of each.
 // Rank 0 returns loaded / alone (medians), the others 0.
 double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
-  comm::Communicator& w = comm::world();
+  comm::Backend& w = comm::world();
   const int me = w.rank();
   torch::set_num_threads(1);
   set_openblas_threads(1);
@@ -403,7 +403,7 @@ int profile_command(const std::vector<std::string>& args) {
   if (!a.rest.empty())
     LOOM_USAGE("unknown argument '", a.rest[0], "' for loom profile; see loom profile --help");
   if (a.flags.count("comm-child")) {  // internal: the ranks of comm_via_mpirun
-    comm::init(nullptr, nullptr);
+    comm::init(comm::BackendKind::Mpi, nullptr, nullptr);
     std::vector<double> v = measure_comm();
     v.push_back(0);
     if (a.flags.count("slowdown-mb") && comm::world().size() == 2) {
@@ -443,7 +443,7 @@ int profile_command(const std::vector<std::string>& args) {
   std::vector<double> link = {0, 0, 0};
   const bool in_mpi = comm::launched_by_mpi();
   if (in_mpi) {
-    comm::init(nullptr, nullptr);
+    comm::init(comm::BackendKind::Mpi, nullptr, nullptr);
     if (comm::world().size() >= 2) link = measure_comm();
     const int rank = comm::world().rank();
     comm::finalize();

@@ -1,5 +1,6 @@
-// loom train: parse the configuration, check it, and either relaunch under mpirun (--nproc
-// outside MPI) or train on the ranks MPI started.
+// loom train: parse the configuration, check it, and either start the ranks (--nproc outside
+// a launcher: mpirun for the mpi backend, the built-in launcher for gloo and nccl) or train on
+// the ranks a launcher (mpirun, srun, torchrun, loom) started.
 #include <unistd.h>
 
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/comm/world.h"
+#include "loom/launch/launcher.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/train/preflight.h"
@@ -22,14 +24,17 @@ namespace {
 
 const char* kTrainHelp = R"(usage: loom train [--config FILE] [--nproc N] [--FIELD VALUE ...]
 
-Trains a model on the ranks MPI gives it, or, with --nproc N outside MPI, relaunches itself as
-`mpirun -n N loom train ...` on this machine. Every configuration field can be given as a flag
-(--layers 4 or --model.layers 4); flags override the file.
+Trains a model on the ranks a launcher started (mpirun, srun, torchrun), or, with --nproc N,
+starts N ranks on this machine itself: through `mpirun` for --comm mpi (the default on CPUs),
+with its own launcher and a c10d store for --comm gloo or nccl. Every configuration field can
+be given as a flag (--layers 4 or --model.layers 4); flags override the file.
 
 examples:
   loom train --config configs/gpt-fortunes.toml --nproc 4
+  loom train --config configs/gpt-fortunes.toml --nproc 4 --comm gloo
   loom train --config configs/cnn-fashion.toml --nproc 2 --steps 200 --dp-mode allreduce
   mpirun -n 4 loom train --config configs/gpt-fortunes.toml --pp 2 --schedule bfs --loops 2
+  torchrun --nproc-per-node 4 --no-python loom train --config configs/gpt-fortunes.toml
   loom train --config configs/gpt-fortunes.toml --nproc 4 --resume runs/demo/checkpoint
 
 fields (section.name  type  default  help):
@@ -66,6 +71,12 @@ void print_help() {
              "); install Open MPI with scripts/install-deps.sh");
 }
 
+// The backend the configuration asks for; "auto" follows the launch.
+comm::BackendKind chosen_backend(const config::Config& cfg) {
+  if (cfg.parallel.comm == "auto") return comm::launch_backend();
+  return comm::parse_backend(cfg.parallel.comm);
+}
+
 }  // namespace
 
 int train_command(const std::vector<std::string>& args, const std::string& self, int* argc,
@@ -75,25 +86,40 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     print_help();
     return 0;
   }
-  if (a.flags.count("nproc") && !comm::launched_by_mpi()) {
+  if (a.flags.count("nproc") && !comm::launched_by_mpi() && !comm::launched_by_env()) {
     int n = to_int("nproc", a.flags.at("nproc"), 1, 4096);
     config::Config cfg = load(a);
     train::preflight(cfg, n);
     std::vector<std::string> pass;
     if (a.flags.count("config")) pass = {"--config", a.flags.at("config")};
     pass.insert(pass.end(), a.rest.begin(), a.rest.end());
-    relaunch(n, self, pass);
+    const comm::BackendKind kind =
+        cfg.parallel.comm == "auto" ? comm::BackendKind::Mpi : comm::parse_backend(cfg.parallel.comm);
+    if (kind == comm::BackendKind::Mpi) relaunch(n, self, pass);
+    launch::Options lo;
+    lo.nproc = n;
+    lo.comm = kind;
+    lo.command = {std::filesystem::read_symlink(self).string(), "train"};
+    lo.command.insert(lo.command.end(), pass.begin(), pass.end());
+    return launch::run_local(lo);
   }
-  comm::init(argc, argv);
-  comm::Communicator& w = comm::world();
+  // The backend comes from the configuration; if it does not parse, from the launch, so that
+  // the ranks can agree below on who reports the problem.
+  comm::BackendKind kind = comm::launch_backend();
+  try {
+    kind = chosen_backend(load(a));
+  } catch (const UsageError&) {
+  }
+  comm::init(kind, argc, argv);
+  comm::Backend& w = comm::world();
   // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
   config::Config cfg;
   std::string problem;
   try {
     cfg = load(a);
     if (a.flags.count("nproc") && to_int("nproc", a.flags.at("nproc"), 1, 4096) != w.size())
-      LOOM_USAGE("--nproc ", a.flags.at("nproc"), " but MPI started ", w.size(),
-                 " ranks; drop --nproc when launching with mpirun");
+      LOOM_USAGE("--nproc ", a.flags.at("nproc"), " but the launcher started ", w.size(),
+                 " ranks; drop --nproc when launching with mpirun or torchrun");
     train::preflight(cfg, w.size(), w.rank() == 0);
   } catch (const UsageError& e) {
     problem = e.what();

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "loom/common/error.h"
+
 namespace loom::comm {
 
 size_t dtype_size(DType t) {
@@ -11,9 +13,51 @@ size_t dtype_size(DType t) {
     case DType::Int32: return 4;
     case DType::Int64: return 8;
     case DType::UInt8: return 1;
+    case DType::BFloat16: return 2;
   }
   return 1;
 }
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::UInt8: return "uint8";
+    case DType::BFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+std::string_view backend_name(BackendKind k) {
+  switch (k) {
+    case BackendKind::Mpi: return "mpi";
+    case BackendKind::Gloo: return "gloo";
+    case BackendKind::Nccl: return "nccl";
+  }
+  return "?";
+}
+
+BackendKind parse_backend(std::string_view name) {
+  if (name == "mpi") return BackendKind::Mpi;
+  if (name == "gloo") return BackendKind::Gloo;
+  if (name == "nccl") return BackendKind::Nccl;
+  LOOM_USAGE("unknown communication backend '", name, "'; choose mpi, gloo or nccl");
+}
+
+namespace {
+LinkEmulation g_emulation;
+}
+
+double LinkEmulation::delay_s(uint64_t bytes) const {
+  double d = latency_s;
+  if (bandwidth_bytes_per_s > 0) d += static_cast<double>(bytes) / bandwidth_bytes_per_s;
+  return d;
+}
+
+void set_link_emulation(const LinkEmulation& e) { g_emulation = e; }
+const LinkEmulation& link_emulation() { return g_emulation; }
 
 std::string_view op_name(OpKind k) {
   switch (k) {

@@ -1,45 +1,71 @@
 #include "loom/comm/work.h"
 
-#include "loom/comm/engine.h"
+#include <thread>
+
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 
 namespace loom::comm {
 
-Work::Work(std::string what, std::chrono::milliseconds timeout)
-    : what_(std::move(what)), timeout_(timeout) {}
+using Clock = std::chrono::steady_clock;
 
-bool Work::test() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
+Work::Work(std::string what, std::chrono::milliseconds timeout, double ready_after_s)
+    : what_(std::move(what)),
+      timeout_(timeout),
+      start_(Clock::now()),
+      ready_at_(start_ + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(ready_after_s))) {}
+
+Work::~Work() = default;
+
+bool Work::emulated_delay_passed() const { return Clock::now() >= ready_at_; }
+
+void Work::complete_once() {
+  if (counted_) return;
+  counted_ = true;
+  if (seen_at_ == Clock::time_point{}) seen_at_ = Clock::now();
+  const auto done = std::max(completion_time(), ready_at_);
+  if (on_complete_) on_complete_(std::chrono::duration<double>(done - start_).count());
 }
 
-void Work::mark_done(std::string error) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
-    error_ = std::move(error);
+bool Work::test() {
+  if (finished_) return true;
+  try {
+    if (!completed()) return false;
+  } catch (...) {
+    return true;  // failed: wait() reports it
   }
-  cv_.notify_all();
+  if (seen_at_ == Clock::time_point{}) seen_at_ = Clock::now();
+  return emulated_delay_passed();
 }
 
 void Work::wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!done_) {
-    auto t0 = std::chrono::steady_clock::now();
-    Engine::waiters().fetch_add(1);
-    Engine::instance().wake_for_waiter();
-    bool ok = cv_.wait_for(lock, timeout_, [&] { return done_; });
-    Engine::waiters().fetch_sub(1);
-    waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!ok) {
-      throw Error(detail::concat(
-          "[rank ", log::rank(), "] communication timeout: ", what_, " did not complete within ",
-          timeout_.count() / 1000.0, " s (a peer rank died or waits on a different operation; ",
-          "raise LOOM_COMM_TIMEOUT_S if the machine is just slow)"));
-    }
+  if (finished_) return;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout_;
+  bool ok = false;
+  std::string failure;
+  try {
+    ok = block_until(deadline);
+  } catch (const std::exception& e) {
+    failure = e.what();
+    // c10d's messages carry a C++ backtrace after the first line; the first line says it all.
+    if (auto nl = failure.find('\n'); nl != std::string::npos) failure.resize(nl);
   }
-  if (!error_.empty()) throw Error(error_);
+  if (ok && seen_at_ == Clock::time_point{}) seen_at_ = Clock::now();
+  if (ok) std::this_thread::sleep_until(ready_at_);
+  waited_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!failure.empty())
+    throw Error(detail::concat("[rank ", log::rank(), "] communication failed: ", what_, ": ",
+                               failure));
+  if (!ok)
+    throw Error(detail::concat(
+        "[rank ", log::rank(), "] communication timeout: ", what_, " did not complete within ",
+        timeout_.count() / 1000.0, " s (a peer rank died or waits on a different operation; ",
+        "raise LOOM_COMM_TIMEOUT_S if the machine is just slow)"));
+  complete_once();
+  finished_ = true;
+  if (finish_) finish_();
 }
 
 void wait_all(const std::vector<WorkPtr>& works) {

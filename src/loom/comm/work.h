@@ -1,11 +1,11 @@
 #pragma once
-// A Work is the handle of one communication operation (PyTorch c10d style): test() polls,
-// wait() blocks until completion or the operation's timeout, which raises loom::Error naming the
-// rank, the communicator and the operation.
+// A Work is the handle of one communication operation (c10d style): test() polls, wait()
+// blocks until completion or the operation's timeout. Every failure, a timeout included, is
+// raised as loom::Error naming the rank, the communicator and the operation. Each backend
+// supplies its own kind of Work (mpi_backend.h, c10d_backend.cpp).
 #include <chrono>
-#include <condition_variable>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,23 +13,49 @@ namespace loom::comm {
 
 class Work {
  public:
-  explicit Work(std::string what, std::chrono::milliseconds timeout);
-  bool test() const;
+  // `what` names the operation and communicator; `ready_after_s` is the emulated link's delay
+  // (the operation completes no earlier than that many seconds after it started).
+  Work(std::string what, std::chrono::milliseconds timeout, double ready_after_s = 0);
+  virtual ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // True once the operation completed (successfully or not); never blocks.
+  bool test();
+  // Blocks until completion; throws loom::Error on failure or timeout.
   void wait();
   // Seconds this rank spent blocked in wait() (exposed communication).
   double waited_s() const { return waited_s_; }
   const std::string& what() const { return what_; }
 
-  // Called by the progress engine.
-  void mark_done(std::string error = {});
+  // Runs on the waiting thread once the operation completed (a device copy-back, say).
+  void then(std::function<void()> f) { finish_ = std::move(f); }
+  // Called once with the operation's busy seconds (start to completion, emulated delay
+  // included) when this rank first sees it complete; the backend's byte and time counters.
+  void on_complete(std::function<void(double)> f) { on_complete_ = std::move(f); }
+
+ protected:
+  // When the operation completed, if the backend knows better than "when first seen".
+  virtual std::chrono::steady_clock::time_point completion_time() { return seen_at_; }
+  // True when the library reports completion.
+  virtual bool completed() = 0;
+  // Blocks until completion or the deadline; false on timeout. Throws std::exception (any kind)
+  // when the operation failed; wait() adds the context.
+  virtual bool block_until(std::chrono::steady_clock::time_point deadline) = 0;
 
  private:
+  bool emulated_delay_passed() const;
+  void complete_once();
+
   std::string what_;
   std::chrono::milliseconds timeout_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::string error_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point ready_at_;
+  std::chrono::steady_clock::time_point seen_at_;
+  std::function<void()> finish_;
+  std::function<void(double)> on_complete_;
+  bool counted_ = false;
+  bool finished_ = false;
   double waited_s_ = 0;
 };
 

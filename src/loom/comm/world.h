@@ -1,24 +1,35 @@
 #pragma once
-// Process-wide MPI lifetime and the dp x pp mesh.
-// Rank layout (DESIGN.md §1): r = pp_rank * dp + dp_rank, so a data-parallel group is a run of
-// consecutive ranks and a pipeline is a strided set.
+// Process-wide communication lifetime and the dp x pp mesh.
+// Rank layout: r = pp_rank * dp + dp_rank, so a data-parallel group is a run of consecutive
+// ranks and a pipeline is a strided set (docs/architecture.md).
 #include <memory>
+#include <optional>
 
-#include "loom/comm/communicator.h"
+#include "loom/comm/backend.h"
 
 namespace loom::comm {
 
 // True when this process was started by mpirun/mpiexec/srun (env of Open MPI, PMI, PMIx, Slurm).
 bool launched_by_mpi();
+// True when RANK and WORLD_SIZE are set (torchrun, `loom launch`, `loom train --nproc`).
+bool launched_by_env();
 
-// Initializes MPI (thread-multiple), starts the progress engine, sets the log rank.
-// Safe to call once per process; finalize() undoes it.
-void init(int* argc, char*** argv);
+// The backend a rank uses when the user chose none: LOOM_COMM if set (launchers pass it),
+// mpi under mpirun, gloo under a torchrun-style launcher, mpi (one rank) otherwise.
+BackendKind launch_backend();
+
+// Brings up the world communicator of `kind`: MPI (thread-multiple) with its progress engine,
+// or a c10d process group that meets through the store named by MASTER_ADDR/MASTER_PORT (under
+// mpirun, rank 0 hosts the store and MPI tells the others where). Sets the log rank.
+// Once per process; finalize() undoes it.
+void init(BackendKind kind, int* argc, char*** argv);
 void finalize();
-// Brings every rank down (after printing the caller's message): MPI_Abort on the world.
+bool initialized();
+// Brings every rank down (after printing the caller's message): MPI_Abort on the world under
+// MPI; elsewhere this process exits and its launcher stops the others.
 [[noreturn]] void abort_all(int code);
 
-Communicator& world();
+Backend& world();
 
 struct Mesh {
   int dp = 1;
@@ -26,14 +37,14 @@ struct Mesh {
   int rank = 0;
   int dp_rank = 0;
   int pp_rank = 0;
-  std::unique_ptr<Communicator> dp_comm;  // ranks of the same pipeline rank (size dp)
-  std::unique_ptr<Communicator> pp_comm;  // ranks of the same replica (size pp)
+  std::unique_ptr<Backend> dp_comm;  // ranks of the same pipeline rank (size dp)
+  std::unique_ptr<Backend> pp_comm;  // ranks of the same replica (size pp)
   // World rank of (pp_rank, dp_rank).
   int world_rank(int pp_rank_, int dp_rank_) const { return pp_rank_ * dp + dp_rank_; }
 };
 
 // Builds the mesh; throws UsageError when dp * pp != world size.
-Mesh make_mesh(Communicator& base, int dp, int pp);
+Mesh make_mesh(Backend& base, int dp, int pp);
 inline Mesh make_mesh(int dp, int pp) { return make_mesh(world(), dp, pp); }
 
 }  // namespace loom::comm

@@ -294,6 +294,8 @@ const std::vector<Field>& schema() {
                    valid_partition)},
       {LOOM_FIELD(parallel, dp_mode), "data-parallel gradient exchange",
        one_of({"allreduce", "zero1", "zero2", "zero3", "slim", "quant"})},
+      {LOOM_FIELD(parallel, comm), "communication backend; auto = mpi under mpirun or "
+       "--nproc, gloo under torchrun", one_of({"auto", "mpi", "gloo", "nccl"})},
       {LOOM_FIELD(parallel, bucket_mib), "gradient bucket size in MiB", float_range(0, true)},
       {LOOM_FIELD(parallel, reshard_after_forward), "zero3: free gathered parameters after "
        "forward", {}},

@@ -58,6 +58,7 @@ struct ParallelConfig {
   std::string schedule_file;      // custom CSV schedule (overrides schedule)
   std::string partition = "flops";  // flops | uniform | "2,5,9" cut points (block indices)
   std::string dp_mode = "allreduce";  // allreduce | zero1 | zero2 | zero3 | slim | quant
+  std::string comm = "auto";          // auto | mpi | gloo | nccl (comm/types.h)
   double bucket_mib = 25.0;
   bool reshard_after_forward = true;  // zero3
   int64_t max_unsharded = 2;          // zero3 prefetch bound

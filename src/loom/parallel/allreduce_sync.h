@@ -43,7 +43,7 @@ class AllReduceSync : public GradSync {
   void launch(Bucket& b);
 
   Stage* stage_;
-  comm::Communicator* dp_;
+  comm::Backend* dp_;
   std::vector<torch::Tensor> params_;
   std::vector<int> bucket_of_;
   std::vector<Bucket> buckets_;

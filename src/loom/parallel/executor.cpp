@@ -10,16 +10,9 @@ namespace {
 using schedule::Kind;
 constexpr size_t kRecvLookahead = 8;  // actions ahead of the current one whose RECVs are posted
 
-comm::DType comm_dtype(torch::Dtype t) {
-  if (t == torch::kFloat32) return comm::DType::Float32;
-  if (t == torch::kFloat64) return comm::DType::Float64;
-  if (t == torch::kInt64) return comm::DType::Int64;
-  throw Error("unsupported activation dtype for pipeline transfer");
-}
-
 }  // namespace
 
-Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Communicator& pp_comm,
+Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend& pp_comm,
                    std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
                    std::vector<ActivationSpec> boundary)
     : actions_(lowered.ranks.at(pp_rank)),
@@ -37,10 +30,7 @@ Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Communi
     if (a.kind == Kind::B || a.kind == Kind::W) last_backward_[a.stage] = i;
   }
   int64_t max_tag = int64_t(shape_.stages() + 1) * (shape_.microbatches + 1) * 3;
-  int* ub = nullptr;
-  int flag = 0;
-  MPI_Comm_get_attr(pp_.handle(), MPI_TAG_UB, &ub, &flag);
-  if (flag && ub) LOOM_CHECK_LE(max_tag, int64_t(*ub), "too many stages x micro-batches for MPI tags");
+  LOOM_CHECK_LE(max_tag, pp_.max_tag(), "too many stages x micro-batches for the backend's tags");
   origin_us_ = now_us();
 }
 
@@ -62,8 +52,7 @@ void Executor::post_recv(const schedule::Action& a) {
   const ActivationSpec& spec = boundary_.at(k.dir == 0 ? a.stage : a.stage + 1);
   torch::Tensor buf = torch::empty(spec.shape, torch::TensorOptions().dtype(
                                                    k.dir == 0 ? spec.dtype : torch::kFloat32));
-  auto w = pp_.recv(buf.data_ptr(), buf.numel(), comm_dtype(buf.scalar_type()),
-                    shape_.rank_of(from_stage), tag(k));
+  auto w = pp_.recv(buf, shape_.rank_of(from_stage), tag(k));
   inbox_.emplace(k, std::make_pair(buf, w));
 }
 
@@ -149,8 +138,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
         LOOM_CHECK(it != outbox_.end(), schedule::to_string(a), " before the compute that produces it");
         torch::Tensor t = std::move(it->second);
         outbox_.erase(it);
-        auto w = pp_.send(t.data_ptr(), t.numel(), comm_dtype(t.scalar_type()),
-                          shape_.rank_of(k.stage), tag(k));
+        auto w = pp_.send(t, shape_.rank_of(k.stage), tag(k));
         sending_.emplace_back(t, w);
         break;
       }
@@ -229,9 +217,7 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
       } else {
         const ActivationSpec& spec = boundary_.at(s);
         in = torch::empty(spec.shape, torch::TensorOptions().dtype(spec.dtype));
-        pp_.recv(in.data_ptr(), in.numel(), comm_dtype(in.scalar_type()), shape_.rank_of(s - 1),
-                 tag({s, j, 2}))
-            ->wait();
+        pp_.recv(in, shape_.rank_of(s - 1), tag({s, j, 2}))->wait();
       }
       torch::Tensor out = st->forward_eval(in);
       if (st->is_last()) {
@@ -240,8 +226,7 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
         mailbox_[{s + 1, j, 2}] = out;
       } else {
         out = out.contiguous();
-        sends.emplace_back(out, pp_.send(out.data_ptr(), out.numel(), comm_dtype(out.scalar_type()),
-                                         shape_.rank_of(s + 1), tag({s + 1, j, 2})));
+        sends.emplace_back(out, pp_.send(out, shape_.rank_of(s + 1), tag({s + 1, j, 2})));
       }
     }
     if (sync) sync->reshard();

@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "loom/comm/communicator.h"
+#include "loom/comm/backend.h"
 #include "loom/parallel/grad_sync.h"
 #include "loom/parallel/stage.h"
 #include "loom/schedule/schedule.h"
@@ -53,7 +53,7 @@ class Executor {
  public:
   // stages: the stages this rank owns (by global stage index). syncs: same keys.
   // boundary[s]: shape of stage s's input for one micro-batch (s >= 1).
-  Executor(const schedule::Schedule& lowered, int pp_rank, comm::Communicator& pp_comm,
+  Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend& pp_comm,
            std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
            std::vector<ActivationSpec> boundary);
 
@@ -92,7 +92,7 @@ class Executor {
   std::vector<schedule::Action> actions_;
   schedule::Shape shape_;
   int pp_rank_;
-  comm::Communicator& pp_;
+  comm::Backend& pp_;
   std::map<int, Stage*> stages_;
   std::map<int, GradSync*> syncs_;
   std::vector<ActivationSpec> boundary_;

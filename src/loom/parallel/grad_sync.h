@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/comm/communicator.h"
+#include "loom/comm/backend.h"
 #include "loom/config/config.h"
 #include "loom/parallel/stage.h"
 
@@ -94,7 +94,7 @@ void scaled_step(torch::optim::Optimizer& opt, const std::vector<torch::Tensor>&
 
 struct SyncContext {
   Stage* stage = nullptr;
-  comm::Communicator* dp = nullptr;  // size 1 when dp == 1
+  comm::Backend* dp = nullptr;  // size 1 when dp == 1
   const config::Config* cfg = nullptr;
 };
 

@@ -40,7 +40,7 @@ class QuantSync : public GradSync {
 
  private:
   Stage* stage_;
-  comm::Communicator* dp_;
+  comm::Backend* dp_;
   quant::Format fmt_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> opt_;

@@ -59,7 +59,7 @@ class SlimSync : public GradSync {
   void measure_drift();  // num_, den_ from w_ and g_
 
   Stage* stage_;
-  comm::Communicator* dp_;
+  comm::Backend* dp_;
   config::SlimConfig cfg_;
   uint64_t seed_;
   std::vector<torch::Tensor> params_;

@@ -71,7 +71,7 @@ class ZeroSync : public GradSync {
   void note_working();     // peak bookkeeping
 
   Stage* stage_;
-  comm::Communicator* dp_;
+  comm::Backend* dp_;
   int level_;
   int d_, rank_;
   std::vector<torch::Tensor> params_;

@@ -19,7 +19,7 @@ Calibration::Calibration(const config::ModelConfig& model, int64_t micro_batch, 
   grad_ = at::randn({micro_batch, model.seq_len, model.width}, own);
 }
 
-Calibration::Times Calibration::run(comm::Communicator& world, int reps) {
+Calibration::Times Calibration::run(comm::Backend& world, int reps) {
   const int n = world.size();
   auto median_time = [&] {
     std::vector<double> t;

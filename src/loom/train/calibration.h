@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "loom/comm/communicator.h"
+#include "loom/comm/backend.h"
 #include "loom/config/config.h"
 #include "loom/model/model.h"
 
@@ -29,7 +29,7 @@ class Calibration {
     std::vector<double> loaded;  // the same with every rank computing at once
   };
   // Collective; every rank gets every rank's times.
-  Times run(comm::Communicator& world, int reps = 3);
+  Times run(comm::Backend& world, int reps = 3);
 
   int64_t micro_batch() const { return micro_batch_; }
 

@@ -12,7 +12,6 @@
 
 #include <unistd.h>
 
-#include "loom/comm/engine.h"
 #include "loom/comm/world.h"
 #include "loom/common/blas_core.h"
 #include "loom/common/error.h"
@@ -68,7 +67,7 @@ void maybe_inject_fault(int rank, int64_t step) {
     std::raise(SIGKILL);
 }
 
-double world_sum(comm::Communicator& c, double v) {
+double world_sum(comm::Backend& c, double v) {
   c.all_reduce(&v, 1, comm::DType::Float64)->wait();
   return v;
 }
@@ -77,7 +76,7 @@ double world_sum(comm::Communicator& c, double v) {
 
 struct Trainer::Impl {
   config::Config cfg;
-  comm::Communicator& base;
+  comm::Backend& base;
   Resolved r;
   comm::Mesh mesh;
   model::Model model;
@@ -94,7 +93,7 @@ struct Trainer::Impl {
   int64_t num_params = 0;  // whole model, counted before sharding
   bool is_root = false;
 
-  Impl(const config::Config& c, comm::Communicator& b) : cfg(c), base(b) {}
+  Impl(const config::Config& c, comm::Backend& b) : cfg(c), base(b) {}
 
   void setup();
   void build_schedule();
@@ -119,7 +118,7 @@ void Trainer::Impl::setup() {
     comm::LinkEmulation e;
     if (!cfg.emulate.bandwidth.empty()) e.bandwidth_bytes_per_s = config::parse_bandwidth(cfg.emulate.bandwidth);
     if (!cfg.emulate.latency.empty()) e.latency_s = config::parse_duration(cfg.emulate.latency);
-    comm::Engine::instance().set_emulation(e);
+    comm::set_link_emulation(e);
   }
   is_root = base.rank() == 0;
 
@@ -420,7 +419,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
         ", schedule ", cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom",
         ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode,
         start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
-  if (is_root && comm::Engine::instance().emulation().active())
+  if (is_root && comm::link_emulation().active())
     progress.message(detail::concat(
         "EMULATED LINK: every communication is delayed as on a ",
         cfg.emulate.bandwidth.empty() ? "infinitely fast" : cfg.emulate.bandwidth, " link with ",
@@ -600,7 +599,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     rows.push_back({"dp collectives per step (rank 0)",
                     detail::concat(dp_steps.total_calls() / nsteps) + " calls, " +
                         human_bytes(dp_steps.total_bytes() / nsteps) + (kinds.empty() ? "" : " (" + kinds + ")")});
-    if (comm::Engine::instance().emulation().active())
+    if (comm::link_emulation().active())
       rows.push_back({"link", "EMULATED " + cfg.emulate.bandwidth + " " + cfg.emulate.latency});
     rows.push_back({"dp bytes sent (rank 0)", human_bytes(double(res.dp_bytes))});
     rows.push_back({"pp bytes sent (rank 0)", human_bytes(double(res.pp_bytes))});
@@ -623,7 +622,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   return res;
 }
 
-Trainer::Trainer(const config::Config& cfg, comm::Communicator& base)
+Trainer::Trainer(const config::Config& cfg, comm::Backend& base)
     : impl_(std::make_unique<Impl>(cfg, base)) {
   impl_->setup();
 }

@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "loom/comm/communicator.h"
+#include "loom/comm/backend.h"
 #include "loom/config/config.h"
 #include "loom/parallel/grad_sync.h"
 
@@ -40,7 +40,7 @@ struct TrainResult {
 class Trainer {
  public:
   // base: the ranks that train (the world, or a sub-communicator in tests).
-  Trainer(const config::Config& cfg, comm::Communicator& base);
+  Trainer(const config::Config& cfg, comm::Backend& base);
   ~Trainer();
   // stop_after > 0: return after that many steps of this call (an interrupted run).
   TrainResult run(int64_t stop_after = -1);

@@ -1,4 +1,4 @@
-#include "loom/comm/engine.h"
+#include "loom/comm/mpi_engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,6 +6,39 @@
 #include "loom/common/error.h"
 
 namespace loom::comm {
+
+void EngineWork::mark_done(std::string error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = std::move(error);
+    done_at_ = std::chrono::steady_clock::now();
+  }
+  cv_.notify_all();
+}
+
+bool EngineWork::completed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_ && !error_.empty()) throw Error(error_);
+  return done_;
+}
+
+bool EngineWork::block_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!done_) {
+    Engine::waiters().fetch_add(1);
+    Engine::instance().wake_for_waiter();
+    cv_.wait_until(lock, deadline, [&] { return done_; });
+    Engine::waiters().fetch_sub(1);
+  }
+  if (done_ && !error_.empty()) throw Error(error_);
+  return done_;
+}
+
+std::chrono::steady_clock::time_point EngineWork::completion_time() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_at_;
+}
 
 Engine& Engine::instance() {
   static Engine e;
@@ -78,17 +111,17 @@ void Engine::loop() {
         Op op = std::move(queue_.front());
         queue_.pop_front();
         lock.unlock();
-        double t0 = MPI_Wtime();
         MPI_Request r = op.post();
-        Active a{std::move(op), r, t0};
-        if (r == MPI_REQUEST_NULL) a.ready = MPI_Wtime();  // completed inside post()
-        active.push_back(std::move(a));
+        if (r == MPI_REQUEST_NULL)  // completed inside post()
+          op.work->mark_done();
+        else
+          active.push_back(Active{std::move(op), r});
         lock.lock();
       }
     }
     // Poll the posted requests.
     reqs.clear();
-    for (auto& a : active) reqs.push_back(a.ready >= 0 ? MPI_REQUEST_NULL : a.req);
+    for (auto& a : active) reqs.push_back(a.req);
     indices.resize(reqs.size());
     int outcount = 0;
     bool progressed = false;
@@ -97,30 +130,13 @@ void Engine::loop() {
                    MPI_STATUSES_IGNORE);
       if (outcount == MPI_UNDEFINED) outcount = 0;
     }
-    double now = MPI_Wtime();
     for (int k = 0; k < outcount; ++k) {
-      Active& a = active[indices[k]];
-      a.req = MPI_REQUEST_NULL;
-      a.ready = now;
-      if (emulation_.active()) {
-        double delay = emulation_.latency_s;
-        if (emulation_.bandwidth_bytes_per_s > 0)
-          delay += static_cast<double>(a.op.bytes) / emulation_.bandwidth_bytes_per_s;
-        a.ready = std::max(now, a.start + delay);
-      }
+      active[indices[k]].op.work->mark_done();
+      active[indices[k]].req = MPI_REQUEST_NULL;
+      progressed = true;
     }
-    // Finish those whose (emulated) completion time has come; keep order otherwise.
-    for (size_t i = 0; i < active.size();) {
-      Active& a = active[i];
-      if (a.ready >= 0 && a.ready <= now) {
-        if (a.op.on_done) a.op.on_done(a.ready - a.start);
-        a.op.work->mark_done();
-        active.erase(active.begin() + static_cast<long>(i));
-        progressed = true;
-      } else {
-        ++i;
-      }
-    }
+    // Keep the order of those still in flight.
+    std::erase_if(active, [](const Active& a) { return a.req == MPI_REQUEST_NULL; });
     if (progressed) {
       idle_polls = 0;
       idle_us = kIdleMinUs;

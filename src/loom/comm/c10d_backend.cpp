@@ -1,0 +1,228 @@
+#include "loom/comm/c10d_backend.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "loom/comm/c10d_groups.h"
+#include "loom/common/error.h"
+
+namespace loom::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+c10d::ReduceOp c10d_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return c10d::ReduceOp::SUM;
+    case ReduceOp::Max: return c10d::ReduceOp::MAX;
+    case ReduceOp::Min: return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// A c10d Work; keeps its tensors alive until it is destroyed.
+class C10dWork : public Work {
+ public:
+  C10dWork(const Backend::Call& c, c10::intrusive_ptr<c10d::Work> w,
+           std::vector<at::Tensor> tensors)
+      : Work(c.what, c.options.timeout, c.delay_s), w_(std::move(w)), keep_(std::move(tensors)) {}
+
+ protected:
+  bool completed() override {
+    if (!w_->isCompleted()) return false;
+    if (!w_->isSuccess()) std::rethrow_exception(w_->exception());
+    return true;
+  }
+  bool block_until(Clock::time_point deadline) override {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      // Gloo blocks the host; NCCL makes the current CUDA stream wait (events), not the host.
+      return w_->wait(std::max(left, std::chrono::milliseconds(1)));
+    } catch (const std::exception&) {
+      if (Clock::now() >= deadline) return false;  // c10d's own "timed out"
+      throw;
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> w_;
+  std::vector<at::Tensor> keep_;
+};
+
+class C10dBackend : public Backend {
+ public:
+  C10dBackend(BackendKind kind, std::string name, int rank, int size,
+              c10::intrusive_ptr<c10d::Store> store, std::string host,
+              std::chrono::milliseconds timeout)
+      : Backend(std::move(name), rank, size),
+        kind_(kind),
+        store_(std::move(store)),
+        host_(std::move(host)),
+        timeout_(timeout) {
+    pg_ = kind == BackendKind::Nccl ? make_nccl_group(store_, rank, size, timeout)
+                                    : make_gloo_group(store_, rank, size, timeout, host_);
+  }
+
+  BackendKind kind() const override { return kind_; }
+  int64_t max_tag() const override { return INT32_MAX; }
+
+ protected:
+  WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, std::vector<at::Tensor> keep) {
+    return std::make_shared<C10dWork>(c, std::move(w), std::move(keep));
+  }
+
+  WorkPtr do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) override {
+    std::vector<at::Tensor> v = {t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d_op(op);
+    o.timeout = c.options.timeout;
+    return wrap(c, pg_->allreduce(v, o), v);
+  }
+  WorkPtr do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
+                            const Call& c) override {
+    at::Tensor i = in, o = out;
+    c10d::ReduceScatterOptions opt;
+    opt.reduceOp = c10d_op(op);
+    opt.timeout = c.options.timeout;
+    return wrap(c, pg_->_reduce_scatter_base(o, i, opt), {i, o});
+  }
+  WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
+    at::Tensor i = in, o = out;
+    c10d::AllgatherOptions opt;
+    opt.timeout = c.options.timeout;
+    return wrap(c, pg_->_allgather_base(o, i, opt), {i, o});
+  }
+  WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
+    at::Tensor i = in, o = out;
+    std::vector<int64_t> equal_splits;
+    c10d::AllToAllOptions opt;
+    opt.timeout = c.options.timeout;
+    return wrap(c, pg_->alltoall_base(o, i, equal_splits, equal_splits, opt), {i, o});
+  }
+  WorkPtr do_broadcast(const at::Tensor& t, int root, const Call& c) override {
+    std::vector<at::Tensor> v = {t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = c.options.timeout;
+    return wrap(c, pg_->broadcast(v, o), v);
+  }
+  WorkPtr do_barrier(const Call& c) override {
+    c10d::BarrierOptions o;
+    o.timeout = c.options.timeout;
+    return wrap(c, pg_->barrier(o), {});
+  }
+  // NCCL matches point-to-point messages by order, not by tag: a pair of ranks must post its
+  // sends and receives in the same order (loom's schedules do; the tag is checked by Gloo).
+  WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call& c) override {
+    std::vector<at::Tensor> v = {t};
+    return wrap(c, pg_->send(v, dst, tag), v);
+  }
+  WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call& c) override {
+    std::vector<at::Tensor> v = {t};
+    return wrap(c, pg_->recv(v, src, tag), v);
+  }
+  std::unique_ptr<Backend> do_split(const std::vector<int>& members, int color,
+                                    const std::string& name) override {
+    // Every rank of this communicator splits in the same order, so the counter names the same
+    // key space on each; the color separates the new groups inside it.
+    const std::string prefix = "split" + std::to_string(splits_++) + "/" + std::to_string(color);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    int me = -1;
+    for (size_t i = 0; i < members.size(); ++i)
+      if (members[i] == rank()) me = static_cast<int>(i);
+    LOOM_CHECK_GE(me, 0, "split: this rank is not among its color's members");
+    return std::make_unique<C10dBackend>(kind_, name, me, static_cast<int>(members.size()),
+                                         store, host_, timeout_);
+  }
+
+ private:
+  BackendKind kind_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string host_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Backend> pg_;
+  int splits_ = 0;
+};
+
+int env_int(const char* name, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v)
+    LOOM_USAGE(name, " is not set; launch with `loom train --nproc N`, torchrun or mpirun");
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end || x < lo || x > hi)
+    LOOM_USAGE(name, "=", v, " is not a whole number in [", lo, ", ", hi, "]");
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+Rendezvous rendezvous_from_env() {
+  Rendezvous r;
+  r.size = env_int("WORLD_SIZE", 1, 1 << 20);
+  r.rank = env_int("RANK", 0, r.size - 1);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) r.host = a;
+  if (r.size > 1 || std::getenv("MASTER_PORT")) r.port = env_int("MASTER_PORT", 1, 65535);
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const bool agent_store = agent && std::string(agent) == "True";
+  r.host_store = r.rank == 0 && !agent_store;
+  // torchrun's workers use their agent's store under this prefix (one per restart).
+  if (agent_store) {
+    const char* n = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    r.prefix = std::string("/worker/attempt_") + (n && *n ? n : "0");
+  }
+  return r;
+}
+
+bool c10d_available(BackendKind kind, std::string* why) {
+  std::string reason;
+  if (kind == BackendKind::Nccl) reason = nccl_unavailable_reason();
+  if (kind == BackendKind::Mpi) reason = "not a c10d backend";
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+std::unique_ptr<Backend> make_c10d_world(BackendKind kind, const Rendezvous& r) {
+  LOOM_CHECK(kind != BackendKind::Mpi, "make_c10d_world takes gloo or nccl");
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(r.port);
+  o.isServer = r.host_store;
+  o.numWorkers = r.host_store ? std::optional<size_t>(r.size) : std::nullopt;
+  o.waitWorkers = false;
+  o.timeout = r.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(r.host, o);
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+    throw Error(detail::concat("[rank ", r.rank, "] cannot reach the rendezvous store at ", r.host,
+                               ":", r.port, " (MASTER_ADDR:MASTER_PORT): ", m));
+  }
+  if (!r.prefix.empty()) store = c10::make_intrusive<c10d::PrefixStore>(r.prefix, store);
+  store = c10::make_intrusive<c10d::PrefixStore>("loom", store);
+  return std::make_unique<C10dBackend>(kind, "world", r.rank, r.size, store, r.host, r.timeout);
+}
+
+struct StoreServer::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+StoreServer::StoreServer(std::chrono::milliseconds timeout) : impl_(std::make_unique<Impl>()) {
+  c10d::TCPStoreOptions o;
+  o.port = 0;  // any free port
+  o.isServer = true;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+}
+
+StoreServer::~StoreServer() = default;
+
+int StoreServer::port() const { return impl_->store->getPort(); }
+
+}  // namespace loom::comm

@@ -1,0 +1,217 @@
+#include "loom/comm/mpi_backend.h"
+
+#include <torch/torch.h>
+
+#include "loom/comm/mpi_engine.h"
+#include "loom/common/error.h"
+
+namespace loom::comm {
+namespace {
+
+int rank_of(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+
+int size_of(MPI_Comm c) {
+  int s = 1;
+  MPI_Comm_size(c, &s);
+  return s;
+}
+
+MPI_Datatype mpi_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kInt: return MPI_INT32_T;
+    case at::kLong: return MPI_INT64_T;
+    case at::kByte: return MPI_UINT8_T;
+    default: break;
+  }
+  throw Error(detail::concat("the mpi backend cannot reduce or move ", t.scalar_type(),
+                             " tensors; use --comm gloo or nccl"));
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+int checked_int(int64_t count) {
+  LOOM_CHECK_LE(count, int64_t(INT32_MAX), "message too large for one MPI call");
+  return static_cast<int>(count);
+}
+
+// Host memory for a tensor: itself on the CPU; a host copy of a device tensor, written back to
+// it on completion when `output`.
+struct Staged {
+  at::Tensor host;
+  at::Tensor device;  // undefined for CPU tensors
+  bool output;
+};
+Staged stage(const at::Tensor& t, bool input, bool output) {
+  if (t.device().is_cpu()) return {t, {}, output};
+  at::Tensor h = input ? t.to(torch::kCPU) : torch::empty(t.sizes(), t.options().device(torch::kCPU));
+  return {h, t, output};
+}
+
+// Posts one MPI call on the engine thread; `keep` holds the buffers alive until completion.
+WorkPtr post(const Backend::Call& c, std::vector<Staged> keep,
+             std::function<MPI_Request()> call) {
+  auto work = std::make_shared<EngineWork>(c.what, c.options.timeout, c.delay_s);
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;
+  std::vector<at::Tensor> alive;
+  for (auto& s : keep) {
+    alive.push_back(s.host);
+    if (s.device.defined() && s.output) copy_back.emplace_back(s.device, s.host);
+  }
+  if (!copy_back.empty())
+    work->then([copy_back] {
+      for (auto& [d, h] : copy_back) d.copy_(h);
+    });
+  Engine::Op op;
+  op.work = work;
+  op.post = [call = std::move(call), alive = std::move(alive)] { return call(); };
+  Engine::instance().submit(std::move(op));
+  return work;
+}
+
+}  // namespace
+
+MpiBackend::MpiBackend(MPI_Comm comm, std::string name, bool owned)
+    : Backend(std::move(name), rank_of(comm), size_of(comm)), comm_(comm), owned_(owned) {
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) max_tag_ = *ub;
+}
+
+MpiBackend::~MpiBackend() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+WorkPtr MpiBackend::do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) {
+  Staged s = stage(t, true, true);
+  const int n = checked_int(t.numel());
+  void* buf = s.host.data_ptr();
+  MPI_Datatype type = mpi_type(t);
+  return post(c, {s}, [=, this] {
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, mpi_op(op), comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
+                                      const Call& c) {
+  Staged si = stage(in, true, false), so = stage(out, false, true);
+  const int n = checked_int(out.numel());
+  checked_int(in.numel());
+  const void* send = si.host.data_ptr();
+  void* recv = so.host.data_ptr();
+  MPI_Datatype type = mpi_type(in);
+  return post(c, {si, so}, [=, this] {
+    MPI_Request r;
+    MPI_Ireduce_scatter_block(send, recv, n, type, mpi_op(op), comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) {
+  Staged si = stage(in, true, false), so = stage(out, false, true);
+  const int n = checked_int(in.numel());
+  checked_int(out.numel());
+  const void* send = si.host.data_ptr();
+  void* recv = so.host.data_ptr();
+  MPI_Datatype type = mpi_type(in);
+  return post(c, {si, so}, [=, this] {
+    MPI_Request r;
+    MPI_Iallgather(send, n, type, recv, n, type, comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) {
+  Staged si = stage(in, true, false), so = stage(out, false, true);
+  const int n = checked_int(in.numel() / size());
+  const void* send = si.host.data_ptr();
+  void* recv = so.host.data_ptr();
+  MPI_Datatype type = mpi_type(in);
+  return post(c, {si, so}, [=, this] {
+    MPI_Request r;
+    MPI_Ialltoall(send, n, type, recv, n, type, comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_broadcast(const at::Tensor& t, int root, const Call& c) {
+  Staged s = stage(t, rank() == root, rank() != root);
+  const int n = checked_int(t.numel());
+  void* buf = s.host.data_ptr();
+  MPI_Datatype type = mpi_type(t);
+  return post(c, {s}, [=, this] {
+    MPI_Request r;
+    MPI_Ibcast(buf, n, type, root, comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_barrier(const Call& c) {
+  return post(c, {}, [this] {
+    MPI_Request r;
+    MPI_Ibarrier(comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_send(const at::Tensor& t, int dst, int tag, const Call& c) {
+  Staged s = stage(t, true, false);
+  const int n = checked_int(t.numel());
+  const void* buf = s.host.data_ptr();
+  MPI_Datatype type = mpi_type(t);
+  return post(c, {s}, [=, this] {
+    MPI_Request r;
+    MPI_Isend(buf, n, type, dst, tag, comm_, &r);
+    return r;
+  });
+}
+
+WorkPtr MpiBackend::do_recv(const at::Tensor& t, int src, int tag, const Call& c) {
+  Staged s = stage(t, false, true);
+  const int n = checked_int(t.numel());
+  void* buf = s.host.data_ptr();
+  MPI_Datatype type = mpi_type(t);
+  return post(c, {s}, [=, this] {
+    MPI_Request r;
+    MPI_Irecv(buf, n, type, src, tag, comm_, &r);
+    return r;
+  });
+}
+
+std::unique_ptr<Backend> MpiBackend::do_split(const std::vector<int>& members, int color,
+                                              const std::string& name) {
+  int key = 0;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] == rank()) key = static_cast<int>(i);
+  // MPI_Comm_split is blocking and must not race the engine thread: run it there.
+  MPI_Comm out = MPI_COMM_NULL;
+  auto work = std::make_shared<EngineWork>("split of '" + this->name() + "'", default_timeout());
+  Engine::Op op;
+  op.work = work;
+  op.post = [&] {
+    MPI_Comm_split(comm_, color, key, &out);
+    return MPI_REQUEST_NULL;
+  };
+  Engine::instance().submit(std::move(op));
+  work->wait();
+  return std::make_unique<MpiBackend>(out, name, true);
+}
+
+}  // namespace loom::comm

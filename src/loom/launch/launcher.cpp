@@ -1,0 +1,147 @@
+#include "loom/launch/launcher.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "loom/comm/c10d_backend.h"
+#include "loom/common/error.h"
+
+namespace loom::launch {
+namespace {
+
+volatile sig_atomic_t g_signal = 0;
+void remember_signal(int sig) { g_signal = sig; }
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+};
+
+// The environment of rank `rank`: this process's, plus the torchrun variables.
+std::vector<std::string> rank_env(const Options& o, int rank, int port) {
+  const std::string n = std::to_string(o.nproc), r = std::to_string(rank);
+  std::vector<std::pair<std::string, std::string>> set = {
+      {"RANK", r}, {"LOCAL_RANK", r}, {"WORLD_SIZE", n}, {"LOCAL_WORLD_SIZE", n},
+      {"GROUP_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"LOOM_COMM", std::string(comm::backend_name(o.comm))}};
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (auto& [k, v] : set) replaced |= k == key;
+    if (!replaced) env.push_back(kv);
+  }
+  for (auto& [k, v] : set) env.push_back(k + "=" + v);
+  if (!std::getenv("OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");  // one per rank
+  return env;
+}
+
+pid_t spawn(const Options& o, int rank, int port) {
+  // Everything the child needs is built before fork: the store's threads run in this process.
+  std::vector<std::string> env = rank_env(o, rank, port);
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw Error(detail::concat("cannot start rank ", rank, ": fork: ", std::strerror(errno)));
+  if (pid > 0) return pid;
+  ::execvpe(argv[0], argv.data(), envp.data());
+  const char* why = std::strerror(errno);
+  (void)!::write(2, "loom: error: cannot run ", 24);
+  (void)!::write(2, argv[0], std::strlen(argv[0]));
+  (void)!::write(2, ": ", 2);
+  (void)!::write(2, why, std::strlen(why));
+  (void)!::write(2, "\n", 1);
+  ::_exit(127);
+}
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    const int s = WTERMSIG(status);
+    return detail::concat("was killed by signal ", s, " (", ::strsignal(s), ")");
+  }
+  return detail::concat("exited with code ", WEXITSTATUS(status));
+}
+
+int exit_code(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+}  // namespace
+
+int run_local(const Options& o) {
+  LOOM_CHECK(o.nproc >= 1 && !o.command.empty(), "launch needs ranks and a command");
+  comm::StoreServer store;
+  struct sigaction sa = {};
+  sa.sa_handler = remember_signal;
+  struct sigaction old_int = {}, old_term = {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+
+  std::vector<Rank> ranks(o.nproc);
+  for (int r = 0; r < o.nproc; ++r) ranks[r] = {spawn(o, r, store.port()), true};
+  int running = o.nproc;
+  int result = 0;
+  bool stopping = false;
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  auto signal_all = [&](int sig) {
+    for (auto& k : ranks)
+      if (k.running) ::kill(k.pid, sig);
+  };
+
+  while (running > 0) {
+    if (g_signal && !stopping) {  // passed on once; the ranks decide how to stop
+      signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
+      stopping = true;
+      result = 128 + g_signal;
+      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.grace_s);
+    }
+    if (std::chrono::steady_clock::now() >= kill_at) signal_all(SIGKILL);
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    int r = 0;
+    while (r < o.nproc && ranks[r].pid != pid) ++r;
+    if (r == o.nproc) continue;
+    ranks[r].running = false;
+    --running;
+    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && !stopping) {
+      // A usage error (exit 2) was already printed by the rank in one line.
+      if (exit_code(status) != 2 && running > 0)
+        std::fprintf(stderr, "loom: rank %d (pid %d) %s; stopping the other %d rank%s\n", r,
+                     static_cast<int>(pid), describe_exit(status).c_str(), running,
+                     running == 1 ? "" : "s");
+      else if (exit_code(status) != 2)
+        std::fprintf(stderr, "loom: rank %d (pid %d) %s\n", r, static_cast<int>(pid),
+                     describe_exit(status).c_str());
+      result = exit_code(status);
+      stopping = true;
+      signal_all(SIGTERM);
+      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.grace_s);
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace loom::launch
