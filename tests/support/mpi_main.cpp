@@ -5,10 +5,8 @@
 #include <cstdlib>
 
 #include "loom/comm/world.h"
-#include "loom/common/blas_core.h"
 
 int main(int argc, char** argv) {
-  loom::ensure_fast_openblas(argv);
   loom::comm::init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
