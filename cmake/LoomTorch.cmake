@@ -35,15 +35,17 @@ if(NOT _torch_dir OR NOT EXISTS "${_torch_dir}/share/cmake/Torch/TorchConfig.cma
 endif()
 get_filename_component(_torch_dir "${_torch_dir}" REALPATH)
 
-# A build folder configured against another libtorch (Debian's, an older wheel) keeps that
-# one's paths in the cache; forget them.
-if(DEFINED LOOM_TORCH_DIR_USED AND NOT LOOM_TORCH_DIR_USED STREQUAL _torch_dir)
-  foreach(v Torch_DIR Caffe2_DIR Tensorpipe_DIR TORCH_LIBRARY c10_LIBRARY kineto_LIBRARY
-            C10_CUDA_LIBRARY CAFFE2_NVRTC_LIBRARY)
-    unset(${v} CACHE)
-  endforeach()
-endif()
-set(LOOM_TORCH_DIR_USED "${_torch_dir}" CACHE INTERNAL "")
+# A build folder configured against another libtorch (Debian's, another wheel) keeps that
+# one's paths in the cache: forget those outside this wheel.
+foreach(v Torch_DIR Caffe2_DIR Tensorpipe_DIR TORCH_LIBRARY c10_LIBRARY kineto_LIBRARY
+          C10_CUDA_LIBRARY CAFFE2_NVRTC_LIBRARY)
+  if(DEFINED CACHE{${v}})
+    string(FIND "$CACHE{${v}}" "${_torch_dir}/" _pos)
+    if(NOT _pos EQUAL 0)
+      unset(${v} CACHE)
+    endif()
+  endif()
+endforeach()
 message(STATUS "loom: libtorch from ${_torch_dir}")
 
 # <torch>/lib before the system's libraries (a Debian libtorch there would shadow libc10).
@@ -90,3 +92,7 @@ else()
     "${_lib}/libtorch.so" "${_lib}/libtorch_cpu.so" "${_lib}/libc10.so")
 endif()
 target_compile_definitions(loom_torch INTERFACE LOOM_HAVE_CUDA=${LOOM_HAVE_CUDA})
+# The wheel's libtorch.so exports std::filesystem functions from its static libstdc++ parts
+# that call symbols Debian's libstdc++ lacks (remove_all jumps to 0; pytorch issue 133437).
+# libstdc++ ahead of libtorch among an executable's NEEDED libraries makes its definitions win.
+target_link_options(loom_torch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
