@@ -2,18 +2,23 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NPROC ?= 4
+# libtorch: the torch wheel in this virtual environment (scripts/install-deps.sh makes it).
+LOOM_VENV ?= $(HOME)/.local/share/loom/venv
+export LOOM_VENV
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS := 1
-export OPENBLAS_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
 
 .PHONY: deps build demo test test-fast bench clean
 
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/build.ninja: CMakeLists.txt
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+# The wheel's folder is asked of the venv's python when the recipe runs (after deps made it).
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	torch=$$("$(LOOM_VENV)/bin/python" -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])") && \
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$$torch/share/cmake;$$torch"
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)

@@ -21,7 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "loom/common/blas_core.h"
 #include "loom/common/malloc_tuning.h"
 #include "loom/config/config.h"
 #include "loom/model/block_timing.h"
@@ -40,7 +39,6 @@ struct Sums {
 }  // namespace
 
 int main(int argc, char** argv) {
-  loom::ensure_fast_openblas(argv);
   loom::tune_malloc_for_training();
   int live = 2, layers = 2, rounds = 40, gap_us = 0, spin = 0, mb = 16;
   struct Flag {
@@ -64,7 +62,6 @@ int main(int argc, char** argv) {
     *f->value = static_cast<int>(v);
   }
   torch::set_num_threads(1);
-  loom::set_openblas_threads(1);
   loom::config::ModelConfig cfg;
   cfg.width = 128; cfg.seq_len = 64; cfg.heads = 4; cfg.layers = layers;
   loom::model::Model m = loom::model::build(cfg, 1);

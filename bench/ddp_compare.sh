@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # loom vs PyTorch DDP (gloo, CPU) on the same byte-level GPT: D=256, L=4, H=4, T=128,
 # micro-batch 16 per rank, AdamW, one thread per rank, world 1 and 2.
-# usage: bench/ddp_compare.sh [BUILD_DIR] [STEPS] [ROUNDS]   (needs Debian's python3-torch)
+# usage: bench/ddp_compare.sh [BUILD_DIR] [STEPS] [ROUNDS]   (the peer uses the torch wheel of scripts/install-deps.sh)
 #
 # A shared machine's speed drifts by tens of percent within minutes, so one run of each system
 # compares the machine at two moments more than the two systems. The script therefore runs
@@ -16,7 +16,7 @@ rounds=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 peer=${LOOM_PEER_DIR:-$here/../../shared/bench/peers}
 [[ -d $peer ]] || peer=$here/../shared/bench/peers
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 runs=$out/runs.txt
@@ -40,15 +40,9 @@ run_ddp() {  # world -> tokens/s
   STEPS=$steps bash "$peer/ddp_gpt.sh" "$1" 2>/dev/null | sed -nE 's/.*tokens\/s=([0-9.]+).*/\1/p'
 }
 
-# Same BLAS kernels for both: OpenBLAS falls back to generic kernels on CPUs it does not know,
-# and loom (but not the peer) corrects that by itself (src/loom/common/blas_core.h). Unless the
-# caller chose OPENBLAS_CORETYPE, both run with the kernels loom would pick, so the ratio
-# compares the two systems, not two BLAS configurations.
-if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then
-  core=$("$build/bin/loom" doctor | awk '/OpenBLAS kernels/ {print $3}')
-  [[ -n $core && $core != n/a ]] && export OPENBLAS_CORETYPE=$core
-fi
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} for both systems"
+# Same libtorch (and BLAS) for both: the peer runs on the torch wheel loom builds against.
+export PYTHON=${PYTHON:-${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python}
+echo "peer python: $PYTHON"
 gflops=()
 echo "round world system tokens/s"
 for ((r = 0; r < rounds; ++r)); do

@@ -5,7 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 steps=${2:-12}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=${LOOM_BENCH_OUT:-bench/out/schedules}
 mkdir -p "$out"
 m=4

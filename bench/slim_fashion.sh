@@ -14,7 +14,7 @@ build=${1:-build}
 epochs=${2:-3}
 out=${3:-runs/slim-fashion}
 cd "$(dirname "$0")/.."
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 nproc=4
 batch=64
 steps=$((epochs * 60000 / batch))

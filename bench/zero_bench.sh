@@ -19,7 +19,7 @@ links=("$@")
 [[ ${#links[@]} -gt 0 ]] || links=(local 100Mbit)
 modes=(allreduce zero1 zero2 zero3 zero3-keep)
 cd "$(dirname "$0")/.."
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 common=(--config configs/gpt-fortunes.toml --nproc 4 --microbatches 4 --steps "$steps"
         --eval_batches 1 --seed 1234 --progress false)
 mkdir -p "$out"

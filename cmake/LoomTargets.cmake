@@ -42,10 +42,10 @@ function(loom_test)
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} --oversubscribe
                      $<TARGET_FILE:${exe}> ${T_ARGS})
     set_tests_properties(${T_NAME} PROPERTIES
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;MKL_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
   else()
     add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${exe}> ${T_ARGS})
-    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1;MKL_NUM_THREADS=1")
   endif()
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
 endfunction()

@@ -5,20 +5,15 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev            # tensors, autograd, optimizers (libtorch 1.13)
-  libopenblas0-pthread    # fast BLAS; Debian's reference BLAS makes libtorch ~30x slower
+  python3 python3-venv    # the virtual environment that holds libtorch (PyPI's torch wheel)
   openmpi-bin libopenmpi-dev
   libgtest-dev googletest
   libtomlplusplus-dev     # configuration files
-  libcli11-dev            # command-line parsing
-  libfmt-dev
+  libgloo-dev             # headers only: c10d's ProcessGroupGloo.hpp includes gloo's
   zlib1g-dev              # gzipped IDX files
   dataset-fashion-mnist   # /usr/share/datasets/fashion-mnist
   fortunes                # ~1 MB of English text under /usr/share/games/fortunes
 )
-if [[ "${LOOM_WITH_PEER:-0}" == 1 ]]; then
-  packages+=(python3-torch)  # only for the DDP peer benchmark
-fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,20 +31,17 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Make sure the optimized BLAS is the active libblas.so.3 alternative (the reference BLAS is ~30x slower).
-if command -v update-alternatives >/dev/null; then
-  alt=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
-  if [[ -n "$alt" && "$alt" != *openblas* ]]; then
-    cand=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -n1 || true)
-    if [[ -n "$cand" ]]; then
-      ${SUDO:-} update-alternatives --set libblas.so.3-x86_64-linux-gnu "$cand" >/dev/null
-      echo "[install-deps] BLAS set to $cand"
-    fi
-  fi
-  lapack=$(update-alternatives --query liblapack.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
-  if [[ -n "$lapack" && "$lapack" != *openblas* ]]; then
-    cand=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu | grep openblas | head -n1 || true)
-    [[ -n "$cand" ]] && ${SUDO:-} update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$cand" >/dev/null
-  fi
+# libtorch comes from PyPI's torch wheel (it bundles MKL) in a virtual environment; the wheels
+# are gigabytes, so an environment that already has the version is left alone.
+torch_version=2.11.0
+venv=${LOOM_VENV:-$HOME/.local/share/loom/venv}
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "[install-deps] creating $venv"
+  python3 -m venv "$venv"
+fi
+have=$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
+if [[ "$have" != "$torch_version"* ]]; then
+  echo "[install-deps] installing torch==$torch_version into $venv (several GB)"
+  "$venv/bin/python" -m pip install -q "torch==$torch_version"
 fi
 exit 0

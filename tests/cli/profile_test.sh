@@ -8,7 +8,7 @@ loom=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$loom" profile --out "$tmp/c.toml" --config "$src/configs/gpt-fortunes.toml" --seconds 0.05 \

@@ -3,18 +3,19 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "loom/cli/commands.h"
-#include "loom/common/blas_core.h"
 
 namespace loom::cli {
 namespace {
 
-// The BLAS library actually mapped into this process.
+// The BLAS in use: a BLAS library mapped into this process, else the one linked into libtorch
+// (the torch wheel links MKL statically: BLAS_INFO in its build configuration).
 std::string loaded_blas() {
   std::ifstream maps("/proc/self/maps");
   std::string line;
@@ -29,7 +30,12 @@ std::string loaded_blas() {
       return ec ? path : real.string();
     }
   }
-  return "none found";
+  const std::string conf = at::show_config();
+  const auto p = conf.find("BLAS_INFO=");
+  if (p == std::string::npos) return "none found";
+  const auto e = conf.find_first_of(", \n", p);
+  return conf.substr(p + 10, e == std::string::npos ? std::string::npos : e - p - 10) +
+         " (linked into libtorch)";
 }
 
 double matmul_gflops(int n) {
@@ -52,43 +58,32 @@ int doctor_command(const std::vector<std::string>& args) {
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(version, &len);
-  std::string mpi(version, len);
+  std::string mpi(version, strnlen(version, len));  // Open MPI counts the NUL
   if (auto nl = mpi.find('\n'); nl != std::string::npos) mpi.resize(nl);
   const char* omp = std::getenv("OMP_NUM_THREADS");
-  const char* ob = std::getenv("OPENBLAS_NUM_THREADS");
+  const char* mkl = std::getenv("MKL_NUM_THREADS");
   if (!omp) setenv("OMP_NUM_THREADS", "1", 0);
   torch::set_num_threads(1);
-  set_openblas_threads(1);
   double gf = matmul_gflops(512);
   std::string blas = loaded_blas();
-  const std::string core = openblas_core();
-  const bool fix = std::getenv("LOOM_BLAS_REEXEC") != nullptr;
   unsigned cores = std::thread::hardware_concurrency();
   std::cout << "loom doctor\n"
             << "  MPI                 " << mpi << "\n"
             << "  BLAS in use         " << blas << "\n"
-            << "  OpenBLAS kernels    " << (core.empty() ? "n/a" : core)
-            << (fix ? " (OPENBLAS_CORETYPE set by loom: OpenBLAS did not recognise this CPU)" : "")
-            << "\n"
-            << "  libtorch            " << TORCH_VERSION << "\n"
+            << "  libtorch            " << TORCH_VERSION
+            << (LOOM_HAVE_CUDA ? " (built with the CUDA toolkit)" : " (CPU-only build)") << "\n"
             << "  cores               " << cores << "\n"
             << "  threads per rank    " << torch::get_num_threads() << " (OMP_NUM_THREADS="
-            << (omp ? omp : "unset") << ", OPENBLAS_NUM_THREADS=" << (ob ? ob : "unset") << ")\n"
+            << (omp ? omp : "unset") << ", MKL_NUM_THREADS=" << (mkl ? mkl : "unset") << ")\n"
             << "  matmul 512x512      " << gf << " GFLOP/s on one thread\n";
   int warnings = 0;
   if (blas.find("openblas") == std::string::npos && blas.find("mkl") == std::string::npos) {
-    std::cout << "warning: the reference BLAS (" << blas
-              << ") makes libtorch ~30x slower; run scripts/install-deps.sh (libopenblas0-pthread)\n";
+    std::cout << "warning: the BLAS in use (" << blas
+              << ") is not an optimized one; run scripts/install-deps.sh (torch wheel with MKL)\n";
     ++warnings;
   }
-  if (openblas_core_is_fallback()) {
-    std::cout << "warning: OpenBLAS uses its generic " << core << " kernels on this CPU, which "
-              << "supports " << best_openblas_core_for_cpu() << "; set OPENBLAS_CORETYPE="
-              << best_openblas_core_for_cpu() << " (loom does so itself unless LOOM_BLAS_FIX=0)\n";
-    ++warnings;
-  }
-  if (!ob)
-    std::cout << "note: OPENBLAS_NUM_THREADS is unset; `loom train --nproc` sets it to 1 per rank\n";
+  if (!omp)
+    std::cout << "note: OMP_NUM_THREADS is unset; `loom train --nproc` sets it to 1 per rank\n";
   std::cout << (warnings ? "doctor found problems\n" : "ok\n");
   return 0;
 }

@@ -6,7 +6,6 @@
 
 #include "loom/cli/commands.h"
 #include "loom/comm/world.h"
-#include "loom/common/blas_core.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 #include "loom/common/malloc_tuning.h"
@@ -34,7 +33,6 @@ failure, 2 bad input (one line that names the problem and the fix).
 }  // namespace
 
 int main(int argc, char** argv) {
-  loom::ensure_fast_openblas(argv);  // may re-execute this process (before MPI starts)
   loom::tune_malloc_for_training();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

@@ -37,7 +37,6 @@
 #include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/comm/world.h"
-#include "loom/common/blas_core.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/model/block_timing.h"
@@ -107,9 +106,8 @@ class CoreLoad {
     for (int i = 0; i < n; ++i) {
       pid_t pid = fork();
       if (pid == 0) {
-        // OpenBLAS's threads do not survive fork(): a child that believes in them hangs in its
-        // first matrix product. One thread, inline, as a rank runs.
-        set_openblas_threads(1);
+        // The parent's compute threads do not survive fork(). One thread, inline, as a rank runs.
+        torch::set_num_threads(1);
         for (;;) {
           work();
           rounds_->fetch_add(1);
@@ -316,7 +314,6 @@ double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
   comm::Backend& w = comm::world();
   const int me = w.rank();
   torch::set_num_threads(1);
-  set_openblas_threads(1);
   model::Model m = model::build(cfg.model, cfg.train.seed);
   BlockJob j{"layer", b, m.blocks[1].get(), torch::randn({b, cfg.model.seq_len, cfg.model.width}), {}};
   forward_backward(j);  // warm-up
@@ -451,7 +448,6 @@ int profile_command(const std::vector<std::string>& args) {
   }
 
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
-  set_openblas_threads(static_cast<int>(cfg.train.threads));  // torch's setting does not reach it
   torch::manual_seed(1);
   plan::Cluster c;
   c.name = "this-machine";

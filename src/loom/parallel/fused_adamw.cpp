@@ -33,7 +33,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      void* key = p.unsafeGetTensorImpl();  // torch's own state key
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto s = std::make_unique<torch::optim::AdamWParamState>();

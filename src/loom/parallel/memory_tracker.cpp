@@ -36,7 +36,7 @@ void tracked_free(void* p) {
 class TrackingAllocator : public c10::Allocator {
  public:
   explicit TrackingAllocator(c10::Allocator* inner) : inner_(inner) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     c10::DataPtr p = inner_->allocate(n);
     void* data = p.get();
     c10::Device dev = p.device();
@@ -54,6 +54,9 @@ class TrackingAllocator : public c10::Allocator {
     return {data, data, &tracked_free, dev};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
  private:
   c10::Allocator* inner_;

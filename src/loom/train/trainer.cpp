@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "loom/comm/world.h"
-#include "loom/common/blas_core.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 #include "loom/data/dataset.h"
@@ -111,7 +110,6 @@ struct Trainer::Impl {
 void Trainer::Impl::setup() {
   r = preflight(cfg, base.size(), /*check_output=*/base.rank() == 0);
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
-  set_openblas_threads(static_cast<int>(cfg.train.threads));  // torch's setting does not reach it
   parallel::MemoryTracker::install();
   mesh = comm::make_mesh(base, r.dp, r.pp);
   if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
