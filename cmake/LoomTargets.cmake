@@ -19,10 +19,11 @@ function(loom_use_torch target)
   target_precompile_headers(${target} REUSE_FROM loom_torch_pch)
 endfunction()
 
-# loom_test(NAME name SOURCES ... DEPS ... LABELS ... [NP n] [TORCH] [TIMEOUT s] [ARGS ...])
-# NP > 0 runs the test under mpiexec with n ranks (oversubscribed: CI has 2 cores).
+# loom_test(NAME name SOURCES ... DEPS ... LABELS ... [NP n] [GLOO] [TORCH] [TIMEOUT s] [ARGS ...])
+# NP > 0 runs the test on n ranks (oversubscribed: CI has 2 cores): under mpiexec (the mpi
+# backend), or with GLOO under `loom launch` (the gloo backend, no MPI at all).
 function(loom_test)
-  cmake_parse_arguments(T "TORCH" "NAME;NP;TIMEOUT;EXE" "SOURCES;DEPS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "TORCH;GLOO" "NAME;NP;TIMEOUT;EXE" "SOURCES;DEPS;LABELS;ARGS" ${ARGN})
   if(T_EXE)
     set(exe ${T_EXE})
   else()
@@ -37,7 +38,12 @@ function(loom_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  if(T_NP)
+  if(T_NP AND T_GLOO)
+    add_test(NAME ${T_NAME}
+             COMMAND $<TARGET_FILE:loom> launch --nproc ${T_NP} --comm gloo --
+                     $<TARGET_FILE:${exe}> ${T_ARGS})
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1;MKL_NUM_THREADS=1")
+  elseif(T_NP)
     add_test(NAME ${T_NAME}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} --oversubscribe
                      $<TARGET_FILE:${exe}> ${T_ARGS})

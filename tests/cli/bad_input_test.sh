@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad input gets one clear line on stderr and exit code 2, and leaves nothing half-written.
-# usage: bad_input_test.sh LOOM_BINARY [mpi]
+# usage: bad_input_test.sh LOOM_BINARY [local|mpi|gloo]
+# mpi: failures under mpirun; gloo: the same under loom's own launcher and under torchrun.
 set -u
 loom=$1
 mode=${2:-local}
@@ -107,7 +108,7 @@ if [[ $mode == local ]]; then
     --pp 2 --cluster "$cluster" --rank-speed 1.2
   expect_command_usage rank_speed_value "--rank-speed" -- simulate --from-config "$good" \
     --pp 2 --cluster "$cluster" --rank-speed 1,-1
-else
+elif [[ $mode == mpi ]]; then
   # Under mpirun: every rank sees the error, exactly one prints it, all exit 2.
   mpirun -n 2 --oversubscribe "$loom" train --config "$good" --layers 0 --output.dir "$tmp/o1" \
     >"$tmp/stdout" 2>"$tmp/stderr"
@@ -135,6 +136,51 @@ else
     echo "ok   hang_timeout: rc=$rc, $(grep -m1 'communication timeout' "$tmp/stderr" | cut -c1-160)"; passes=$((passes + 1))
   else
     echo "FAIL hang_timeout: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+else
+  # loom's own launcher (--comm gloo): no MPI anywhere.
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 timeout 120 "$loom" train --config "$good" --nproc 3 \
+    --comm gloo --global_batch 12 --steps 5 --output.dir "$tmp/g2" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "loom: rank 1 (pid [0-9]*) was killed by signal 9" "$tmp/stderr"; then
+    echo "ok   launcher_rank_death: rc=$rc, $(grep 'loom: rank 1' "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL launcher_rank_death: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  LOOM_COMM_TIMEOUT_S=3 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=hang timeout 120 \
+    "$loom" train --config "$good" --nproc 2 --comm gloo --steps 5 --output.dir "$tmp/g3" \
+    >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "communication timeout" "$tmp/stderr" &&
+     grep -q "on communicator" "$tmp/stderr" && grep -q "gloo" "$tmp/stderr"; then
+    echo "ok   launcher_hang_timeout: rc=$rc, $(grep -m1 'communication timeout' "$tmp/stderr" | cut -c1-160)"; passes=$((passes + 1))
+  else
+    echo "FAIL launcher_hang_timeout: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  # A usage error found inside the ranks (here: --nproc disagrees with the launcher's ranks)
+  # is one line from one rank.
+  "$loom" launch --nproc 2 -- "$loom" train --config "$good" --nproc 3 --output.dir "$tmp/g4" \
+    >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -q "loom: error: --nproc 3" "$tmp/stderr"; then
+    echo "ok   launcher_usage: $(cat "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL launcher_usage: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  # torchrun starts loom's ranks as it starts Python ones (its store, its environment).
+  torchrun="${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/torchrun"
+  if [[ -x $torchrun ]]; then
+    timeout 300 "$torchrun" --nproc-per-node 2 --no-python "$loom" train --config "$good" \
+      --steps 3 --output.dir "$tmp/t1" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [[ $rc -eq 0 ]] && grep -q '"step": 3' "$tmp/t1/metrics.jsonl" &&
+       grep -q "comm gloo" "$tmp/stdout" "$tmp/stderr"; then
+      echo "ok   torchrun: rc=0, 3 steps"; passes=$((passes + 1))
+    else
+      echo "FAIL torchrun: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+    fi
+  else
+    echo "skip torchrun: $torchrun not found (scripts/install-deps.sh installs it)"
   fi
 fi
 echo "$passes passed, $fails failed"

@@ -1,15 +1,21 @@
-// loom doctor: what this machine gives a loom run (MPI, BLAS, threads, cores), measured.
-#include <mpi.h>
+// loom doctor: what this machine gives a loom run (torch, CUDA and GPUs, communication
+// backends, BLAS, threads, cores), measured.
 #include <torch/torch.h>
+#if LOOM_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "loom/cli/commands.h"
+#include "loom/comm/c10d_backend.h"
+#include "loom/comm/world.h"
 
 namespace loom::cli {
 namespace {
@@ -52,14 +58,32 @@ double matmul_gflops(int n) {
   return 2.0 * n * n * n * reps / el / 1e9;
 }
 
+// "2 GPUs: NVIDIA H200 (139 GiB), ..." or why there are none.
+std::string gpus() {
+  if (!LOOM_HAVE_CUDA) return "none (CPU-only build)";
+  const auto n = torch::cuda::device_count();
+  if (n == 0) return "none visible (no GPU or no driver on this machine)";
+  std::ostringstream os;
+  os << n << (n == 1 ? " GPU: " : " GPUs: ");
+#if LOOM_HAVE_CUDA
+  for (int i = 0; i < static_cast<int>(n); ++i) {
+    const auto* p = at::cuda::getDeviceProperties(i);
+    os << (i ? ", " : "") << p->name << " (" << (p->totalGlobalMem >> 30) << " GiB)";
+  }
+#endif
+  return os.str();
+}
+
+std::string backends() {
+  std::string why;
+  std::string nccl = comm::c10d_available(comm::BackendKind::Nccl, &why) ? "nccl" : "";
+  return "mpi, gloo" + (nccl.empty() ? " (nccl: " + why + ")" : ", " + nccl);
+}
+
 }  // namespace
 
 int doctor_command(const std::vector<std::string>& args) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  std::string mpi(version, strnlen(version, len));  // Open MPI counts the NUL
-  if (auto nl = mpi.find('\n'); nl != std::string::npos) mpi.resize(nl);
+  const std::string mpi = comm::mpi_library_version();
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const char* mkl = std::getenv("MKL_NUM_THREADS");
   if (!omp) setenv("OMP_NUM_THREADS", "1", 0);
@@ -68,10 +92,12 @@ int doctor_command(const std::vector<std::string>& args) {
   std::string blas = loaded_blas();
   unsigned cores = std::thread::hardware_concurrency();
   std::cout << "loom doctor\n"
+            << "  libtorch            " << TORCH_VERSION
+            << (LOOM_HAVE_CUDA ? " (CUDA compiled in)" : " (CPU-only build)") << "\n"
+            << "  GPUs                " << gpus() << "\n"
+            << "  backends            " << backends() << "\n"
             << "  MPI                 " << mpi << "\n"
             << "  BLAS in use         " << blas << "\n"
-            << "  libtorch            " << TORCH_VERSION
-            << (LOOM_HAVE_CUDA ? " (built with the CUDA toolkit)" : " (CPU-only build)") << "\n"
             << "  cores               " << cores << "\n"
             << "  threads per rank    " << torch::get_num_threads() << " (OMP_NUM_THREADS="
             << (omp ? omp : "unset") << ", MKL_NUM_THREADS=" << (mkl ? mkl : "unset") << ")\n"

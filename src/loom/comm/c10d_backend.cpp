@@ -42,8 +42,10 @@ class C10dWork : public Work {
     try {
       // Gloo blocks the host; NCCL makes the current CUDA stream wait (events), not the host.
       return w_->wait(std::max(left, std::chrono::milliseconds(1)));
-    } catch (const std::exception&) {
-      if (Clock::now() >= deadline) return false;  // c10d's own "timed out"
+    } catch (const std::exception& e) {
+      // c10d and Gloo report their own timeouts ("Timed out waiting 199ms for recv ...").
+      const std::string m = e.what();
+      if (Clock::now() >= deadline || m.find("imed out") != std::string::npos) return false;
       throw;
     }
   }

@@ -117,6 +117,15 @@ Backend& world() {
   return *g_world;
 }
 
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  std::string v(version, strnlen(version, len));  // Open MPI counts the NUL
+  if (auto nl = v.find('\n'); nl != std::string::npos) v.resize(nl);
+  return v;
+}
+
 Mesh make_mesh(Backend& w, int dp, int pp) {
   if (dp < 1 || pp < 1 || dp * pp != w.size())
     LOOM_USAGE("dp (", dp, ") x pp (", pp, ") must equal the number of ranks (", w.size(),

@@ -4,6 +4,7 @@
 // ranks and a pipeline is a strided set (docs/architecture.md).
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "loom/comm/backend.h"
 
@@ -30,6 +31,9 @@ bool initialized();
 [[noreturn]] void abort_all(int code);
 
 Backend& world();
+
+// The MPI library's version line ("Open MPI v4.1.4, ..."), without initializing MPI.
+std::string mpi_library_version();
 
 struct Mesh {
   int dp = 1;

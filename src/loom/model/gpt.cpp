@@ -1,4 +1,4 @@
-// Byte-level GPT, block for block the architecture of shared/bench/peers/ddp_gpt.py.
+// Byte-level GPT, block for block the architecture of the DDP peer, bench/peers/ddp_gpt.py.
 #include <cmath>
 
 #include "loom/common/error.h"
