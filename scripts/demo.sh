@@ -8,8 +8,7 @@ rm -rf "$out"
 mkdir -p "$out"
 "$build/bin/loom" schedule --schedule bfs --pp 2 --loops 2 --microbatches 4 --format svg \
   --out "$out/schedule.svg"
-# 800 steps: about two minutes on 2 cores (the config's 300 took ~50 s once loom chose
-# OpenBLAS's AVX-512 kernels, see docs/results.md).
+# 800 steps: about two minutes on 2 cores (the config's 300 take ~50 s).
 "$build/bin/loom" train --config configs/gpt-fortunes.toml --nproc "$nproc" \
   --pp 2 --loops 2 --schedule bfs --microbatches 4 --steps 800 --eval_every 100 \
   --output.dir "$out" --output.trace "$out/timeline.json"
