@@ -416,6 +416,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
         " parameters, ", cut.describe(), " on dp=", r.dp, " x pp=", r.pp, " (loops ", r.loops,
         ", schedule ", cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom",
         ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode,
+        ", comm ", comm::backend_name(base.kind()),
         start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
   if (is_root && comm::link_emulation().active())
     progress.message(detail::concat(
