@@ -101,6 +101,8 @@ if [[ $mode == local ]]; then
     echo "FAIL unwritable_output: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
   expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
+  expect_usage bad_comm "parallel.comm" -- train --config "$good" --nproc 2 --comm infiniband
+  expect_usage nccl_on_cpu "nccl needs CUDA tensors" -- train --config "$good" --nproc 2 --comm nccl
   expect_command_usage schedule_unsupported "interleaved" -- schedule --schedule interleaved \
     --pp 2 --loops 2 --microbatches 3
   cluster="$(dirname "$0")/../../clusters/a100-80gb.toml"

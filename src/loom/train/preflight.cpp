@@ -48,6 +48,10 @@ void check_output_dir(const std::string& dir) {
 
 Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   config::validate(cfg);
+  // NCCL moves CUDA tensors only, and the runtime keeps every tensor on the CPU for now.
+  if (cfg.parallel.comm == "nccl")
+    LOOM_USAGE("parallel.comm nccl needs CUDA tensors, and loom trains on CPU tensors until GPU "
+               "training lands; use --comm gloo or mpi");
   Resolved r;
   r.pp = static_cast<int>(cfg.parallel.pp);
   r.loops = static_cast<int>(cfg.parallel.loops);
