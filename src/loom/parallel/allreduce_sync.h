@@ -6,6 +6,7 @@
 // gradients are ready, overlapped with the rest of the backward. REDUCE_GRAD starts any bucket
 // still waiting (unused parameters, or weight gradients computed by a W action, which does not
 // run the accumulators).
+#include "loom/parallel/grad_buckets.h"
 #include "loom/parallel/grad_sync.h"
 
 namespace loom::parallel {
@@ -23,33 +24,28 @@ class AllReduceSync : public GradSync {
   MemoryBytes memory() const override;
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;
-  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  int num_buckets() const { return plan_.size(); }
   // buckets, and how many of them the gradient hooks started during the last backward.
   std::vector<std::pair<std::string, double>> step_metrics() const override {
-    return {{"buckets", double(buckets_.size())}, {"buckets_overlapped", double(started_by_hooks_)}};
+    return {{"buckets", double(plan_.size())}, {"buckets_overlapped", double(started_by_hooks_)}};
   }
   // How many buckets the hooks started before REDUCE_GRAD in the last step (overlap evidence).
   int buckets_started_by_hooks() const { return started_by_hooks_; }
 
  private:
-  struct Bucket {
-    std::vector<int> params;  // indices into params_
-    int64_t numel = 0;
-    int ready = 0;
+  struct Bucket {  // per bucket of plan_
     torch::Tensor flat;
     comm::WorkPtr work;
   };
-  void on_grad_ready(int param);
-  void launch(Bucket& b);
+  void launch(int b);
 
   Stage* stage_;
   comm::Backend* dp_;
   std::vector<torch::Tensor> params_;
-  std::vector<int> bucket_of_;
+  GradBuckets plan_;
   std::vector<Bucket> buckets_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
   std::unique_ptr<torch::optim::Optimizer> opt_;
-  bool armed_ = false;
   int started_by_hooks_ = 0;
 };
 

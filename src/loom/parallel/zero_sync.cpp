@@ -38,7 +38,7 @@ ZeroSync::~ZeroSync() {
   // peer that may never arrive.
   auto busy = [](const comm::WorkPtr& w) { return w && !w->test(); };
   bool pending = busy(gather_) || busy(scatter_);
-  for (auto& b : buckets_) pending = pending || busy(b.work);
+  for (auto& w : bucket_work_) pending = pending || busy(w);
   if (pending) new std::vector<torch::Tensor>{full_, grads_, shard_grad_, shard_param_};
 }
 
@@ -111,45 +111,33 @@ void ZeroSync::release_grads() {
 }
 
 void ZeroSync::make_buckets(double cap_mib) {
-  const int64_t cap = std::max<int64_t>(1, int64_t(cap_mib * (1 << 20)) / kFloat);
-  bucket_of_.assign(params_.size(), -1);
-  // Reverse parameter order (the backward produces the last parameters' gradients first);
-  // consecutive parameters are adjacent in the flat buffer, so a bucket is one range.
-  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    const auto& s = layout_.slots[i];
-    if (buckets_.empty() || (buckets_.back().numel > 0 && buckets_.back().numel + s.numel > cap))
-      buckets_.emplace_back();
-    Bucket& b = buckets_.back();
-    b.begin = s.offset;
-    b.numel += s.numel;
-    b.params += 1;
-    bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
-  }
-  accumulators_ = on_grad_accumulated(params_, [this](int i) { on_grad_ready(i); });
+  std::vector<int64_t> numels;
+  for (const auto& s : layout_.slots) numels.push_back(s.numel);
+  plan_ = GradBuckets(numels, GradBuckets::cap_elements(cap_mib, kFloat));
+  bucket_work_.resize(plan_.size());
+  accumulators_ = on_grad_accumulated(params_, [this](int i) {
+    const int b = plan_.ready(i);
+    if (b >= 0 && !bucket_work_[b]) launch(b);
+  });
 }
 
 void ZeroSync::on_last_backward() {
-  if (level_ != 1) return;
-  armed_ = true;
-  for (auto& b : buckets_) b.ready = 0;
+  if (level_ == 1) plan_.arm();
 }
 
-void ZeroSync::on_grad_ready(int param) {
-  if (!armed_) return;
-  Bucket& b = buckets_[bucket_of_[param]];
-  if (++b.ready == b.params && !b.work) launch(b);
-}
-
-void ZeroSync::launch(Bucket& b) {
-  b.work = dp_->all_reduce(grads_.data_ptr<float>() + b.begin, b.numel, comm::DType::Float32);
+void ZeroSync::launch(int bucket) {
+  // The bucket's parameters are adjacent in the flat gradient, from its lowest index on.
+  const auto& b = plan_.buckets()[bucket];
+  bucket_work_[bucket] =
+      dp_->all_reduce(grads_.narrow(0, layout_.slots[b.params.back()].offset, b.numel));
 }
 
 void ZeroSync::reduce_grad() {
   reduce_started_ = true;
   if (level_ == 1) {
-    armed_ = false;
-    for (auto& b : buckets_)
-      if (!b.work) launch(b);
+    plan_.disarm();
+    for (int b = 0; b < plan_.size(); ++b)
+      if (!bucket_work_[b]) launch(b);
     return;
   }
   ensure_grads();   // a stage whose backward produced nothing still takes part
@@ -163,7 +151,7 @@ void ZeroSync::finish() {
   reduce_started_ = false;
   torch::NoGradGuard no_grad;
   if (level_ == 1) {
-    for (auto& b : buckets_) wait(b.work);
+    for (auto& w : bucket_work_) wait(w);
     shard_grad_ = layout_.shard_of(grads_, rank_);
   } else {
     wait(scatter_);

@@ -26,6 +26,7 @@
 #include <torch/torch.h>
 
 #include "loom/parallel/flat_layout.h"
+#include "loom/parallel/grad_buckets.h"
 #include "loom/parallel/grad_sync.h"
 
 namespace loom::parallel {
@@ -54,14 +55,8 @@ class ZeroSync : public GradSync {
   const FlatLayout& layout() const { return layout_; }
 
  private:
-  struct Bucket {  // zero1: a contiguous range of the flat gradient
-    int64_t begin = 0, numel = 0;
-    int params = 0, ready = 0;
-    comm::WorkPtr work;
-  };
   void make_buckets(double cap_mib);
-  void on_grad_ready(int param);
-  void launch(Bucket& b);
+  void launch(int bucket);
   void wait(comm::WorkPtr& w);
   void start_gather();
   void bind_params();      // parameters -> views of full_
@@ -84,10 +79,9 @@ class ZeroSync : public GradSync {
   comm::WorkPtr gather_;       // all-gather into full_ in flight
   comm::WorkPtr scatter_;      // reduce-scatter of grads_ in flight (zero2/3)
   bool reduce_started_ = false;
-  std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;
+  GradBuckets plan_;                   // zero1: ranges of the flat gradient
+  std::vector<comm::WorkPtr> bucket_work_;  // per bucket of plan_
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
-  bool armed_ = false;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int optimizer_values_ = 2;   // per parameter: AdamW 2, SGD 1
   int64_t peak_full_ = 0, peak_grads_ = 0, peak_working_ = 0;  // bytes
