@@ -170,23 +170,34 @@ TEST(Overlap, BucketsStartDuringTheLastBackward) {
   EXPECT_GE(early, buckets - 1);
 }
 
-TEST(Resume, ContinuesExactly) {
-  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
-  auto [n, in, sub] = first_ranks(2, "resume");
-  if (!in) return;
+// Six steps with a checkpoint after the third, on n replicas.
+config::Config resumable(config::Config c, int n) {
   c.train.steps = 6;
   c.parallel.dp = n;
   c.train.microbatches = 2;
   c.output.checkpoint_every = 3;
-  auto ref = train::Trainer(in_folder(c, "-straight"), *sub).run().params;
-  // Interrupted after the checkpoint of step 3, then resumed to step 6.
-  config::Config split = in_folder(c, "-split");
-  EXPECT_EQ(train::Trainer(split, *sub).run(/*stop_after=*/3).steps, 3);
-  config::Config resume = split;
-  resume.output.resume = split.output.dir + "/checkpoint";
-  auto resumed = train::Trainer(resume, *sub).run();
+  return c;
+}
+
+// Trains c's first three steps on `first`, resumes from that checkpoint on `second` to step
+// six; expects the parameters of `ref`, the uninterrupted run.
+void expect_resumed_exactly(const config::Config& c, comm::Backend& first, comm::Backend& second,
+                            const std::map<std::string, torch::Tensor>& ref) {
+  EXPECT_EQ(train::Trainer(c, first).run(/*stop_after=*/3).steps, 3);
+  config::Config resume = c;
+  resume.output.resume = c.output.dir + "/checkpoint";
+  auto resumed = train::Trainer(resume, second).run();
   EXPECT_EQ(resumed.steps, 3);
   expect_same_params(ref, resumed.params);
+}
+
+TEST(Resume, ContinuesExactly) {
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
+  auto [n, in, sub] = first_ranks(2, "resume");
+  if (!in) return;
+  c = resumable(c, n);
+  auto ref = train::Trainer(in_folder(c, "-straight"), *sub).run().params;
+  expect_resumed_exactly(in_folder(c, "-split"), *sub, *sub, ref);
 }
 
 // A checkpoint written under one backend resumes under the other (MPI -> Gloo and back) to the
@@ -198,23 +209,15 @@ TEST(Resume, AcrossBackends) {
   if (comm::world().kind() != comm::BackendKind::Mpi) GTEST_SKIP() << "needs an MPI world";
   auto gloo = loom::test::gloo_over(*sub);
   if (!in) return;
-  c.train.steps = 6;
-  c.parallel.dp = n;
-  c.train.microbatches = 2;
-  c.output.checkpoint_every = 3;
+  c = resumable(c, n);
   auto ref = train::Trainer(in_folder(c, "-straight"), *sub).run().params;
   const std::pair<comm::Backend*, comm::Backend*> moves[] = {{sub.get(), gloo.get()},
                                                              {gloo.get(), sub.get()}};
   for (auto [first, second] : moves) {
     SCOPED_TRACE(std::string(comm::backend_name(first->kind())) + " -> " +
                  std::string(comm::backend_name(second->kind())));
-    config::Config split = in_folder(c, std::string("-from-") + std::string(comm::backend_name(first->kind())));
-    EXPECT_EQ(train::Trainer(split, *first).run(/*stop_after=*/3).steps, 3);
-    config::Config resume = split;
-    resume.output.resume = split.output.dir + "/checkpoint";
-    auto resumed = train::Trainer(resume, *second).run();
-    EXPECT_EQ(resumed.steps, 3);
-    expect_same_params(ref, resumed.params);
+    const std::string from(comm::backend_name(first->kind()));
+    expect_resumed_exactly(in_folder(c, "-from-" + from), *first, *second, ref);
   }
 }
 

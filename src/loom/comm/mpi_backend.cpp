@@ -81,6 +81,24 @@ WorkPtr post(const Backend::Call& c, std::vector<Staged> keep,
   return work;
 }
 
+// A collective from `in` to `out` that moves blocks of `block` elements per rank.
+WorkPtr post_in_out(const Backend::Call& c, const at::Tensor& in, const at::Tensor& out,
+                    int64_t block,
+                    std::function<void(const void*, void*, int, MPI_Datatype, MPI_Request*)> call) {
+  Staged si = stage(in, true, false), so = stage(out, false, true);
+  checked_int(in.numel());
+  checked_int(out.numel());
+  const int n = checked_int(block);
+  const void* send = si.host.data_ptr();
+  void* recv = so.host.data_ptr();
+  MPI_Datatype type = mpi_type(in);
+  return post(c, {si, so}, [=, call = std::move(call)] {
+    MPI_Request r;
+    call(send, recv, n, type, &r);
+    return r;
+  });
+}
+
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, std::string name, bool owned)
@@ -111,44 +129,24 @@ WorkPtr MpiBackend::do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& 
 
 WorkPtr MpiBackend::do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
                                       const Call& c) {
-  Staged si = stage(in, true, false), so = stage(out, false, true);
-  const int n = checked_int(out.numel());
-  checked_int(in.numel());
-  const void* send = si.host.data_ptr();
-  void* recv = so.host.data_ptr();
-  MPI_Datatype type = mpi_type(in);
-  return post(c, {si, so}, [=, this] {
-    MPI_Request r;
-    MPI_Ireduce_scatter_block(send, recv, n, type, mpi_op(op), comm_, &r);
-    return r;
-  });
+  return post_in_out(c, in, out, out.numel(),
+                     [this, op](const void* s, void* r, int n, MPI_Datatype t, MPI_Request* q) {
+                       MPI_Ireduce_scatter_block(s, r, n, t, mpi_op(op), comm_, q);
+                     });
 }
 
 WorkPtr MpiBackend::do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) {
-  Staged si = stage(in, true, false), so = stage(out, false, true);
-  const int n = checked_int(in.numel());
-  checked_int(out.numel());
-  const void* send = si.host.data_ptr();
-  void* recv = so.host.data_ptr();
-  MPI_Datatype type = mpi_type(in);
-  return post(c, {si, so}, [=, this] {
-    MPI_Request r;
-    MPI_Iallgather(send, n, type, recv, n, type, comm_, &r);
-    return r;
-  });
+  return post_in_out(c, in, out, in.numel(),
+                     [this](const void* s, void* r, int n, MPI_Datatype t, MPI_Request* q) {
+                       MPI_Iallgather(s, n, t, r, n, t, comm_, q);
+                     });
 }
 
 WorkPtr MpiBackend::do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) {
-  Staged si = stage(in, true, false), so = stage(out, false, true);
-  const int n = checked_int(in.numel() / size());
-  const void* send = si.host.data_ptr();
-  void* recv = so.host.data_ptr();
-  MPI_Datatype type = mpi_type(in);
-  return post(c, {si, so}, [=, this] {
-    MPI_Request r;
-    MPI_Ialltoall(send, n, type, recv, n, type, comm_, &r);
-    return r;
-  });
+  return post_in_out(c, in, out, in.numel() / size(),
+                     [this](const void* s, void* r, int n, MPI_Datatype t, MPI_Request* q) {
+                       MPI_Ialltoall(s, n, t, r, n, t, comm_, q);
+                     });
 }
 
 WorkPtr MpiBackend::do_broadcast(const at::Tensor& t, int root, const Call& c) {
