@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 
-.PHONY: deps build demo test test-fast bench clean
+.PHONY: deps build demo test test-fast bench docs clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -37,6 +37,11 @@ test-fast: build
 
 bench: build
 	bash bench/run_all.sh $(BUILD)
+
+# Regenerates docs/guide/configuration.md from the configuration schema (test cli_config_reference).
+docs: build
+	$(BUILD)/bin/loom train --help-markdown > docs/guide/configuration.md.tmp
+	mv docs/guide/configuration.md.tmp docs/guide/configuration.md
 
 clean:
 	rm -rf $(BUILD)

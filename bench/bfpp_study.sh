@@ -4,7 +4,8 @@
 # zero3: the regime of the BFPP paper (Lamy-Poirier 2023). Every point is the best
 # configuration `loom plan` finds for that schedule family and dp-mode set (dp x pp x tp with
 # tp <= 8, micro-batch size, micro-batches, loops, recomputation; memory <= 80 GB).
-# Writes docs/bfpp_study.csv and docs/bfpp_study.svg (docs/planner.md shows both).
+# Writes docs/notes/bfpp_study.csv and docs/notes/bfpp_study.svg (docs/notes/planner-validation.md
+# shows both).
 # usage: bench/bfpp_study.sh [BUILD=build]
 set -euo pipefail
 build=${1:-build}
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 loom=$build/bin/loom
 model="--model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 --vocab 51200"
 cluster=clusters/a100-80gb.toml
-csv=docs/bfpp_study.csv
+csv=docs/notes/bfpp_study.csv
 echo "gpus,batch_per_gpu,global_batch,schedule,dp_modes,step_s,model_tflops_per_gpu,bubble,exposed_comm_s,peak_gb,configuration" > "$csv"
 for gpus in 64 128 256 512; do
   for bpg in 2 1 0.5 0.25; do
@@ -38,5 +39,5 @@ PY
     echo "done: $gpus GPUs, batch per GPU $bpg" >&2
   done
 done
-python3 bench/bfpp_plot.py "$csv" docs/bfpp_study.svg
-echo "wrote $csv and docs/bfpp_study.svg"
+python3 bench/bfpp_plot.py "$csv" docs/notes/bfpp_study.svg
+echo "wrote $csv and docs/notes/bfpp_study.svg"

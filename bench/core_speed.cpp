@@ -2,7 +2,7 @@
 // runs a small in-cache matrix product back to back for S seconds and prints, for every
 // window of 250 ms, its mean time over the fastest time that core ever showed (1.00 = full
 // speed). Memory plays no part (the data fits in L1), so a window above 1 means the core
-// itself ran slower: on a shared virtual machine, another tenant (docs/planner.md).
+// itself ran slower: on a shared virtual machine, another tenant (docs/notes/planner-validation.md).
 //
 // usage: core_speed [--cores 0,1] [--seconds 10]
 //   e.g. `core_speed --cores 0` and then `core_speed --cores 0,1`: whether core 0 slows down

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Predicted vs measured step time and memory on this machine (docs/planner.md).
+# Predicted vs measured step time and memory on this machine (docs/notes/planner-validation.md).
 #   predicted: loom simulate --from-config configs/gpt-fortunes.toml over the cluster file that
 #              `loom profile` writes (measured block times, links, optimizer);
 #   measured:  loom train of the same configuration, median step_s of steps 4..N from its
@@ -9,7 +9,7 @@
 # (4 ranks time-sharing the 2 cores: the simulator shares the cores among the ranks that
 # compute at each moment, plan/core_sharing.h).
 # usage: bench/predict_vs_measure.sh [BUILD=build] [STEPS=20]
-#   This VM changes speed by up to 2x for seconds at a time (other tenants; docs/planner.md),
+#   This VM changes speed by up to 2x for seconds at a time (other tenants; docs/notes/planner-validation.md),
 #   so each run is predicted twice:
 #   - from a profile taken right before it (PROFILE=each, default: `loom profile --seconds 0.5
 #     --micro-batch-sizes $SIZES`, ~10 s; PROFILE=once profiles once for the sweep, PROFILE=0
@@ -220,4 +220,4 @@ echo "ins_cmp / pred_cmp / cmp_ms: rank 0's time in F/B/I/W per step (predicted 
 echo "  during the run, predicted from the profile, measured);"
 echo "pred_st / rt_st (MB): rank 0 parameters + gradients + optimizer state (+ transient buffers);"
 echo "pred_pk / rt_pk: that plus activations (the runtime counts 8 x a stage's output per"
-echo "micro-batch, the prediction the bytes the forward keeps: see docs/planner.md)."
+echo "micro-batch, the prediction the bytes the forward keeps: see docs/notes/planner-validation.md)."

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Slim-DP vs all-reduce vs quantized all-reduce on Fashion-MNIST (docs/slim-dp.md): the CNN of
-# configs/cnn-fashion.toml on 4 ranks, same seed and hyperparameters for every mode, each run
-# twice: on this machine's shared memory, then on an EMULATED 1 Gbit/s link (loom delays every
-# communication as such a link would; it is not a real network).
+# Slim-DP vs all-reduce vs quantized all-reduce on Fashion-MNIST (docs/slim-dp.md; results in
+# docs/notes/slim-dp-results.md): the CNN of configs/cnn-fashion.toml on 4 ranks, same seed and
+# hyperparameters for every mode, each run twice: on this machine's shared memory, then on an
+# EMULATED 1 Gbit/s link (loom delays every communication as such a link would; it is not a real
+# network).
 # usage: bench/slim_fashion.sh [BUILD_DIR] [EPOCHS] [OUT_DIR]
 #   prints markdown tables; writes OUT_DIR/results.json and OUT_DIR/accuracy_vs_bytes.svg
 # Two phases: (1) the full runs (EPOCHS epochs, local and emulated link), for accuracy, bytes

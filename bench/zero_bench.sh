@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Sharded data parallelism inside pipelines (docs/zero.md): the GPT of configs/gpt-fortunes.toml
-# on 4 ranks, every schedule x dp-mode at equal configuration (same global batch, micro-batches,
-# seed), for pp=2 x dp=2 and pp=1 x dp=4. Prints one markdown table per link: step time
-# (median over the steps after the first), exposed and hidden data-parallel communication per
-# step, DP bytes and collective calls per step (rank 0), peak memory per rank.
+# Sharded data parallelism inside pipelines (docs/zero.md; results in docs/notes/zero-results.md):
+# the GPT of configs/gpt-fortunes.toml on 4 ranks, every schedule x dp-mode at equal configuration
+# (same global batch, micro-batches, seed), for pp=2 x dp=2 and pp=1 x dp=4. Prints one markdown
+# table per link: step time (median over the steps after the first), exposed and hidden
+# data-parallel communication per step, DP bytes and collective calls per step (rank 0), peak memory
+# per rank.
 # usage: bench/zero_bench.sh [BUILD_DIR] [STEPS] [OUT_DIR] [LINK...]
 #   LINK: "local" (this machine's shared memory) and/or a bandwidth such as 1Gbit: an EMULATED
 #   link (loom delays every communication as such a link would; not a real network).

@@ -1,4 +1,4 @@
-// loom's GPT against a literal transcription of shared/bench/peers/ddp_gpt.py's forward pass,
+// loom's GPT against a plain transcription of the forward pass of bench/peers/ddp_gpt.py's model,
 // evaluated on loom's own parameters: same logits and same gradients.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -20,7 +20,7 @@ std::map<std::string, torch::Tensor> params_by_name(const Model& m) {
   return out;
 }
 
-// ddp_gpt.py, line by line, with explicit weights.
+// The forward pass of bench/peers/ddp_gpt.py's model, with explicit weights.
 torch::Tensor reference_forward(std::map<std::string, torch::Tensor>& w, const torch::Tensor& idx,
                                 int64_t layers, int64_t heads) {
   namespace F = torch::nn::functional;

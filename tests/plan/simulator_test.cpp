@@ -45,7 +45,7 @@ TEST(Simulator, OneStageChain) {
   EXPECT_DOUBLE_EQ(t.ranks[1][0].start, 1500.0);  // milliseconds
 }
 
-// Free communication: the closed forms of DESIGN.md §2 (makespan in units of F + B = 3).
+// Free communication: the closed forms of docs/schedules.md (makespan in units of F + B = 3).
 TEST(Simulator, BubblesOfSmallGrids) {
   struct Case {
     const char* name;

@@ -1,4 +1,4 @@
-// Bubbles and activation peaks against the closed forms of DESIGN.md section 2.
+// Bubbles and activation peaks against the closed forms of docs/schedules.md (Generators).
 // Unit per-stage costs F, B (= I + W); p = pp, v = loops, m = micro-batches; every rank is busy
 // v*m*(F+B), so the bubble fraction is 1 - v*m*(F+B) / makespan.
 #include "loom/schedule/timing.h"

@@ -3,6 +3,7 @@
 // the ranks a launcher (mpirun, srun, torchrun, loom) started.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -12,6 +13,7 @@
 
 #include "loom/cli/args.h"
 #include "loom/cli/commands.h"
+#include "loom/cli/config_reference.h"
 #include "loom/comm/world.h"
 #include "loom/launch/launcher.h"
 #include "loom/common/error.h"
@@ -81,6 +83,11 @@ comm::BackendKind chosen_backend(const config::Config& cfg) {
 
 int train_command(const std::vector<std::string>& args, const std::string& self, int* argc,
                   char*** argv) {
+  // Hidden: the configuration reference as Markdown (docs/guide/configuration.md).
+  if (std::find(args.begin(), args.end(), "--help-markdown") != args.end()) {
+    print_config_markdown(std::cout);
+    return 0;
+  }
   Args a = take_flags(args, {"config", "nproc"}, {"help"});
   if (a.flags.count("help")) {
     print_help();

@@ -11,7 +11,8 @@
 //   all-gather                         each rank re-quantizes its reduced shard; an all-gather
 //                                      of the quantized shards and a dequantization give every
 //                                      rank the same mean gradient
-// The error of the second quantization is not fed back (DESIGN.md: only the local residual).
+// The error of the second quantization is not fed back: only the local residual is kept
+// (docs/slim-dp.md, Quantized all-reduce).
 // Both messages are quantized, so the byte counters see about (bits/8 + 4/block)/4 of the fp32
 // all-reduce. REDUCE_GRAD starts the all-to-all; finish() completes the exchange. With d == 1
 // gradients are used as they are.

@@ -1,6 +1,6 @@
 #pragma once
-// --dp-mode slim: Slim-DP (Sun et al., AAMAS 2018) as DESIGN.md section 3 reads it; every choice
-// is documented in docs/slim-dp.md.
+// --dp-mode slim: Slim-DP (Sun et al., AAMAS 2018) as docs/slim-dp.md reads it; that page also
+// gives every choice made on top of the paper.
 //
 // Per stage, the parameters are n values. Each rank trains its own parameters w_r (the stage's
 // tensors) with its own optimizer on its own gradients: no gradient is exchanged, so

@@ -1,7 +1,8 @@
 #pragma once
 // Alpha-beta network model over a cluster, and where ranks sit.
 //  - Placement: world rank r = (pp_rank * dp + dp_rank) * tp + tp_rank; tensor parallelism is
-//    innermost so a TP group stays inside a node; with tp = 1 this is DESIGN.md §1. Node of a
+//    innermost so a TP group stays inside a node; with tp = 1 this is the runtime's layout
+//    (docs/architecture.md, Ranks and groups). Node of a
 //    rank = r / devices_per_node (a `shared` cluster is one machine: every rank on node 0).
 //  - A message of n bytes between two ranks: latency + n / bandwidth of the intra-node link
 //    when both are on one node, else of the inter-node link (both per device and direction).

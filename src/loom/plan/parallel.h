@@ -9,7 +9,7 @@
 
 namespace loom::plan {
 
-// Data-parallel modes as DESIGN.md §3 defines them (what is sharded over dp):
+// Data-parallel modes (what is sharded over dp; docs/zero.md, Modes and Formulas):
 //   allreduce  nothing; gradients all-reduced (REDUCE_GRAD)
 //   zero1      optimizer state; gradients reduce-scattered, parameters all-gathered after the
 //              optimizer step

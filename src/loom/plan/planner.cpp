@@ -19,7 +19,7 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-// Closed-form makespan / ideal ratio (DESIGN.md §2) for ordering the search.
+// Closed-form makespan / ideal ratio (docs/schedules.md, Generators) for ordering the search.
 double bubble_factor(const std::string& name, int p, int v, int m) {
   if (name == "bfs" || (name == "gpipe" && v > 1)) {
     if (m >= p) return double(v * m + p - 1) / (v * m);

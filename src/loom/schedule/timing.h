@@ -1,7 +1,8 @@
 #pragma once
 // Ideal timing of a compute-only schedule: each rank runs its actions in order, an action starts
 // when the rank is free and its dependencies (same as validate.h) have finished; communication
-// is free. Used for the ASCII/SVG pictures and to count the bubble against DESIGN.md formulas.
+// is free. Used for the ASCII/SVG pictures and to count the bubble against the closed forms
+// of docs/schedules.md.
 #include <vector>
 
 #include "loom/schedule/schedule.h"

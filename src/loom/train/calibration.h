@@ -4,9 +4,9 @@
 // at a barrier, the unit `loom profile` times (model/block_timing.h); then all ranks time it
 // at once, as `loom profile` measures the slowdown under load. Outside the step time.
 //
-// Why: a shared virtual machine changes speed by up to 2x for seconds at a time, because of
-// other tenants (docs/planner.md). A profile taken before a run can measure another machine
-// than the one the run got; these samples, taken between the run's steps, say how fast the
+// Why: a shared virtual machine changes speed by up to 2x for seconds at a time, because of other
+// tenants (docs/notes/planner-validation.md). A profile taken before a run can measure another
+// machine than the one the run got; these samples, taken between the run's steps, say how fast the
 // machine was during it, so that a prediction can be checked against the machine that ran.
 #include <torch/torch.h>
 
