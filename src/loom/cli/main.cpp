@@ -20,7 +20,7 @@ commands:
   schedule   print or draw a pipeline schedule (ascii, svg, Chrome trace, csv)
                loom schedule --schedule bfs --pp 4 --loops 2 --microbatches 8 --format ascii
   launch     run a command on N local ranks with the torchrun environment
-               loom launch --nproc 2 -- build/bin/comm_test
+               loom launch --nproc 2 -- build/tests/comm/comm_test
   doctor     report torch, CUDA, communication backends, BLAS, threads and cores
   simulate   predict step time, bubble, communication and memory of one configuration
   plan       search dp x pp x tp, micro-batches, loops, schedule and dp-mode for a model

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 #include "loom/comm/c10d_groups.h"
@@ -67,10 +68,36 @@ class C10dBackend : public Backend {
         timeout_(timeout) {
     pg_ = kind == BackendKind::Nccl ? make_nccl_group(store_, rank, size, timeout)
                                     : make_gloo_group(store_, rank, size, timeout, host_);
+    // A member returns from creating the group once its own side of each connection is up;
+    // if it then destroyed the group at once, a peer still finishing the handshake would read
+    // "connection closed by peer" (seen with short-lived groups on loaded cores). The barrier
+    // returns only when every member has created the group.
+    settle("creating");
+  }
+  ~C10dBackend() override {
+    // Likewise before closing the connections: a peer may still be reading its last message.
+    // Not while an exception unwinds (a peer may be gone; the launcher stops everybody).
+    if (std::uncaught_exceptions() == 0) {
+      try {
+        settle("closing");
+      } catch (const std::exception&) {
+      }
+    }
   }
 
   BackendKind kind() const override { return kind_; }
   int64_t max_tag() const override { return INT32_MAX; }
+
+ private:
+  void settle(const char* when) {
+    if (size() == 1) return;
+    c10d::BarrierOptions o;
+    o.timeout = timeout_;
+    auto w = pg_->barrier(o);
+    if (!w->wait(timeout_))
+      throw Error(detail::concat("[rank ", rank(), "] communication timeout: barrier after ",
+                                 when, " communicator '", name(), "'"));
+  }
 
  protected:
   WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, std::vector<at::Tensor> keep) {

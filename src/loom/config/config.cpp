@@ -280,8 +280,8 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(train, threads), "compute threads per rank", int_range(1)},
 
       {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / pp", int_range(0)},
-      {LOOM_FIELD(parallel, pp), "pipeline stages", int_range(1)},
-      {LOOM_FIELD(parallel, loops), "model chunks per stage (interleaved schedules)",
+      {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1)},
+      {LOOM_FIELD(parallel, loops), "stages per pipeline rank (interleaved, bfs, gpipe)",
        int_range(1)},
       {LOOM_FIELD(parallel, schedule), "pipeline schedule",
        one_of({"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"})},
@@ -299,7 +299,7 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(parallel, bucket_mib), "gradient bucket size in MiB", float_range(0, true)},
       {LOOM_FIELD(parallel, reshard_after_forward), "zero3: free gathered parameters after "
        "forward", {}},
-      {LOOM_FIELD(parallel, max_unsharded), "zero3: layers gathered at once (prefetch bound)",
+      {LOOM_FIELD(parallel, max_unsharded), "zero3: stages gathered at once per rank (prefetch bound)",
        int_range(1)},
 
       {LOOM_FIELD(slim, core), "c: fraction of coordinates in the core set (core + explore "
