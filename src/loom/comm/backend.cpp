@@ -42,6 +42,14 @@ void check_dense(const at::Tensor& t, const char* what) {
   LOOM_CHECK(t.defined() && t.is_contiguous(), what, " must be a defined, contiguous tensor");
 }
 
+// `whole` holds one block of `block`'s size per rank, of the same type.
+void check_blocks(const char* op, const at::Tensor& whole, const at::Tensor& block, int ranks) {
+  check_dense(whole, op);
+  check_dense(block, op);
+  LOOM_CHECK_EQ(whole.numel(), block.numel() * ranks, op, ": one block per rank expected");
+  LOOM_CHECK(whole.scalar_type() == block.scalar_type(), op, ": input and output types differ");
+}
+
 uint64_t nbytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
 
 }  // namespace
@@ -81,20 +89,14 @@ WorkPtr Backend::all_reduce(const at::Tensor& t, ReduceOp op, const Options& o) 
 
 WorkPtr Backend::reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
                                 const Options& o) {
-  check_dense(in, "reduce_scatter's input");
-  check_dense(out, "reduce_scatter's output");
-  LOOM_CHECK_EQ(in.numel(), out.numel() * size_, "reduce_scatter: input must hold one block per rank");
-  LOOM_CHECK(in.scalar_type() == out.scalar_type(), "reduce_scatter: input and output types differ");
+  check_blocks("reduce_scatter", in, out, size_);
   const uint64_t bytes = (size_ - 1) * nbytes(out);
   return counted(OpKind::ReduceScatter, describe(out) + " per rank", bytes, o,
                  [&](const Call& c) { return do_reduce_scatter(in, out, op, c); });
 }
 
 WorkPtr Backend::all_gather(const at::Tensor& in, const at::Tensor& out, const Options& o) {
-  check_dense(in, "all_gather's input");
-  check_dense(out, "all_gather's output");
-  LOOM_CHECK_EQ(out.numel(), in.numel() * size_, "all_gather: output must hold one block per rank");
-  LOOM_CHECK(in.scalar_type() == out.scalar_type(), "all_gather: input and output types differ");
+  check_blocks("all_gather", out, in, size_);
   const uint64_t bytes = (size_ - 1) * nbytes(in);
   return counted(OpKind::AllGather, describe(in) + " per rank", bytes, o,
                  [&](const Call& c) { return do_all_gather(in, out, c); });

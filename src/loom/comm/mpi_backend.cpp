@@ -81,6 +81,20 @@ WorkPtr post(const Backend::Call& c, std::vector<Staged> keep,
   return work;
 }
 
+// An operation on one buffer: read from it when `input`, written into when `output`.
+WorkPtr post_one(const Backend::Call& c, const at::Tensor& t, bool input, bool output,
+                 std::function<void(void*, int, MPI_Datatype, MPI_Request*)> call) {
+  Staged s = stage(t, input, output);
+  const int n = checked_int(t.numel());
+  void* buf = s.host.data_ptr();
+  MPI_Datatype type = mpi_type(t);
+  return post(c, {s}, [=, call = std::move(call)] {
+    MPI_Request r;
+    call(buf, n, type, &r);
+    return r;
+  });
+}
+
 // A collective from `in` to `out` that moves blocks of `block` elements per rank.
 WorkPtr post_in_out(const Backend::Call& c, const at::Tensor& in, const at::Tensor& out,
                     int64_t block,
@@ -116,14 +130,8 @@ MpiBackend::~MpiBackend() {
 }
 
 WorkPtr MpiBackend::do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) {
-  Staged s = stage(t, true, true);
-  const int n = checked_int(t.numel());
-  void* buf = s.host.data_ptr();
-  MPI_Datatype type = mpi_type(t);
-  return post(c, {s}, [=, this] {
-    MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, mpi_op(op), comm_, &r);
-    return r;
+  return post_one(c, t, true, true, [this, op](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+    MPI_Iallreduce(MPI_IN_PLACE, b, n, y, mpi_op(op), comm_, q);
   });
 }
 
@@ -150,15 +158,10 @@ WorkPtr MpiBackend::do_all_to_all(const at::Tensor& in, const at::Tensor& out, c
 }
 
 WorkPtr MpiBackend::do_broadcast(const at::Tensor& t, int root, const Call& c) {
-  Staged s = stage(t, rank() == root, rank() != root);
-  const int n = checked_int(t.numel());
-  void* buf = s.host.data_ptr();
-  MPI_Datatype type = mpi_type(t);
-  return post(c, {s}, [=, this] {
-    MPI_Request r;
-    MPI_Ibcast(buf, n, type, root, comm_, &r);
-    return r;
-  });
+  return post_one(c, t, rank() == root, rank() != root,
+                  [this, root](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+                    MPI_Ibcast(b, n, y, root, comm_, q);
+                  });
 }
 
 WorkPtr MpiBackend::do_barrier(const Call& c) {
@@ -170,26 +173,14 @@ WorkPtr MpiBackend::do_barrier(const Call& c) {
 }
 
 WorkPtr MpiBackend::do_send(const at::Tensor& t, int dst, int tag, const Call& c) {
-  Staged s = stage(t, true, false);
-  const int n = checked_int(t.numel());
-  const void* buf = s.host.data_ptr();
-  MPI_Datatype type = mpi_type(t);
-  return post(c, {s}, [=, this] {
-    MPI_Request r;
-    MPI_Isend(buf, n, type, dst, tag, comm_, &r);
-    return r;
+  return post_one(c, t, true, false, [this, dst, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+    MPI_Isend(b, n, y, dst, tag, comm_, q);
   });
 }
 
 WorkPtr MpiBackend::do_recv(const at::Tensor& t, int src, int tag, const Call& c) {
-  Staged s = stage(t, false, true);
-  const int n = checked_int(t.numel());
-  void* buf = s.host.data_ptr();
-  MPI_Datatype type = mpi_type(t);
-  return post(c, {s}, [=, this] {
-    MPI_Request r;
-    MPI_Irecv(buf, n, type, src, tag, comm_, &r);
-    return r;
+  return post_one(c, t, false, true, [this, src, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+    MPI_Irecv(b, n, y, src, tag, comm_, q);
   });
 }
 
