@@ -1,0 +1,142 @@
+// Point-to-point latency and bandwidth, all-reduce bus bandwidth, and a rank's compute while
+// another rank computes: two ranks started by `mpirun -n 2` of this executable.
+#include "loom/profile/links.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/config/config.h"
+#include "loom/profile/profile.h"
+#include "loom/profile/timing.h"
+
+namespace loom::profile {
+namespace {
+
+// The slowdown of the layer (micro-batch b) on rank 0 while rank 1 computes it too, against
+// rank 1 idle (asleep), the way two ranks of loom train share the machine: processes of their
+// own, each bound to a core by mpirun. Windows of settle + budget seconds, alone / loaded /
+// alone / loaded, timed from a barrier; rank 0 records the last `budget` seconds of each.
+// Rank 0 returns loaded / alone (medians), the others 0.
+double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
+  comm::Backend& w = comm::world();
+  const int me = w.rank();
+  torch::set_num_threads(1);
+  model::Model m = model::build(cfg.model, cfg.train.seed);
+  BlockJob j{"layer", b, m.blocks[1].get(), torch::randn({b, cfg.model.seq_len, cfg.model.width}), {}};
+  forward_backward(j);  // warm-up
+  const double settle = std::max(0.5, budget), window = settle + budget;
+  std::vector<double> alone, loaded;
+  w.barrier()->wait();
+  const auto t0 = Clock::now();
+  for (int k = 0; k < 4; ++k) {
+    const bool load = k % 2 == 1;
+    const double end = (k + 1) * window;
+    if (me == 0) {
+      while (seconds(t0) < k * window + settle) forward_backward(j);
+      while (seconds(t0) < end) (load ? loaded : alone).push_back(forward_backward(j));
+    } else if (load) {
+      while (seconds(t0) < end) forward_backward(j);
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, end - seconds(t0))));
+    }
+  }
+  w.barrier()->wait();
+  if (me != 0 || alone.empty() || loaded.empty()) return 0;
+  return std::max(1.0, model::median_of(loaded) / model::median_of(alone));
+}
+
+}  // namespace
+
+std::vector<double> measure_comm() {
+  comm::Backend& w = comm::world();
+  const int me = w.rank();
+  std::vector<double> out = {0, 0, 0};
+  if (me > 1) {
+    w.barrier()->wait();
+    return out;
+  }
+  auto one_way = [&](size_t bytes) {
+    std::vector<float> buf(std::max<size_t>(1, bytes / 4));
+    const int reps = bytes <= (1 << 16) ? 200 : 20;
+    w.barrier()->wait();
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) {
+      if (me == 0) {
+        w.send(buf.data(), buf.size(), comm::DType::Float32, 1, 7)->wait();
+        w.recv(buf.data(), buf.size(), comm::DType::Float32, 1, 8)->wait();
+      } else {
+        w.recv(buf.data(), buf.size(), comm::DType::Float32, 0, 7)->wait();
+        w.send(buf.data(), buf.size(), comm::DType::Float32, 0, 8)->wait();
+      }
+    }
+    return seconds(t0) / reps / 2;
+  };
+  const double lat = one_way(4);
+  const size_t big = size_t(16) << 20;
+  const double t_big = one_way(big);
+  out[0] = lat;
+  out[1] = big / std::max(1e-9, t_big - lat);
+  if (w.size() == 2) {
+    std::vector<float> v(big / 4, 1.0f);
+    w.all_reduce(v.data(), v.size(), comm::DType::Float32)->wait();
+    auto t0 = Clock::now();
+    for (int i = 0; i < 5; ++i) w.all_reduce(v.data(), v.size(), comm::DType::Float32)->wait();
+    const double t = seconds(t0) / 5;
+    out[2] = 2.0 * (w.size() - 1) / w.size() * big / t;  // bus bandwidth, as nccl-tests
+  }
+  w.barrier()->wait();
+  return out;
+}
+
+std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_args) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid()))).string();
+  std::vector<std::string> cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
+  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
+  cmd.push_back(file);
+  cmd.insert(cmd.end(), slowdown_args.begin(), slowdown_args.end());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    std::vector<char*> argv;
+    for (auto& c : cmd) argv.push_back(c.data());
+    argv.push_back(nullptr);
+    ::execvp("mpirun", argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(file);
+  std::vector<double> v(4, 0.0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> v[0] >> v[1] >> v[2] >> v[3]))
+    throw Error("the communication measurement (mpirun -n 2 loom profile --comm-child) failed; "
+                "run loom doctor, or pass --no-comm to skip it");
+  std::filesystem::remove(file);
+  return v;
+}
+
+void run_link_child(const LinkChild& o) {
+  comm::init(comm::BackendKind::Mpi, nullptr, nullptr);
+  std::vector<double> v = measure_comm();
+  v.push_back(0);
+  if (o.slowdown_mb > 0 && comm::world().size() == 2)
+    v[3] = ranks_slowdown(config::load_file(o.config), o.slowdown_mb, o.seconds);
+  if (comm::world().rank() == 0) {
+    std::ofstream out(o.file);
+    out.precision(9);
+    out << v[0] << " " << v[1] << " " << v[2] << " " << v[3] << "\n";
+  }
+  comm::finalize();
+}
+
+}  // namespace loom::profile

@@ -1,0 +1,18 @@
+#pragma once
+// Internal to loom_profile: the link between two ranks, measured through loom's communication
+// layer (never MPI directly: only src/loom/comm talks to it).
+#include <string>
+#include <vector>
+
+namespace loom::profile {
+
+// Ping-pong and all-reduce between ranks 0 and 1 of the world; rank 0 returns
+// {latency_s, bandwidth_Bps, allreduce_busbw_Bps}.
+std::vector<double> measure_comm();
+
+// Runs `mpirun -n 2 <self> profile --comm-child FILE [slowdown_args]` and reads its numbers:
+// latency, bandwidth, all-reduce bus bandwidth, and (when asked) the slowdown of one rank's
+// compute while the other computes (0 = not measured).
+std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_args);
+
+}  // namespace loom::profile

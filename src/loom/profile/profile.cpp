@@ -1,0 +1,234 @@
+// What loom profile measures, honestly and simply:
+//  - matrix products (fp32, one thread per rank as `loom train` runs): GFLOP/s of square
+//    products 32..1024; the best is the peak, the others the efficiency curve;
+//  - memory bandwidth: a 64 MB copy;
+//  - the GPT blocks of a `loom train` configuration (embedding, one transformer layer, head +
+//    loss from model::build), forward and backward, at several micro-batch sizes (median),
+//    and the bytes a forward keeps alive for its backward (heap growth, glibc mallinfo2);
+//    each block alone; then the layer in windows of seconds alone and while every other core
+//    runs it too: the ratio is the blocks' `loaded_slowdown`, with which the simulator shares
+//    the cores among the ranks that compute at the same moment (plan/core_sharing.h);
+//  - the AdamW step per parameter;
+//  - point-to-point latency and bandwidth between two ranks through loom's communication
+//    layer (ping-pong), by running `mpirun -n 2` of itself (or directly when started by MPI
+//    with two ranks or more), plus the all-reduce bus bandwidth for the record.
+// A node is this machine: devices = cores, `shared = true` (more ranks than cores time-share).
+#include "loom/profile/profile.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/config/config.h"
+#include "loom/model/model.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/plan/evaluate.h"
+#include "loom/profile/links.h"
+#include "loom/profile/timing.h"
+
+namespace loom::profile {
+namespace {
+
+double gemm_gflops(int n, double budget) {
+  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  double t = median_time([&] { torch::mm(a, b); }, budget);
+  return 2.0 * n * n * n / t / 1e9;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+double memory_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (in >> key >> kb)
+    if (key == "MemTotal:") return kb * 1024;
+  return 8e9;
+}
+
+}  // namespace
+
+std::optional<Measured> measure(const Options& o) {
+  const std::string& config_path = o.config;
+  config::Config cfg = config::load_file(config_path);
+  if (cfg.model.kind != "gpt")
+    LOOM_USAGE("loom profile measures GPT blocks; ", config_path, " has model.kind '",
+               cfg.model.kind, "'");
+  const double budget = o.seconds;
+
+  // Inside MPI (mpirun -n 2 loom profile): measure the link first; rank 0 goes on alone.
+  std::vector<double> link = {0, 0, 0};
+  const bool in_mpi = comm::launched_by_mpi();
+  if (in_mpi) {
+    comm::init(comm::BackendKind::Mpi, nullptr, nullptr);
+    if (comm::world().size() >= 2) link = measure_comm();
+    const int rank = comm::world().rank();
+    comm::finalize();
+    if (rank != 0) return std::nullopt;
+  }
+
+  torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  torch::manual_seed(1);
+  plan::Cluster c;
+  c.name = "this-machine";
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  c.devices_per_node = static_cast<int>(cores);
+  c.shared = true;
+  c.precision = "fp32";
+
+  std::cerr << "loom profile: matrix products\n";
+  std::vector<int> dims = {32, 64, 128, 256, 512, 1024};
+  std::vector<double> gf;
+  for (int n : dims) gf.push_back(gemm_gflops(n, budget));
+  const double peak = *std::max_element(gf.begin(), gf.end());
+  c.peak_flops["fp32"] = peak * 1e9;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    c.gemm_size.push_back(dims[i]);
+    c.gemm_efficiency.push_back(gf[i] / peak);
+  }
+
+  std::cerr << "loom profile: memory bandwidth\n";
+  {
+    auto src = torch::randn({16 << 20}), dst = torch::empty({16 << 20});
+    const double t = median_time([&] { dst.copy_(src); }, budget);
+    c.memory_bandwidth = 2.0 * src.numel() * 4 / t;  // read + write
+    c.elementwise_efficiency = 1.0;  // measured with an elementwise copy
+  }
+  c.memory_bytes = memory_total_bytes() / cores;
+
+  // Blocks are timed alone and, unless `alone`, also while the other cores run them.
+  const int load_cores = o.alone ? 0 : static_cast<int>(cores) - 1;
+  std::cerr << "loom profile: GPT blocks of " << config_path << " (alone)\n";
+  model::Model m = model::build(cfg.model, cfg.train.seed);
+  const auto& mc = cfg.model;
+  std::vector<BlockJob> jobs;
+  for (int64_t b : o.micro_batch_sizes) {
+    torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
+    torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
+    jobs.push_back({"embedding", b, m.blocks.front().get(), tokens, {}});
+    jobs.push_back({"layer", b, m.blocks[1].get(), act, {}});
+    jobs.push_back({"head", b, m.blocks.back().get(), act, tokens});
+  }
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round)
+    for (BlockJob& j : jobs) sample_block(j, budget / kRounds);
+  BlockJob& probe = *std::max_element(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) {
+    return (x.kind == std::string("layer") ? x.micro_batch : 0) <
+           (y.kind == std::string("layer") ? y.micro_batch : 0);
+  });
+  for (const BlockJob& j : jobs) {
+    const BlockTimes t = summarize(j);
+    c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
+                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
+    std::fprintf(stderr,
+                 "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
+                 "(I %.3f + W %.3f), keeps %s\n",
+                 j.kind, (long long)j.micro_batch, t.forward_s * 1e3, t.backward_s * 1e3,
+                 t.input_s * 1e3, t.weight_s * 1e3, plan::human_bytes(t.activation_bytes).c_str());
+  }
+
+  std::cerr << "loom profile: AdamW step (the optimizer loom train uses)\n";
+  {
+    std::vector<torch::Tensor> ps;
+    for (int i = 0; i < 4; ++i) {
+      ps.push_back(torch::randn({512, 1024}).requires_grad_(true));
+      ps.back().mutable_grad() = torch::randn({512, 1024});
+    }
+    config::TrainConfig adamw;
+    adamw.optimizer = "adamw";
+    auto opt = parallel::make_optimizer(ps, adamw);
+    const double t = median_time([&] { opt->step(); }, budget);
+    c.optimizer_s_per_param = t / (4.0 * 512 * 1024);
+  }
+
+  if (o.links && !in_mpi) {
+    std::cerr << "loom profile: point-to-point between two ranks (mpirun -n 2)";
+    std::vector<std::string> slowdown_args;
+    if (load_cores > 0) {  // and the slowdown of a rank while the other computes
+      std::cerr << ", and a rank's compute while the other computes";
+      slowdown_args = {"--config", config_path, "--slowdown-mb",
+                       std::to_string(probe.micro_batch), "--seconds", detail::concat(budget)};
+    }
+    std::cerr << "\n";
+    link = comm_via_mpirun(slowdown_args);
+  }
+  // One slowdown under load for the machine, from the layer at the largest micro-batch: two
+  // MPI ranks as loom train runs them when the links were measured, else forked processes.
+  if (load_cores > 0) {
+    double slowdown = link.size() > 3 ? link[3] : 0;
+    const char* how = "two ranks";
+    if (slowdown <= 0) {
+      slowdown = sustained_slowdown(probe, load_cores, budget, std::max(0.5, budget));
+      how = "forked processes";
+    }
+    std::fprintf(stderr, "loom profile: layer (micro-batch %lld) with every core busy: x%.2f (%s)\n",
+                 (long long)probe.micro_batch, slowdown, how);
+    for (plan::BlockProfile& bp : c.blocks) bp.loaded_slowdown = slowdown;
+  }
+  if (link[1] > 0) {
+    c.intra = {link[1], 1.0, link[0]};
+  } else {
+    c.intra = {10e9, 1.0, 50e-6};  // not measured: a guess, said so in the note
+  }
+  c.inter = c.intra;  // one machine
+
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  std::ostringstream note;
+  note << "measured by loom profile on " << date << ": " << cpu_model() << ", " << cores
+       << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
+       << TORCH_VERSION << "; blocks of " << config_path
+       << (load_cores ? detail::concat(" timed alone; loaded_slowdown: the layer with the other ",
+                                       load_cores, " core(s) running it, in windows of seconds")
+                      : std::string(" timed alone"))
+       << "; ";
+  if (link[1] > 0)
+    note << "p2p via loom::comm: " << link[0] * 1e6 << " us, " << link[1] / 1e9
+         << " GB/s; all-reduce bus bandwidth " << link[2] / 1e9 << " GB/s (2 ranks)";
+  else
+    note << "links NOT measured (--no-comm): 10 GB/s and 50 us are placeholders";
+  c.note = note.str();
+  c.calibrated = "none: every number measured on this machine";
+
+  char summary[256];
+  int n = std::snprintf(summary, sizeof summary,
+                        "loom profile: peak %.1f GFLOP/s (fp32, %lld thread), memory %.1f GB/s, ",
+                        peak, (long long)cfg.train.threads, c.memory_bandwidth / 1e9);
+  if (link[1] > 0)
+    std::snprintf(summary + n, sizeof summary - n, "p2p %.1f us + %.2f GB/s", link[0] * 1e6,
+                  link[1] / 1e9);
+  else
+    std::snprintf(summary + n, sizeof summary - n, "links not measured");
+  return Measured{std::move(c), summary};
+}
+
+void write_cluster(const plan::Cluster& c, const std::string& path) {
+  std::string text = "# Written by `loom profile`; format in src/loom/plan/cluster.h.\n" +
+                     plan::to_toml(c);
+  plan::parse_cluster(text, path);  // what we write must read back
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream f(path + ".tmp");
+  if (!f || !(f << text) || !f.flush())
+    LOOM_USAGE("cannot write '", path, "'; pass a writable path to --out");
+  f.close();
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+}  // namespace loom::profile
