@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loom/common/error.h"
+#include "loom/flags/flags.h"
 
 namespace loom::config {
 namespace {
@@ -450,16 +451,27 @@ TEST(ConfigFlags, Errors) {
   expect_flag_error({"-layers", "4"}, {"unexpected argument '-layers'"});
 }
 
-TEST(ConfigFlags, RestIsReturnedWhenAllowed) {
+// loom train reads its own flags and the fields in one pass of the flag parser.
+TEST(ConfigFlags, FieldsBesideACommandsOwnFlags) {
+  flags::Spec spec{"train", {{"nproc", "4"}, {"config", "x.toml"}}, &flag_source()};
+  flags::Parsed p =
+      flags::parse({"--nproc", "4", "--layers", "3", "--config=x.toml", "--lr=0.1", "--seq-len", "8"},
+                   spec);
   Config c;
-  auto rest = apply_overrides(
-      c, {"--nproc", "4", "--layers", "3", "extra", "--config=x.toml", "--lr=0.1"}, true);
-  EXPECT_EQ(rest, (std::vector<std::string>{"--nproc", "4", "extra", "--config=x.toml"}));
+  for (const auto& item : p.items)
+    if (item.from_source) set_flag(c, item.name, item.value, item.spelled);
+  EXPECT_EQ(p.get("nproc"), "4");
+  EXPECT_EQ(p.get("config"), "x.toml");
   EXPECT_EQ(c.model.layers, 3);
+  EXPECT_EQ(c.model.seq_len, 8);
   EXPECT_DOUBLE_EQ(c.train.lr, 0.1);
-  // Known flags are still checked, and an ambiguous one is never passed through.
-  expect_usage([&] { apply_overrides(c, {"--layers", "x"}, true); }, {"model.layers"});
-  expect_usage([&] { apply_overrides(c, {"--kind", "gpt"}, true); }, {"ambiguous"});
+  // Values are checked when set; an ambiguous name and a stray word never pass.
+  expect_usage([&] { set_flag(c, "model.layers", "x", "layers"); }, {"model.layers", "--layers"});
+  expect_usage([&] { flags::parse({"--kind", "gpt"}, spec); }, {"ambiguous"});
+  expect_usage([&] { flags::parse({"--nproc", "2", "extra"}, spec); },
+               {"unexpected argument 'extra' for loom train"});
+  expect_usage([&] { flags::parse({"--layer", "2"}, spec); },
+               {"unknown flag '--layer' for loom train; did you mean '--layers'?"});
 }
 
 TEST(ConfigFlags, ShortNamesAreUniqueOrRejected) {

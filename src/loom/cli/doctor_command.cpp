@@ -16,6 +16,7 @@
 #include "loom/cli/commands.h"
 #include "loom/comm/c10d_backend.h"
 #include "loom/comm/world.h"
+#include "loom/flags/flags.h"
 
 namespace loom::cli {
 namespace {
@@ -74,6 +75,13 @@ std::string gpus() {
   return os.str();
 }
 
+const char* kDoctorHelp = R"(usage: loom doctor
+
+Reports what this machine gives a loom run: the libtorch version and whether CUDA is compiled
+in, the GPUs, the communication backends, MPI, the BLAS in use, cores, threads per rank and
+a one-thread matrix-product speed. Says what to fix when something would slow a run down.
+)";
+
 std::string backends() {
   std::string why;
   std::string nccl = comm::c10d_available(comm::BackendKind::Nccl, &why) ? "nccl" : "";
@@ -83,6 +91,10 @@ std::string backends() {
 }  // namespace
 
 int doctor_command(const std::vector<std::string>& args) {
+  if (flags::parse(args, {"doctor", {}}).help) {
+    std::cout << kDoctorHelp;
+    return 0;
+  }
   const std::string mpi = comm::mpi_library_version();
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const char* mkl = std::getenv("MKL_NUM_THREADS");

@@ -3,9 +3,9 @@
 // run their multi-rank binaries through it for the gloo backend.
 #include <iostream>
 
-#include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
+#include "loom/flags/flags.h"
 #include "loom/launch/launcher.h"
 
 namespace loom::cli {
@@ -26,29 +26,20 @@ examples:
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
-  // Flags end at "--" or at the first word that is neither a flag nor a flag's value.
-  std::vector<std::string> own, command;
-  size_t i = 0;
-  while (i < args.size() && args[i] != "--" && args[i].rfind("--", 0) == 0) {
-    own.push_back(args[i]);
-    const bool takes_value = args[i] != "--help" && args[i].find('=') == std::string::npos;
-    if (takes_value && i + 1 < args.size()) own.push_back(args[++i]);
-    ++i;
-  }
-  if (i < args.size() && args[i] == "--") ++i;
-  command.assign(args.begin() + static_cast<long>(i), args.end());
-  Args a = take_flags(own, {"nproc", "comm"}, {"help"});
-  if (a.flags.count("help")) {
+  // Flags end at "--" or at the first word that is no flag's value: the command to run.
+  flags::Spec spec{"launch", {{"nproc", "2"}, {"comm", "gloo"}}};
+  spec.stop_at_word = true;
+  const flags::Parsed a = flags::parse(args, spec);
+  if (a.help) {
     std::cout << kLaunchHelp;
     return 0;
   }
-  if (!a.rest.empty()) LOOM_USAGE("unknown flag '", a.rest.front(), "' for loom launch; see loom launch --help");
-  if (!a.flags.count("nproc")) LOOM_USAGE("loom launch needs --nproc N");
-  if (command.empty()) LOOM_USAGE("loom launch needs a command to run after its flags");
+  if (!a.has("nproc")) LOOM_USAGE("loom launch needs --nproc N");
+  if (a.rest.empty()) LOOM_USAGE("loom launch needs a command to run after its flags");
   launch::Options o;
-  o.nproc = to_int("nproc", a.flags.at("nproc"), 1, 4096);
-  if (a.flags.count("comm")) o.comm = comm::parse_backend(a.flags.at("comm"));
-  o.command = command;
+  o.nproc = flags::to_int("nproc", a.get("nproc"), 1, 4096);
+  if (a.has("comm")) o.comm = comm::parse_backend(a.get("comm"));
+  o.command = a.rest;
   return launch::run_local(o);
 }
 

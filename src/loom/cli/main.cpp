@@ -1,4 +1,6 @@
 // loom: distributed training with pipeline and data parallelism.
+#include <torch/version.h>
+
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -9,10 +11,12 @@
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 #include "loom/common/malloc_tuning.h"
+#include "loom/flags/flags.h"
 
 namespace {
 
-const char* kHelp = R"(usage: loom <command> [options]
+const char* kHelp = R"(usage: loom <command> [flags]
+       loom --version
 
 commands:
   train      train a model on several ranks (pipeline x data parallel)
@@ -25,10 +29,22 @@ commands:
   simulate   predict step time, bubble, communication and memory of one configuration
   plan       search dp x pp x tp, micro-batches, loops, schedule and dp-mode for a model
   profile    measure this machine and write a cluster file for simulate and plan
+  version    print the versions of loom and of the libtorch it runs on (also --version)
 
-Run `loom <command> --help` for the options of a command. Exit codes: 0 ok, 1 runtime
-failure, 2 bad input (one line that names the problem and the fix).
+Run `loom <command> --help` (or -h) for the flags of a command. Every command reads them
+the same way: --name value or --name=value, with - and _ alike in names (--seq-len is
+--seq_len). Exit codes: 0 ok, 1 runtime failure, 2 bad input (one line that names the
+problem and the fix).
 )";
+
+int version_command(const std::vector<std::string>& args) {
+  if (loom::flags::parse(args, {"version", {}}).help) {
+    std::cout << "usage: loom version (or loom --version)\n";
+    return 0;
+  }
+  std::cout << "loom " << LOOM_VERSION << "\nlibtorch " << TORCH_VERSION << "\n";
+  return 0;
+}
 
 }  // namespace
 
@@ -49,6 +65,7 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return loom::cli::simulate_command(rest);
     if (cmd == "plan") return loom::cli::plan_command(rest);
     if (cmd == "profile") return loom::cli::profile_command(rest);
+    if (cmd == "version" || cmd == "--version") return version_command(rest);
     std::fprintf(stderr, "loom: error: unknown command '%s'; run `loom --help` for the list\n",
                  cmd.c_str());
     return 2;

@@ -7,10 +7,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
+#include "loom/flags/flags.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
 #include "loom/plan/evaluate.h"
@@ -22,8 +22,20 @@
 namespace loom::cli {
 namespace {
 
-const std::vector<std::string> kModelFlags = {"model", "layers", "width", "heads", "seq-len",
-                                              "vocab", "precision", "cluster"};
+using flags::Flag;
+using flags::to_int;
+using flags::to_int64;
+
+// The model and the cluster, for simulate and plan.
+const std::vector<Flag> kModelFlags = {
+    {"model", "gpt"}, {"layers", "24"}, {"width", "2048"}, {"heads", "16"}, {"seq-len", "2048"},
+    {"vocab", "51200"}, {"no-dropout", ""}, {"precision", "bf16"},
+    {"cluster", "clusters/a100-80gb.toml"}};
+
+std::vector<Flag> with_model_flags(std::vector<Flag> own) {
+  own.insert(own.begin(), kModelFlags.begin(), kModelFlags.end());
+  return own;
+}
 
 const char* kSimulateHelp = R"(usage: loom simulate --cluster FILE (model flags | --from-config FILE) [configuration]
 
@@ -67,27 +79,6 @@ example:
     --cluster clusters/a100-80gb.toml --gpus 256 --global-batch 256 --top 10
 )";
 
-std::string get(const Args& a, const std::string& k, const std::string& d = "") {
-  return a.flags.count(k) ? a.flags.at(k) : d;
-}
-
-int64_t to_int64(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < lo || x > hi)
-    LOOM_USAGE("--", flag, " must be an integer in [", lo, ", ", hi, "], got '", v, "'");
-  return x;
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 void write_file(const std::string& path, const std::string& text, const std::string& flag) {
   std::string tmp = path + ".tmp";
   std::ofstream f(tmp);
@@ -100,45 +91,45 @@ void write_file(const std::string& path, const std::string& text, const std::str
   std::cerr << "wrote " << path << "\n";
 }
 
-plan::Transformer model_from_flags(const Args& a) {
-  if (get(a, "model", "gpt") != "gpt")
+plan::Transformer model_from_flags(const flags::Parsed& a) {
+  if (a.get("model", "gpt") != "gpt")
     LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '",
-               get(a, "model"), "'");
+               a.get("model"), "'");
   for (const char* k : {"layers", "width", "heads", "seq-len"})
-    if (!a.flags.count(k)) LOOM_USAGE("--", k, " is required (or use --from-config FILE)");
+    if (!a.has(k)) LOOM_USAGE("--", k, " is required (or use --from-config FILE)");
   plan::Transformer m;
-  m.layers = to_int64("layers", a.flags.at("layers"), 1, 1 << 20);
-  m.hidden = to_int64("width", a.flags.at("width"), 1, 1 << 24);
-  m.heads = to_int64("heads", a.flags.at("heads"), 1, 1 << 16);
-  m.seq_len = to_int64("seq-len", a.flags.at("seq-len"), 1, 1 << 24);
-  m.vocab = to_int64("vocab", get(a, "vocab", "51200"), 1, int64_t(1) << 30);
-  m.dropout = !a.flags.count("no-dropout");
+  m.layers = to_int64("layers", a.get("layers"), 1, 1 << 20);
+  m.hidden = to_int64("width", a.get("width"), 1, 1 << 24);
+  m.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
+  m.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
+  m.vocab = to_int64("vocab", a.get("vocab", "51200"), 1, int64_t(1) << 30);
+  m.dropout = !a.has("no-dropout");
   return m;
 }
 
-plan::Cluster cluster_from_flags(const Args& a) {
-  if (!a.flags.count("cluster"))
+plan::Cluster cluster_from_flags(const flags::Parsed& a) {
+  if (!a.has("cluster"))
     LOOM_USAGE("--cluster is required: one of clusters/*.toml, or write one with "
                "loom profile --out clusters/this-machine.toml");
-  return plan::load_cluster(a.flags.at("cluster"));
+  return plan::load_cluster(a.get("cluster"));
 }
 
 // Configuration flags on top of `p` (from a config file or defaults).
-void apply_parallel_flags(const Args& a, plan::Parallel& p, bool from_config) {
-  if (a.flags.count("pp")) p.pp = to_int("pp", a.flags.at("pp"), 1, 1 << 16);
-  if (a.flags.count("tp")) p.tp = to_int("tp", a.flags.at("tp"), 1, 1 << 10);
-  if (a.flags.count("loops")) p.loops = to_int("loops", a.flags.at("loops"), 1, 1024);
-  if (a.flags.count("schedule")) p.schedule = a.flags.at("schedule");
-  if (a.flags.count("dp-mode")) p.dp_mode = plan::parse_dp_mode(a.flags.at("dp-mode"));
-  if (a.flags.count("recompute")) p.recompute = true;
-  if (a.flags.count("sequence-parallel")) p.sequence_parallel = true;
-  if (a.flags.count("no-reshard-after-forward")) p.reshard_after_forward = false;
-  if (a.flags.count("max-unsharded"))
-    p.max_unsharded = to_int("max-unsharded", a.flags.at("max-unsharded"), 1, 1 << 16);
+void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_config) {
+  if (a.has("pp")) p.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
+  if (a.has("tp")) p.tp = to_int("tp", a.get("tp"), 1, 1 << 10);
+  if (a.has("loops")) p.loops = to_int("loops", a.get("loops"), 1, 1024);
+  if (a.has("schedule")) p.schedule = a.get("schedule");
+  if (a.has("dp-mode")) p.dp_mode = plan::parse_dp_mode(a.get("dp-mode"));
+  if (a.has("recompute")) p.recompute = true;
+  if (a.has("sequence-parallel")) p.sequence_parallel = true;
+  if (a.has("no-reshard-after-forward")) p.reshard_after_forward = false;
+  if (a.has("max-unsharded"))
+    p.max_unsharded = to_int("max-unsharded", a.get("max-unsharded"), 1, 1 << 16);
   if (from_config) return;
-  const int gpus = a.flags.count("gpus") ? to_int("gpus", a.flags.at("gpus"), 1, 1 << 24) : 0;
-  if (a.flags.count("dp")) {
-    p.dp = to_int("dp", a.flags.at("dp"), 1, 1 << 24);
+  const int gpus = a.has("gpus") ? to_int("gpus", a.get("gpus"), 1, 1 << 24) : 0;
+  if (a.has("dp")) {
+    p.dp = to_int("dp", a.get("dp"), 1, 1 << 24);
   } else if (gpus) {
     if (gpus % (p.pp * p.tp))
       LOOM_USAGE("--gpus ", gpus, " is not divisible by pp x tp = ", p.pp * p.tp,
@@ -148,12 +139,12 @@ void apply_parallel_flags(const Args& a, plan::Parallel& p, bool from_config) {
   if (gpus && p.gpus() != gpus)
     LOOM_USAGE("dp x pp x tp = ", p.dp, " x ", p.pp, " x ", p.tp, " = ", p.gpus(),
                " but --gpus is ", gpus, "; drop --dp or fix one of them");
-  const int64_t G = a.flags.count("global-batch")
-                        ? to_int64("global-batch", a.flags.at("global-batch"), 1, int64_t(1) << 40)
+  const int64_t G = a.has("global-batch")
+                        ? to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40)
                         : 0;
-  const bool has_m = a.flags.count("microbatches"), has_b = a.flags.count("micro-batch-size");
-  if (has_m) p.microbatches = to_int("microbatches", a.flags.at("microbatches"), 1, 1 << 20);
-  if (has_b) p.micro_batch = to_int64("micro-batch-size", a.flags.at("micro-batch-size"), 1, 1 << 20);
+  const bool has_m = a.has("microbatches"), has_b = a.has("micro-batch-size");
+  if (has_m) p.microbatches = to_int("microbatches", a.get("microbatches"), 1, 1 << 20);
+  if (has_b) p.micro_batch = to_int64("micro-batch-size", a.get("micro-batch-size"), 1, 1 << 20);
   if (G) {
     if (has_m && has_b && p.global_batch() != G)
       LOOM_USAGE("dp x microbatches x micro-batch-size = ", p.global_batch(),
@@ -175,19 +166,19 @@ void apply_parallel_flags(const Args& a, plan::Parallel& p, bool from_config) {
 }
 
 // A `loom train` configuration resolved as the trainer resolves it.
-void from_config(const Args& a, plan::Transformer* m, plan::Parallel* p, std::vector<int>* cut) {
-  config::Config cfg = config::load_file(a.flags.at("from-config"));
+void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p, std::vector<int>* cut) {
+  config::Config cfg = config::load_file(a.get("from-config"));
   if (cfg.model.kind != "gpt")
     LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind, "'");
-  if (a.flags.count("pp")) cfg.parallel.pp = to_int("pp", a.flags.at("pp"), 1, 1 << 16);
-  if (a.flags.count("dp")) cfg.parallel.dp = to_int("dp", a.flags.at("dp"), 1, 1 << 16);
-  if (a.flags.count("loops")) cfg.parallel.loops = to_int("loops", a.flags.at("loops"), 1, 1024);
-  if (a.flags.count("schedule")) cfg.parallel.schedule = a.flags.at("schedule");
-  if (a.flags.count("dp-mode")) cfg.parallel.dp_mode = a.flags.at("dp-mode");
-  if (a.flags.count("microbatches"))
-    cfg.train.microbatches = to_int("microbatches", a.flags.at("microbatches"), 1, 1 << 20);
-  if (a.flags.count("global-batch"))
-    cfg.train.global_batch = to_int64("global-batch", a.flags.at("global-batch"), 1, 1 << 30);
+  if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
+  if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
+  if (a.has("loops")) cfg.parallel.loops = to_int("loops", a.get("loops"), 1, 1024);
+  if (a.has("schedule")) cfg.parallel.schedule = a.get("schedule");
+  if (a.has("dp-mode")) cfg.parallel.dp_mode = a.get("dp-mode");
+  if (a.has("microbatches"))
+    cfg.train.microbatches = to_int("microbatches", a.get("microbatches"), 1, 1 << 20);
+  if (a.has("global-batch"))
+    cfg.train.global_batch = to_int64("global-batch", a.get("global-batch"), 1, 1 << 30);
   const int dp = cfg.parallel.dp > 0 ? static_cast<int>(cfg.parallel.dp) : 1;
   train::Resolved r = train::preflight(cfg, dp * static_cast<int>(cfg.parallel.pp), false);
   *m = {cfg.model.layers, cfg.model.width, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
@@ -228,34 +219,34 @@ std::string json_line(const plan::Evaluation& e) {
 }  // namespace
 
 int simulate_command(const std::vector<std::string>& args) {
-  std::vector<std::string> known = kModelFlags;
-  for (const char* k : {"gpus", "dp", "pp", "tp", "loops", "schedule", "microbatches",
-                        "micro-batch-size", "global-batch", "dp-mode", "max-unsharded", "svg",
-                        "trace", "from-config", "rank-speed"})
-    known.push_back(k);
-  Args a = take_flags(args, known,
-                      {"help", "recompute", "sequence-parallel", "no-dropout",
-                       "no-reshard-after-forward", "json"});
-  if (a.flags.count("help")) {
+  const flags::Parsed a = flags::parse(
+      args, {"simulate",
+             with_model_flags({{"from-config", "configs/gpt-fortunes.toml"}, {"gpus", "8"},
+                               {"dp", "2"}, {"pp", "2"}, {"tp", "2"}, {"loops", "2"},
+                               {"schedule", "bfs"}, {"microbatches", "8"},
+                               {"micro-batch-size", "1"}, {"global-batch", "64"},
+                               {"dp-mode", "zero3"}, {"recompute", ""},
+                               {"sequence-parallel", ""}, {"max-unsharded", "2"},
+                               {"no-reshard-after-forward", ""}, {"rank-speed", "1.2,1"},
+                               {"svg", "step.svg"}, {"trace", "step.json"}, {"json", ""}})});
+  if (a.help) {
     std::cout << kSimulateHelp;
     return 0;
   }
-  if (!a.rest.empty())
-    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom simulate; see loom simulate --help");
   plan::Cluster cluster = cluster_from_flags(a);
   plan::Transformer m;
   plan::Parallel p;
   plan::EvalOptions eo;
-  eo.precision = get(a, "precision");
-  eo.timeline = a.flags.count("svg") || a.flags.count("trace");
-  if (a.flags.count("from-config")) {
+  eo.precision = a.get("precision");
+  eo.timeline = a.has("svg") || a.has("trace");
+  if (a.has("from-config")) {
     from_config(a, &m, &p, &eo.cut);
     apply_parallel_flags(a, p, true);
   } else {
     m = model_from_flags(a);
     apply_parallel_flags(a, p, false);
   }
-  for (const std::string& v : split_list(get(a, "rank-speed"))) {
+  for (const std::string& v : flags::split_list(a.get("rank-speed"))) {
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
     if (*end != '\0' || !(x > 0 && x < 1e6))
@@ -263,71 +254,71 @@ int simulate_command(const std::vector<std::string>& args) {
                  "rank), got '", v, "'");
     eo.rank_speed.push_back(x);
   }
-  if (a.flags.count("rank-speed") && eo.rank_speed.empty())
+  if (a.has("rank-speed") && eo.rank_speed.empty())
     LOOM_USAGE("--rank-speed needs one number per pipeline rank, e.g. --rank-speed 1.2,1");
   plan::Evaluation e = plan::evaluate(m, p, cluster, eo);
-  if (a.flags.count("json")) {
+  if (a.has("json")) {
     std::cout << json_line(e);
   } else {
     std::cout << "loom simulate: " << cluster.name << " (" << cluster.origin << ")\n"
               << plan::format_breakdown(e);
   }
-  if (a.flags.count("svg")) {
+  if (a.has("svg")) {
     schedule::Schedule shown = e.lowered;
     shown.name = "simulated " + p.schedule;
-    write_file(a.flags.at("svg"), schedule::render_svg(shown, e.sim.timing(), " ms"), "svg");
+    write_file(a.get("svg"), schedule::render_svg(shown, e.sim.timing(), " ms"), "svg");
   }
-  if (a.flags.count("trace")) write_file(a.flags.at("trace"), plan::sim_trace_json(e.sim), "trace");
+  if (a.has("trace")) write_file(a.get("trace"), plan::sim_trace_json(e.sim), "trace");
   return 0;
 }
 
 int plan_command(const std::vector<std::string>& args) {
-  std::vector<std::string> known = kModelFlags;
-  for (const char* k : {"gpus", "global-batch", "top", "time-budget", "memory-limit", "schedules",
-                        "dp-modes", "micro-batch-sizes", "loops", "recompute"})
-    known.push_back(k);
-  Args a = take_flags(args, known, {"help", "no-dropout", "json"});
-  if (a.flags.count("help")) {
+  const flags::Parsed a = flags::parse(
+      args, {"plan",
+             with_model_flags({{"gpus", "64"}, {"global-batch", "512"}, {"top", "10"},
+                               {"time-budget", "30s"}, {"memory-limit", "70GB"},
+                               {"schedules", "1f1b,bfs"}, {"dp-modes", "allreduce,zero3"},
+                               {"micro-batch-sizes", "1,2,4"}, {"loops", "1,2"},
+                               {"recompute", "both"}, {"json", ""}})});
+  if (a.help) {
     std::cout << kPlanHelp;
     return 0;
   }
-  if (!a.rest.empty())
-    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom plan; see loom plan --help");
   plan::Cluster cluster = cluster_from_flags(a);
   plan::PlanRequest req;
   req.model = model_from_flags(a);
-  if (!a.flags.count("gpus") || !a.flags.count("global-batch"))
+  if (!a.has("gpus") || !a.has("global-batch"))
     LOOM_USAGE("loom plan needs --gpus N and --global-batch G");
-  req.gpus = to_int("gpus", a.flags.at("gpus"), 1, 1 << 24);
-  req.global_batch = to_int64("global-batch", a.flags.at("global-batch"), 1, int64_t(1) << 40);
-  req.precision = get(a, "precision");
-  req.time_budget_s = config::parse_duration(get(a, "time-budget", "30s"));
-  if (a.flags.count("memory-limit")) {
+  req.gpus = to_int("gpus", a.get("gpus"), 1, 1 << 24);
+  req.global_batch = to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40);
+  req.precision = a.get("precision");
+  req.time_budget_s = config::parse_duration(a.get("time-budget", "30s"));
+  if (a.has("memory-limit")) {
     char* end = nullptr;
-    const std::string v = a.flags.at("memory-limit");
+    const std::string v = a.get("memory-limit");
     double gb = std::strtod(v.c_str(), &end);
     if (v.empty() || (*end && std::string(end) != "GB") || !(gb > 0))
       LOOM_USAGE("--memory-limit must be a size in GB like 70 or 70GB, got '", v, "'");
     req.memory_limit = gb * 1e9;
   }
-  for (const std::string& s : split_list(get(a, "schedules"))) {
+  for (const std::string& s : flags::split_list(a.get("schedules"))) {
     bool known_name = false;
     for (const std::string& g : schedule::generator_names()) known_name = known_name || g == s;
     if (!known_name) LOOM_USAGE("--schedules: unknown schedule '", s, "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1");
     req.schedules.push_back(s);
   }
-  for (const std::string& s : split_list(get(a, "dp-modes"))) req.dp_modes.push_back(plan::parse_dp_mode(s));
-  for (const std::string& s : split_list(get(a, "micro-batch-sizes")))
+  for (const std::string& s : flags::split_list(a.get("dp-modes"))) req.dp_modes.push_back(plan::parse_dp_mode(s));
+  for (const std::string& s : flags::split_list(a.get("micro-batch-sizes")))
     req.micro_batches.push_back(to_int64("micro-batch-sizes", s, 1, 1 << 20));
-  for (const std::string& s : split_list(get(a, "loops"))) req.loops.push_back(to_int("loops", s, 1, 1024));
-  const std::string rc = get(a, "recompute", "both");
+  for (const std::string& s : flags::split_list(a.get("loops"))) req.loops.push_back(to_int("loops", s, 1, 1024));
+  const std::string rc = a.get("recompute", "both");
   if (rc == "on") req.recompute = {true};
   else if (rc == "off") req.recompute = {false};
   else if (rc != "both") LOOM_USAGE("--recompute must be on, off or both, got '", rc, "'");
-  const int top = to_int("top", get(a, "top", "10"), 1, 100000);
+  const int top = to_int("top", a.get("top", "10"), 1, 100000);
 
   plan::PlanResult r = plan::plan(req, cluster);
-  if (a.flags.count("json")) {
+  if (a.has("json")) {
     for (int i = 0; i < std::min<int>(top, static_cast<int>(r.ranked.size())); ++i) {
       const plan::Candidate& c = r.ranked[i];
       std::printf("{\"rank\":%d,\"configuration\":\"%s\",\"step_s\":%.6g,\"tflops_per_device\":%.6g,"

@@ -1,12 +1,11 @@
 // loom profile: the flags; the measurements and the cluster file are src/loom/profile/.
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
-#include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
+#include "loom/flags/flags.h"
 #include "loom/profile/profile.h"
 
 namespace loom::cli {
@@ -28,40 +27,40 @@ machine: what else runs is measured too.
 }  // namespace
 
 int profile_command(const std::vector<std::string>& args) {
-  Args a = take_flags(args, {"out", "config", "micro-batch-sizes", "seconds", "comm-child",
-                             "slowdown-mb"},
-                      {"help", "no-comm", "alone"});
-  if (a.flags.count("help")) {
+  const flags::Parsed a = flags::parse(
+      args, {"profile",
+             {{"out", "clusters/this-machine.toml"}, {"config", "configs/gpt-fortunes.toml"},
+              {"micro-batch-sizes", "1,2,4"}, {"seconds", "1"}, {"no-comm", ""}, {"alone", ""},
+              // internal: the ranks of the link measurement (profile::LinkChild)
+              {"comm-child", "FILE", true}, {"slowdown-mb", "4", true}}});
+  if (a.help) {
     std::cout << kProfileHelp;
     return 0;
   }
-  if (!a.rest.empty())
-    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom profile; see loom profile --help");
-  if (a.flags.count("comm-child")) {  // internal: the ranks of the link measurement
+  if (a.has("comm-child")) {
     profile::LinkChild child;
-    child.file = a.flags.at("comm-child");
-    if (a.flags.count("slowdown-mb")) {
-      child.config = a.flags.at("config");
-      child.slowdown_mb = to_int("slowdown-mb", a.flags.at("slowdown-mb"), 1, 1 << 16);
-      if (a.flags.count("seconds")) child.seconds = config::parse_duration(a.flags.at("seconds"));
+    child.file = a.get("comm-child");
+    if (a.has("slowdown-mb")) {
+      child.config = a.get("config");
+      child.slowdown_mb = flags::to_int("slowdown-mb", a.get("slowdown-mb"), 1, 1 << 16);
+      if (a.has("seconds")) child.seconds = config::parse_duration(a.get("seconds"));
     }
     profile::run_link_child(child);
     return 0;
   }
   profile::Options o;
-  const std::string out_path =
-      a.flags.count("out") ? a.flags.at("out") : "clusters/this-machine.toml";
-  if (a.flags.count("config")) o.config = a.flags.at("config");
-  if (a.flags.count("micro-batch-sizes")) {
+  const std::string out_path = a.get("out", "clusters/this-machine.toml");
+  o.config = a.get("config", o.config);
+  if (a.has("micro-batch-sizes")) {
     o.micro_batch_sizes.clear();
-    std::stringstream in(a.flags.at("micro-batch-sizes"));
-    std::string item;
-    while (std::getline(in, item, ','))
-      o.micro_batch_sizes.push_back(to_int("micro-batch-sizes", item, 1, 1 << 16));
+    for (const std::string& item : flags::split_list(a.get("micro-batch-sizes")))
+      o.micro_batch_sizes.push_back(flags::to_int("micro-batch-sizes", item, 1, 1 << 16));
+    if (o.micro_batch_sizes.empty())
+      LOOM_USAGE("--micro-batch-sizes needs at least one size, e.g. --micro-batch-sizes 1,2,4");
   }
-  if (a.flags.count("seconds")) o.seconds = config::parse_duration(a.flags.at("seconds"));
-  o.links = !a.flags.count("no-comm");
-  o.alone = a.flags.count("alone") > 0;
+  if (a.has("seconds")) o.seconds = config::parse_duration(a.get("seconds"));
+  o.links = !a.has("no-comm");
+  o.alone = a.has("alone");
   std::optional<profile::Measured> m = profile::measure(o);
   if (!m) return 0;  // a rank other than 0 under mpirun
   profile::write_cluster(m->cluster, out_path);

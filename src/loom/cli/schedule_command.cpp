@@ -2,9 +2,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
+#include "loom/flags/flags.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
@@ -14,11 +14,12 @@
 namespace loom::cli {
 
 int schedule_command(const std::vector<std::string>& args) {
-  Args a = take_flags(args,
-                      {"schedule", "pp", "loops", "microbatches", "format", "out", "file",
-                       "dp-mode"},
-                      {"help", "lower"});
-  if (a.flags.count("help")) {
+  const flags::Parsed a = flags::parse(
+      args, {"schedule",
+             {{"schedule", "bfs"}, {"pp", "4"}, {"loops", "2"}, {"microbatches", "8"},
+              {"format", "ascii"}, {"out", "schedule.svg"}, {"file", "schedule.csv"},
+              {"dp-mode", "zero3"}, {"lower", ""}}});
+  if (a.help) {
     std::cout << "usage: loom schedule [--schedule NAME | --file FILE.csv] [--pp P] [--loops V]\n"
                  "                     [--microbatches M] [--format ascii|svg|trace|csv]\n"
                  "                     [--lower [--dp-mode allreduce|zero3]] [--out FILE]\n\n"
@@ -27,23 +28,19 @@ int schedule_command(const std::vector<std::string>& args) {
                  "runtime executes. --file loads a hand-written CSV schedule instead.\n";
     return 0;
   }
-  if (!a.rest.empty())
-    LOOM_USAGE("unknown argument '", a.rest[0], "' for loom schedule; see loom schedule --help");
-  auto get = [&](const std::string& k, const std::string& d) {
-    return a.flags.count(k) ? a.flags.at(k) : d;
-  };
   schedule::Schedule s;
-  if (a.flags.count("file")) {
-    s = schedule::load_csv(a.flags.at("file"));
+  if (a.has("file")) {
+    s = schedule::load_csv(a.get("file"));
   } else {
-    schedule::Shape shape{to_int("pp", get("pp", "2"), 1, 1024), to_int("loops", get("loops", "1"), 1, 64),
-                          to_int("microbatches", get("microbatches", "4"), 1, 4096)};
-    s = schedule::generate(get("schedule", "1f1b"), shape);
+    schedule::Shape shape{flags::to_int("pp", a.get("pp", "2"), 1, 1024),
+                          flags::to_int("loops", a.get("loops", "1"), 1, 64),
+                          flags::to_int("microbatches", a.get("microbatches", "4"), 1, 4096)};
+    s = schedule::generate(a.get("schedule", "1f1b"), shape);
   }
   schedule::validate(s);
-  if (a.flags.count("lower")) {
+  if (a.has("lower")) {
     schedule::LowerOptions lo;
-    std::string mode = get("dp-mode", "allreduce");
+    std::string mode = a.get("dp-mode", "allreduce");
     if (mode != "allreduce" && mode != "zero3" && mode != "none")
       LOOM_USAGE("--dp-mode for loom schedule must be none, allreduce or zero3, got '", mode, "'");
     lo.dp_mode = mode == "zero3"  ? schedule::DpMode::ZeroParams
@@ -52,7 +49,7 @@ int schedule_command(const std::vector<std::string>& args) {
     s = schedule::lower(s, lo);
     schedule::validate(s);
   }
-  std::string fmt = get("format", "ascii"), out;
+  std::string fmt = a.get("format", "ascii"), out;
   if (fmt == "ascii") {
     out = schedule::render_ascii(s);
     schedule::Timing t = schedule::time_schedule(s);
@@ -66,8 +63,8 @@ int schedule_command(const std::vector<std::string>& args) {
   } else {
     LOOM_USAGE("--format must be ascii, svg, trace or csv, got '", fmt, "'");
   }
-  if (a.flags.count("out")) {
-    std::string path = a.flags.at("out");
+  if (a.has("out")) {
+    std::string path = a.get("out");
     std::string tmp = path + ".tmp";
     std::ofstream f(tmp);
     if (!f || !(f << out) || !f.flush()) {

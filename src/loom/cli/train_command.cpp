@@ -3,7 +3,6 @@
 // the ranks a launcher (mpirun, srun, torchrun, loom) started.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -11,13 +10,13 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "loom/cli/args.h"
 #include "loom/cli/commands.h"
 #include "loom/cli/config_reference.h"
 #include "loom/comm/world.h"
 #include "loom/launch/launcher.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
+#include "loom/flags/flags.h"
 #include "loom/train/preflight.h"
 #include "loom/train/trainer.h"
 
@@ -29,7 +28,8 @@ const char* kTrainHelp = R"(usage: loom train [--config FILE] [--nproc N] [--FIE
 Trains a model on the ranks a launcher started (mpirun, srun, torchrun), or, with --nproc N,
 starts N ranks on this machine itself: through `mpirun` for --comm mpi (the default on CPUs),
 with its own launcher and a c10d store for --comm gloo or nccl. Every configuration field can
-be given as a flag (--layers 4 or --model.layers 4); flags override the file.
+be given as a flag (--layers 4, --model.layers 4, --seq-len 64 or --seq_len=64); flags override
+the file.
 
 examples:
   loom train --config configs/gpt-fortunes.toml --nproc 4
@@ -42,10 +42,21 @@ examples:
 fields (section.name  type  default  help):
 )";
 
-config::Config load(const Args& a) {
+// loom train's own flags; every configuration field is a flag too (config::flag_source()).
+flags::Spec spec() {
+  return {"train",
+          {{"config", "configs/gpt-fortunes.toml"},
+           {"nproc", "4"},
+           // internal: the configuration reference as Markdown (docs/guide/configuration.md)
+           {"help-markdown", "", true}},
+          &config::flag_source()};
+}
+
+config::Config load(const flags::Parsed& a) {
   config::Config cfg;
-  if (a.flags.count("config")) cfg = config::load_file(a.flags.at("config"));
-  config::apply_overrides(cfg, a.rest);
+  if (a.has("config")) cfg = config::load_file(a.get("config"));
+  for (const auto& item : a.items)
+    if (item.from_source) config::set_flag(cfg, item.name, item.value, item.spelled);
   return cfg;
 }
 
@@ -83,23 +94,33 @@ comm::BackendKind chosen_backend(const config::Config& cfg) {
 
 int train_command(const std::vector<std::string>& args, const std::string& self, int* argc,
                   char*** argv) {
-  // Hidden: the configuration reference as Markdown (docs/guide/configuration.md).
-  if (std::find(args.begin(), args.end(), "--help-markdown") != args.end()) {
+  // Under a launcher every rank sees the same bad flag; they agree below on one to report it.
+  const bool in_ranks = comm::launched_by_mpi() || comm::launched_by_env();
+  flags::Parsed a;
+  std::string problem;
+  try {
+    a = flags::parse(args, spec());
+  } catch (const UsageError& e) {
+    if (!in_ranks) throw;
+    problem = e.what();
+  }
+  if (a.has("help-markdown")) {
     print_config_markdown(std::cout);
     return 0;
   }
-  Args a = take_flags(args, {"config", "nproc"}, {"help"});
-  if (a.flags.count("help")) {
+  if (a.help) {
     print_help();
     return 0;
   }
-  if (a.flags.count("nproc") && !comm::launched_by_mpi() && !comm::launched_by_env()) {
-    int n = to_int("nproc", a.flags.at("nproc"), 1, 4096);
+  if (a.has("nproc") && !in_ranks) {
+    int n = flags::to_int("nproc", a.get("nproc"), 1, 4096);
     config::Config cfg = load(a);
     train::preflight(cfg, n);
+    // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;
-    if (a.flags.count("config")) pass = {"--config", a.flags.at("config")};
-    pass.insert(pass.end(), a.rest.begin(), a.rest.end());
+    if (a.has("config")) pass = {"--config", a.get("config")};
+    for (const auto& item : a.items)
+      if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
     const comm::BackendKind kind =
         cfg.parallel.comm == "auto" ? comm::BackendKind::Mpi : comm::parse_backend(cfg.parallel.comm);
     if (kind == comm::BackendKind::Mpi) relaunch(n, self, pass);
@@ -114,18 +135,18 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   // the ranks can agree below on who reports the problem.
   comm::BackendKind kind = comm::launch_backend();
   try {
-    kind = chosen_backend(load(a));
+    if (problem.empty()) kind = chosen_backend(load(a));
   } catch (const UsageError&) {
   }
   comm::init(kind, argc, argv);
   comm::Backend& w = comm::world();
   // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
   config::Config cfg;
-  std::string problem;
   try {
+    if (!problem.empty()) throw UsageError(problem);
     cfg = load(a);
-    if (a.flags.count("nproc") && to_int("nproc", a.flags.at("nproc"), 1, 4096) != w.size())
-      LOOM_USAGE("--nproc ", a.flags.at("nproc"), " but the launcher started ", w.size(),
+    if (a.has("nproc") && flags::to_int("nproc", a.get("nproc"), 1, 4096) != w.size())
+      LOOM_USAGE("--nproc ", a.get("nproc"), " but the launcher started ", w.size(),
                  " ranks; drop --nproc when launching with mpirun or torchrun");
     train::preflight(cfg, w.size(), w.rank() == 0);
   } catch (const UsageError& e) {

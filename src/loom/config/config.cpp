@@ -20,11 +20,12 @@
 
 #include "loom/common/error.h"
 #include "loom/config/text.h"
+#include "loom/flags/flags.h"
 
 namespace loom::config {
 namespace {
 
-using detail::quote;
+using text::quote;
 
 // Where a field lives inside a Config. Its alternative is also the field's type, so the type
 // is never written down separately.
@@ -404,11 +405,11 @@ std::vector<std::string> suggest_field(const std::string& section, const std::st
     for (const auto& f : schema()) {
       if (f.section == section) same_section.push_back(f.name);
     }
-    std::string near = detail::closest(name, same_section);
+    std::string near = text::closest(name, same_section);
     if (!near.empty()) return {section + "." + near};
   }
   if (auto elsewhere = find_short(name); !elsewhere.empty()) return keys_of(elsewhere);
-  std::string near = detail::closest(section + "." + name, long_names());
+  std::string near = text::closest(section + "." + name, long_names());
   if (!near.empty()) return {near};
   return {};
 }
@@ -417,15 +418,8 @@ std::vector<std::string> suggest_field(const std::string& section, const std::st
 std::vector<std::string> suggest_short(const std::string& name) {
   std::vector<std::string> shorts;
   for (const auto& f : schema()) shorts.push_back(f.name);
-  std::string near = detail::closest(name, shorts);
+  std::string near = text::closest(name, shorts);
   return near.empty() ? std::vector<std::string>{} : keys_of(find_short(near));
-}
-
-// "'a' or 'b'", each with `prefix` ("--" for flags).
-std::string alternatives(const std::vector<std::string>& keys, const std::string& prefix = "") {
-  std::string out;
-  for (size_t i = 0; i < keys.size(); ++i) out += (i ? " or '" : "'") + prefix + keys[i] + "'";
-  return out;
 }
 
 void check_rule(const Config& c, const Field& f, const std::string& where) {
@@ -542,47 +536,39 @@ void set_from_text(Config& c, const Field& f, const std::string& text, const std
   check_rule(c, f, where);
 }
 
-// The field a flag names, or nullptr when it names none and `allow_unknown` is set.
-const Field* resolve_flag(const std::string& name, bool allow_unknown) {
-  // Hyphenated spellings (--dp-mode, --slim-core, --emulate-bandwidth) name the same fields:
-  // "-" reads as "_", and the first "-" after a section name may also read as ".".
+// The field a flag names (as typed, without "--"), or nullptr; an ambiguous short name is an
+// error. Hyphenated spellings (--dp-mode, --slim-core, --emulate-bandwidth) name the same
+// fields: "-" reads as "_", and the first "-" after a section name may also read as ".".
+const Field* resolve_flag(const std::string& name) {
   if (name.find('-') != std::string::npos) {
     std::string under = name;
     std::replace(under.begin(), under.end(), '-', '_');
     auto dash = name.find('-');
     if (name.find('.') == std::string::npos)
       if (const Field* f = find_field(name.substr(0, dash), under.substr(dash + 1))) return f;
-    return resolve_flag(under, allow_unknown);
+    return resolve_flag(under);
   }
   auto dot = name.find('.');
-  if (dot != std::string::npos) {
-    if (const Field* f = find_field(name.substr(0, dot), name.substr(dot + 1))) return f;
-  } else {
-    auto matches = find_short(name);
-    if (matches.size() == 1) return matches[0];
-    if (matches.size() > 1) {
-      std::vector<std::string> forms;
-      for (const Field* f : matches) forms.push_back("--" + f->key());
-      LOOM_USAGE("flag --", name, " is ambiguous: it names ", join(forms, " and "),
-                 "; use the long form, e.g. ", forms[0]);
-    }
+  if (dot != std::string::npos) return find_field(name.substr(0, dot), name.substr(dot + 1));
+  auto matches = find_short(name);
+  if (matches.size() > 1) {
+    std::vector<std::string> forms;
+    for (const Field* f : matches) forms.push_back("--" + f->key());
+    LOOM_USAGE("flag --", name, " is ambiguous: it names ", join(forms, " and "),
+               "; use the long form, e.g. ", forms[0]);
   }
-  if (allow_unknown) return nullptr;
+  return matches.empty() ? nullptr : matches[0];
+}
 
-  std::vector<std::string> guess;
-  if (dot != std::string::npos) {
-    guess = suggest_field(name.substr(0, dot), name.substr(dot + 1));
-  } else {
-    guess = suggest_short(name);
-    // A unique short name is the shorter flag; a shared one needs the long forms.
-    if (guess.size() == 1) guess[0] = find_field_by_key(guess[0])->name;
-  }
-  if (guess.empty()) {
-    LOOM_USAGE("unknown flag ", quote("--" + name), "; flags are the config fields, "
-               "--name or --section.name (see --help)");
-  }
-  LOOM_USAGE("unknown flag ", quote("--" + name), "; did you mean ", alternatives(guess, "--"),
-             "?");
+// Flags that an unknown flag `name` may have meant, without "--".
+std::vector<std::string> suggest_flag(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  auto dot = name.find('.');
+  if (dot != std::string::npos) return suggest_field(name.substr(0, dot), name.substr(dot + 1));
+  std::vector<std::string> guess = suggest_short(name);
+  // A unique short name is the shorter flag; a shared one needs the long forms.
+  if (guess.size() == 1) guess[0] = find_field_by_key(guess[0])->name;
+  return guess;
 }
 
 // A plausible value for the "needs a value" hint.
@@ -645,10 +631,10 @@ Config from_toml_string(const std::string& text, const std::string& origin) {
                            "; fields belong in a section";
         auto guess = suggest_short(section);
         if (guess.empty()) LOOM_USAGE(what, " such as [model]");
-        LOOM_USAGE(what, ", did you mean ", alternatives(guess), "?");
+        LOOM_USAGE(what, ", did you mean ", text::alternatives(guess), "?");
       }
-      std::string what = "unknown section [" + detail::escape(section) + "] in " + origin;
-      std::string guess = detail::closest(section, section_names());
+      std::string what = "unknown section [" + text::escape(section) + "] in " + origin;
+      std::string guess = text::closest(section, section_names());
       if (!guess.empty()) LOOM_USAGE(what, "; did you mean [", guess, "]?");
       LOOM_USAGE(what, "; the sections are ", join(section_names(), ", "));
     }
@@ -670,7 +656,7 @@ Config from_toml_string(const std::string& text, const std::string& origin) {
           }
           LOOM_USAGE(what, "; the fields of [", section, "] are ", join(names, ", "));
         }
-        LOOM_USAGE(what, "; did you mean ", alternatives(guess), "?");
+        LOOM_USAGE(what, "; did you mean ", text::alternatives(guess), "?");
       }
       set_from_node(c, *f, value, location(origin, value));
     }
@@ -678,45 +664,30 @@ Config from_toml_string(const std::string& text, const std::string& origin) {
   return c;
 }
 
-void apply_overrides(Config& c, const std::vector<std::string>& args) {
-  apply_overrides(c, args, false);
+const flags::Source& flag_source() {
+  static const flags::Source source{
+      [](const std::string& name) -> std::optional<flags::Flag> {
+        const Field* f = resolve_flag(name);
+        if (!f) return std::nullopt;
+        return flags::Flag{f->key(), example_value(*f)};
+      },
+      suggest_flag};
+  return source;
 }
 
-std::vector<std::string> apply_overrides(Config& c, const std::vector<std::string>& args,
-                                         bool allow_rest) {
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) {
-      if (allow_rest) {
-        rest.push_back(arg);
-        continue;
-      }
-      LOOM_USAGE("unexpected argument ", quote(arg),
-                 "; flags look like --name value, --name=value or --section.name value");
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    const Field* f = resolve_flag(name, allow_rest);
-    if (!f) {
-      rest.push_back(arg);
-      continue;
-    }
-    if (!value) {
-      // "--layers --heads 4" forgot the value; a value that starts with "--" needs the
-      // --name=value form.
-      if (i + 1 >= args.size() || args[i + 1].compare(0, 2, "--") == 0) {
-        LOOM_USAGE("flag --", name, " needs a value, e.g. --", name, " ", example_value(*f));
-      }
-      value = args[++i];
-    }
-    set_from_text(c, *f, *value, " (from flag --" + name + ")");
-  }
-  return rest;
+void set_flag(Config& c, const std::string& key, const std::string& value,
+              const std::string& spelled) {
+  const Field* f = find_field_by_key(key);
+  LOOM_CHECK(f, "no configuration field ", key);
+  set_from_text(c, *f, value, " (from flag --" + spelled + ")");
+}
+
+void apply_overrides(Config& c, const std::vector<std::string>& args) {
+  flags::Spec spec;
+  spec.source = &flag_source();
+  flags::Parsed parsed = flags::parse(args, spec);
+  if (parsed.help) LOOM_USAGE("-h/--help is no configuration field; run loom train --help for them");
+  for (const auto& item : parsed.items) set_flag(c, item.name, item.value, item.spelled);
 }
 
 void validate(const Config& c) {

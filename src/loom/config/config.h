@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace loom::flags {
+struct Source;
+}
+
 namespace loom::config {
 
 struct ModelConfig {
@@ -130,14 +134,18 @@ const std::vector<FieldInfo>& fields();
 // defaults. Cross-field rules are not checked here: call validate() after the overrides.
 Config load_file(const std::string& path);
 Config from_toml_string(const std::string& text, const std::string& origin = "<string>");
-// Applies "--name value" / "--section.name value" / "--name=value" overrides in order;
-// unknown flags are errors. Checks each value's own range; cross-field rules are left to
-// validate() so that a later flag can still fix an earlier value.
+// Every field as a flag of the one flag parser (flags/flags.h): --layers, --model.layers,
+// --seq-len, --slim-core (the first "-" after a section reads as "."), --dp_mode. A flag's
+// name is its field's key ("model.layers"); a short name two sections share is an error.
+const flags::Source& flag_source();
+// Sets the field `key` from a flag's text, checking the value's own range; `spelled` (as
+// typed, without "--") names the flag in errors. Cross-field rules are left to validate() so
+// that a later flag can still fix an earlier value.
+void set_flag(Config& c, const std::string& key, const std::string& value,
+              const std::string& spelled);
+// Parses "--name value" / "--section.name value" / "--name=value" overrides and applies them
+// in order; anything else is an error.
 void apply_overrides(Config& c, const std::vector<std::string>& args);
-// Same, but unknown flags and other arguments are returned in order instead of rejected
-// (when allow_rest is true), so the CLI can handle its own flags such as --nproc.
-std::vector<std::string> apply_overrides(Config& c, const std::vector<std::string>& args,
-                                         bool allow_rest);
 // Checks ranges and cross-field rules that do not need the world size (heads | width, ...).
 void validate(const Config& c);
 // Serialized back to TOML (stored next to metrics and checkpoints).

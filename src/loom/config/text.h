@@ -1,30 +1,14 @@
 #pragma once
-// Small text helpers shared by the config sources (not part of the public contract).
+// TOML text for the config sources (not part of the public contract); the message helpers
+// (quote, closest, ...) are loom/common/text.h.
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include "loom/common/text.h"
 
 namespace loom::config::detail {
 
-// `s` with control characters escaped, so that an error message stays on one line (the CLI
-// prints usage errors as a single line).
-std::string escape(std::string_view s);
-
-// escape(s) between `q` quotes for an error message.
-std::string quote(std::string_view s, char q = '\'');
-
 // `s` as a TOML basic string, "..." with escapes.
 std::string toml_string(std::string_view s);
-
-// `s` lower-cased (ASCII only; units and choices are ASCII).
-std::string lower(std::string_view s);
-
-// Optimal-string-alignment distance: Levenshtein plus adjacent transpositions, so that
-// "modle" is one edit away from "model".
-size_t edit_distance(std::string_view a, std::string_view b);
-
-// The candidate closest to `word`, or "" when none is close enough to be a useful guess.
-// A candidate that contains `word` (e.g. "batch" in "global_batch") also counts as close.
-std::string closest(std::string_view word, const std::vector<std::string>& candidates);
 
 }  // namespace loom::config::detail

@@ -25,7 +25,7 @@ bool split_number(std::string_view text, double& number, std::string& unit) {
   if (text.empty() || !((text[0] >= '0' && text[0] <= '9') || text[0] == '.')) return false;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
   if (ec != std::errc() || !std::isfinite(number)) return false;
-  unit = detail::lower(trim(text.substr(static_cast<size_t>(end - text.data()))));
+  unit = text::lower(trim(text.substr(static_cast<size_t>(end - text.data()))));
   return true;
 }
 
@@ -59,7 +59,7 @@ double parse_bandwidth(const std::string& text) {
   }
   double value = number * factor;
   if (!ok || factor == 0 || !(value > 0) || !std::isfinite(value)) {
-    LOOM_USAGE("bandwidth ", detail::quote(text), " is not understood; use a positive number "
+    LOOM_USAGE("bandwidth ", text::quote(text), " is not understood; use a positive number "
                "with a unit such as 1Gbit, 100Mbit, 1Gbps or 125MB/s (a bare number is bytes/s)");
   }
   return value;
@@ -80,7 +80,7 @@ double parse_duration(const std::string& text) {
     }
   }
   if (!ok || factor == 0) {
-    LOOM_USAGE("duration ", detail::quote(text), " is not understood; use a non-negative "
+    LOOM_USAGE("duration ", text::quote(text), " is not understood; use a non-negative "
                "number with a unit such as 50us, 1ms or 0.5s (a bare number is seconds)");
   }
   return number * factor;

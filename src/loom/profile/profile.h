@@ -36,8 +36,8 @@ void write_cluster(const plan::Cluster& c, const std::string& path);
 // so the executable must route those flags here. Rank 0 writes the numbers to `file`.
 struct LinkChild {
   std::string file;
-  std::string config;        // with slowdown_mb: the layer whose slowdown is measured
-  int64_t slowdown_mb = 0;   // micro-batch size of that layer; 0: no slowdown measured
+  std::string config;       // with slowdown_mb: the layer whose slowdown is measured
+  int64_t slowdown_mb = 0;  // micro-batch size of that layer; 0: no slowdown measured
   double seconds = 1.0;
 };
 void run_link_child(const LinkChild& o);
