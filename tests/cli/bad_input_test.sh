@@ -110,17 +110,73 @@ if [[ $mode == local ]]; then
     --pp 2 --cluster "$cluster" --rank-speed 1.2
   expect_command_usage rank_speed_value "--rank-speed" -- simulate --from-config "$good" \
     --pp 2 --cluster "$cluster" --rank-speed 1,-1
+  # One flag parser for every command (src/loom/flags): the same rules everywhere.
+  sim=(simulate --model gpt --layers 2 --width 64 --heads 2 --cluster "$cluster" --gpus 1 --json)
+  if "$loom" "${sim[@]}" --seq_len 16 >"$tmp/underscore" 2>"$tmp/stderr" &&
+     "$loom" "${sim[@]}" --seq-len=16 >"$tmp/dash" 2>>"$tmp/stderr" &&
+     cmp -s "$tmp/underscore" "$tmp/dash" && grep -q step_s "$tmp/dash"; then
+    echo "ok   simulate_seq_len: --seq_len 16 reads as --seq-len=16"; passes=$((passes + 1))
+  else
+    echo "FAIL simulate_seq_len: --seq_len and --seq-len differ or fail"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  expect_command_usage simulate_unknown_flag \
+    "unknown flag '--layer' for loom simulate; did you mean '--layers'?" -- simulate --layer 2 \
+    --cluster "$cluster"
+  expect_command_usage schedule_unknown_flag \
+    "unknown flag '--microbatch' for loom schedule; did you mean '--microbatches'?" -- \
+    schedule --pp 2 --microbatch 4
+  expect_command_usage profile_unknown_flag \
+    "unknown flag '--second' for loom profile; did you mean '--seconds'?" -- profile --second 1
+  expect_command_usage launch_unknown_flag \
+    "unknown flag '--nprocs' for loom launch; did you mean '--nproc'?" -- launch --nprocs 2 -- true
+  expect_command_usage train_unknown_field "unknown flag '--layer' for loom train; did you mean '--layers'?" \
+    -- train --config "$good" --layer 3
+  expect_command_usage missing_value "flag --pp needs a value, e.g. --pp" -- schedule --pp
+  expect_command_usage switch_value "flag --json takes no value" -- simulate --json=yes
+  expect_command_usage stray_word "unexpected argument 'extra' for loom plan" -- plan extra
+  help_fails=$fails
+  for cmd in train launch schedule doctor simulate plan profile version; do
+    for h in -h --help; do
+      "$loom" $cmd $h >"$tmp/stdout" 2>"$tmp/stderr"
+      rc=$?
+      if ! [[ $rc -eq 0 && ! -s $tmp/stderr ]] || ! grep -q "^usage: loom $cmd" "$tmp/stdout"; then
+        echo "FAIL help: loom $cmd $h: rc=$rc"; cat "$tmp/stdout" "$tmp/stderr"; fails=$((fails + 1))
+      fi
+    done
+  done
+  if [[ $fails -eq $help_fails ]]; then
+    echo "ok   help: -h and --help on every command, exit 0"; passes=$((passes + 1))
+  fi
+  for v in --version version; do
+    "$loom" $v >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [[ $rc -eq 0 ]] && grep -qE '^loom [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/stdout" &&
+       grep -qE '^libtorch [0-9]+\.[0-9]+' "$tmp/stdout"; then
+      echo "ok   $v: $(tr '\n' ' ' <"$tmp/stdout")"; passes=$((passes + 1))
+    else
+      echo "FAIL $v: rc=$rc"; cat "$tmp/stdout" "$tmp/stderr"; fails=$((fails + 1))
+    fi
+  done
 elif [[ $mode == mpi ]]; then
   # Under mpirun: every rank sees the error, exactly one prints it, all exit 2.
-  mpirun -n 2 --oversubscribe "$loom" train --config "$good" --layers 0 --output.dir "$tmp/o1" \
-    >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-  n=$(grep -c "loom: error: model.layers" "$tmp/stderr")
-  if [[ $rc -ne 0 && $n -eq 1 && ! -e "$tmp/o1" ]]; then
-    echo "ok   mpirun_usage: rc=$rc, one error line"; passes=$((passes + 1))
-  else
-    echo "FAIL mpirun_usage: rc=$rc, $n error lines"; cat "$tmp/stderr"; fails=$((fails + 1))
-  fi
+  # expect_one_rank NAME ERROR_LINE_START -- TRAIN_FLAGS...
+  expect_one_rank() {
+    local name=$1 want=$2
+    shift 3
+    mpirun -n 2 --oversubscribe "$loom" train --config "$good" "$@" --output.dir "$tmp/o.$name" \
+      >"$tmp/stdout" 2>"$tmp/stderr"
+    local rc=$?
+    local n
+    n=$(grep -cF -- "loom: error: $want" "$tmp/stderr")
+    if [[ $rc -ne 0 && $n -eq 1 && ! -e "$tmp/o.$name" ]]; then
+      echo "ok   $name: rc=$rc, one error line"; passes=$((passes + 1))
+    else
+      echo "FAIL $name: rc=$rc, $n error lines"; cat "$tmp/stderr"; fails=$((fails + 1))
+    fi
+  }
+  expect_one_rank mpirun_usage "model.layers" -- --layers 0
+  # The same for a flag the parser rejects before the ranks meet.
+  expect_one_rank mpirun_unknown_flag "unknown flag '--layer' for loom train" -- --layer 3
   # A rank that dies mid-run brings every rank down, non-zero, with a message naming it.
   LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 timeout 120 "$loom" train --config "$good" --nproc 3 \
     --global_batch 12 --steps 5 --output.dir "$tmp/o2" >"$tmp/stdout" 2>"$tmp/stderr"
