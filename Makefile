@@ -31,9 +31,9 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 900
 
-# Only the fast unit tests (no MPI).
+# Only the fast unit tests (no MPI, seconds in all); `make test` also runs the slow ones.
 test-fast: build
-	cd $(BUILD) && ctest --output-on-failure -L unit
+	cd $(BUILD) && ctest --output-on-failure -j 2 -L unit
 
 bench: build
 	bash bench/run_all.sh $(BUILD)
