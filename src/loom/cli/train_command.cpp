@@ -121,8 +121,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (a.has("config")) pass = {"--config", a.get("config")};
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
-    const comm::BackendKind kind =
-        cfg.parallel.comm == "auto" ? comm::BackendKind::Mpi : comm::parse_backend(cfg.parallel.comm);
+    const comm::BackendKind kind = chosen_backend(cfg);
     if (kind == comm::BackendKind::Mpi) relaunch(n, self, pass);
     launch::Options lo;
     lo.nproc = n;

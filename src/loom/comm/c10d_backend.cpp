@@ -72,14 +72,15 @@ class C10dBackend : public Backend {
     // if it then destroyed the group at once, a peer still finishing the handshake would read
     // "connection closed by peer" (seen with short-lived groups on loaded cores). The barrier
     // returns only when every member has created the group.
-    settle("creating");
+    settle();
+    reset_stats();  // counters start with the first operation of the caller
   }
   ~C10dBackend() override {
     // Likewise before closing the connections: a peer may still be reading its last message.
     // Not while an exception unwinds (a peer may be gone; the launcher stops everybody).
     if (std::uncaught_exceptions() == 0) {
       try {
-        settle("closing");
+        settle();
       } catch (const std::exception&) {
       }
     }
@@ -89,14 +90,8 @@ class C10dBackend : public Backend {
   int64_t max_tag() const override { return INT32_MAX; }
 
  private:
-  void settle(const char* when) {
-    if (size() == 1) return;
-    c10d::BarrierOptions o;
-    o.timeout = timeout_;
-    auto w = pg_->barrier(o);
-    if (!w->wait(timeout_))
-      throw Error(detail::concat("[rank ", rank(), "] communication timeout: barrier after ",
-                                 when, " communicator '", name(), "'"));
+  void settle() {
+    if (size() > 1) barrier()->wait();
   }
 
  protected:

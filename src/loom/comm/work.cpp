@@ -18,12 +18,9 @@ Work::Work(std::string what, std::chrono::milliseconds timeout, double ready_aft
 
 Work::~Work() = default;
 
-bool Work::emulated_delay_passed() const { return Clock::now() >= ready_at_; }
-
 void Work::complete_once() {
   if (counted_) return;
   counted_ = true;
-  if (seen_at_ == Clock::time_point{}) seen_at_ = Clock::now();
   const auto done = std::max(completion_time(), ready_at_);
   if (on_complete_) on_complete_(std::chrono::duration<double>(done - start_).count());
 }
@@ -36,7 +33,7 @@ bool Work::test() {
     return true;  // failed: wait() reports it
   }
   if (seen_at_ == Clock::time_point{}) seen_at_ = Clock::now();
-  return emulated_delay_passed();
+  return Clock::now() >= ready_at_;
 }
 
 void Work::wait() {

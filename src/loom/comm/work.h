@@ -44,7 +44,6 @@ class Work {
   virtual bool block_until(std::chrono::steady_clock::time_point deadline) = 0;
 
  private:
-  bool emulated_delay_passed() const;
   void complete_once();
 
   std::string what_;

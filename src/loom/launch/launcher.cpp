@@ -103,14 +103,17 @@ int run_local(const Options& o) {
     for (auto& k : ranks)
       if (k.running) ::kill(k.pid, sig);
   };
+  // Once: the others get `sig`, and SIGKILL if still running after the grace period.
+  auto stop_all = [&](int sig, int code) {
+    stopping = true;
+    result = code;
+    signal_all(sig);
+    kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.grace_s);
+  };
 
   while (running > 0) {
-    if (g_signal && !stopping) {  // passed on once; the ranks decide how to stop
-      signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
-      stopping = true;
-      result = 128 + g_signal;
-      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.grace_s);
-    }
+    // A signal to the launcher is passed on once; the ranks decide how to stop.
+    if (g_signal && !stopping) stop_all(g_signal == SIGINT ? SIGINT : SIGTERM, 128 + g_signal);
     if (std::chrono::steady_clock::now() >= kill_at) signal_all(SIGKILL);
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -123,21 +126,16 @@ int run_local(const Options& o) {
     if (r == o.nproc) continue;
     ranks[r].running = false;
     --running;
-    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (failed && !stopping) {
-      // A usage error (exit 2) was already printed by the rank in one line.
-      if (exit_code(status) != 2 && running > 0)
-        std::fprintf(stderr, "loom: rank %d (pid %d) %s; stopping the other %d rank%s\n", r,
-                     static_cast<int>(pid), describe_exit(status).c_str(), running,
-                     running == 1 ? "" : "s");
-      else if (exit_code(status) != 2)
-        std::fprintf(stderr, "loom: rank %d (pid %d) %s\n", r, static_cast<int>(pid),
-                     describe_exit(status).c_str());
-      result = exit_code(status);
-      stopping = true;
-      signal_all(SIGTERM);
-      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.grace_s);
+    const int code = exit_code(status);
+    if (code == 0 || stopping) continue;
+    // A usage error (exit 2) was already printed by the rank in one line.
+    if (code != 2) {
+      const std::string others =
+          running ? detail::concat("; stopping the other ", running, running == 1 ? " rank" : " ranks") : "";
+      std::fprintf(stderr, "loom: rank %d (pid %d) %s%s\n", r, static_cast<int>(pid),
+                   describe_exit(status).c_str(), others.c_str());
     }
+    stop_all(SIGTERM, code);
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
