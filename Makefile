@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 
-.PHONY: deps build demo test test-fast bench docs clean
+.PHONY: deps build demo test test-fast bench docs format format-check lint clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -42,6 +42,17 @@ bench: build
 docs: build
 	$(BUILD)/bin/loom train --help-markdown > docs/guide/configuration.md.tmp
 	mv docs/guide/configuration.md.tmp docs/guide/configuration.md
+
+# Style: clang-format rewrites every source file; format-check only reports (CI runs it).
+format:
+	bash scripts/format.sh
+
+format-check:
+	bash scripts/format.sh --check
+
+# clang-tidy on the C++ files changed since LINT_BASE (default HEAD~1; on a branch: LINT_BASE=main).
+lint: build
+	bash scripts/lint.sh $(BUILD) $(LINT_BASE)
 
 clean:
 	rm -rf $(BUILD)

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
+  clang-format clang-tidy # make format, make lint
   python3 python3-venv    # the virtual environment that holds libtorch (PyPI's torch wheel)
   openmpi-bin libopenmpi-dev
   libgtest-dev googletest
