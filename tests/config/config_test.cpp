@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -79,7 +80,7 @@ TEST(Config, DefaultsComeFromTheStructs) {
   Config c = from_toml_string("");
   EXPECT_EQ(c, Config{});
   EXPECT_NO_THROW(validate(c));
-  EXPECT_EQ(c.model.kind, "gpt");
+  EXPECT_EQ(c.model.kind, config::ModelKind::Gpt);
   EXPECT_EQ(c.train.seed, 1234u);
 
   std::map<std::string, FieldInfo> by_key;
@@ -187,25 +188,25 @@ trace = "trace.json"
   TempFile file(text);
   Config c = load_file(file.path());
   EXPECT_NO_THROW(validate(c));
-  EXPECT_EQ(c.model.kind, "mlp");
+  EXPECT_EQ(c.model.kind, config::ModelKind::Mlp);
   EXPECT_EQ(c.model.vocab, 512);
   EXPECT_EQ(c.model.seq_len, 32);
   EXPECT_EQ(c.model.width, 96);
   EXPECT_EQ(c.model.layers, 3);
   EXPECT_EQ(c.model.heads, 6);
   EXPECT_EQ(c.model.classes, 5);
-  EXPECT_EQ(c.data.kind, "synthetic");
+  EXPECT_EQ(c.data.kind, config::DataKind::Synthetic);
   EXPECT_EQ(c.data.path, "/tmp/data");
   EXPECT_EQ(c.data.synthetic_size, 1000);
   EXPECT_DOUBLE_EQ(c.data.test_fraction, 0.25);
   EXPECT_EQ(c.train.steps, 10);
   EXPECT_EQ(c.train.global_batch, 16);
   EXPECT_EQ(c.train.microbatches, 4);
-  EXPECT_EQ(c.train.optimizer, "sgd");
+  EXPECT_EQ(c.train.optimizer, config::Optimizer::Sgd);
   EXPECT_DOUBLE_EQ(c.train.lr, 1.0);
   EXPECT_DOUBLE_EQ(c.train.min_lr, 1e-5);
   EXPECT_EQ(c.train.warmup, 3);
-  EXPECT_EQ(c.train.lr_schedule, "constant");
+  EXPECT_EQ(c.train.lr_schedule, config::LrSchedule::Constant);
   EXPECT_DOUBLE_EQ(c.train.momentum, 0.5);
   EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.01);
   EXPECT_DOUBLE_EQ(c.train.beta1, 0.8);
@@ -222,7 +223,7 @@ trace = "trace.json"
   EXPECT_EQ(c.parallel.schedule, "interleaved");
   EXPECT_EQ(c.parallel.schedule_file, "s.csv");
   EXPECT_EQ(c.parallel.partition, "2, 5,9");
-  EXPECT_EQ(c.parallel.dp_mode, "zero3");
+  EXPECT_EQ(c.parallel.dp_mode, config::DpMode::Zero3);
   EXPECT_DOUBLE_EQ(c.parallel.bucket_mib, 4.5);
   EXPECT_FALSE(c.parallel.reshard_after_forward);
   EXPECT_EQ(c.parallel.max_unsharded, 3);
@@ -292,8 +293,10 @@ TEST(ConfigErrors, WrongType) {
   expect_toml_error("[train]\nseed = -1\n", {"train.seed must be a non-negative integer"});
   expect_toml_error("[output]\nprogress = 1\n", {"output.progress must be true or false"});
   expect_toml_error("[output]\ndir = 3\n", {"output.dir must be a string, got 3"});
-  expect_toml_error("[model]\nkind = [\"gpt\"]\n", {"must be a string, got an array"});
-  expect_toml_error("[data]\npath = \"a\\nb\"\nkind = 1\n", {"data.kind must be a string"});
+  expect_toml_error("[model]\nkind = [\"gpt\"]\n",
+                    {"model.kind must be one of gpt|mlp|cnn, got an array"});
+  expect_toml_error("[data]\npath = \"a\\nb\"\nkind = 1\n",
+                    {"data.kind must be one of text|fashion-mnist|synthetic, got 1"});
 }
 
 TEST(ConfigErrors, OutOfRange) {
@@ -395,10 +398,10 @@ TEST(ConfigErrors, CrossFieldRules) {
   expect_invalid("[model]\nkind = \"cnn\"\n",
                  {"model.kind 'cnn'", "data.kind 'text'", "fashion-mnist|synthetic"});
   expect_invalid("[model]\nkind = \"mlp\"\n", {"model.kind 'mlp'", "data.kind 'text'"});
-  for (const char* model : {"gpt", "mlp", "cnn"}) {
+  for (ModelKind model : {ModelKind::Gpt, ModelKind::Mlp, ModelKind::Cnn}) {
     Config c;
     c.model.kind = model;
-    c.data.kind = "synthetic";
+    c.data.kind = config::DataKind::Synthetic;
     EXPECT_NO_THROW(validate(c)) << model;
   }
 }
@@ -505,11 +508,11 @@ TEST(ConfigFlags, ShortNamesAreUniqueOrRejected) {
 
 TEST(Config, RoundTrip) {
   Config c;
-  c.model.kind = "cnn";
+  c.model.kind = config::ModelKind::Cnn;
   c.model.vocab = 65536;
   c.model.width = 33;
   c.model.heads = 11;
-  c.data.kind = "fashion-mnist";
+  c.data.kind = config::DataKind::FashionMnist;
   c.data.path = "dir with \"quotes\", back\\slash, tab\t, newline\n, \xc3\xa9t\xc3\xa9";
   c.data.test_fraction = 1.0 / 3.0;
   c.train.lr = 3e-4;
@@ -584,7 +587,7 @@ TEST(Config, ShippedConfigsLoad) {
     EXPECT_NO_THROW(validate(c));
   }
   Config gpt = load_file(dir + "/gpt-fortunes.toml");
-  EXPECT_EQ(gpt.model.kind, "gpt");
+  EXPECT_EQ(gpt.model.kind, config::ModelKind::Gpt);
   EXPECT_EQ(gpt.model.width, 128);
   EXPECT_EQ(gpt.model.layers, 4);
   EXPECT_EQ(gpt.model.heads, 4);
@@ -592,26 +595,26 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(gpt.train.global_batch, 32);
   EXPECT_EQ(gpt.train.microbatches, 2);
   EXPECT_EQ(gpt.train.steps, 300);
-  EXPECT_EQ(gpt.train.optimizer, "adamw");
+  EXPECT_EQ(gpt.train.optimizer, config::Optimizer::AdamW);
   EXPECT_DOUBLE_EQ(gpt.train.lr, 1e-3);
   EXPECT_EQ(gpt.train.warmup, 20);
   EXPECT_EQ(gpt.train.eval_every, 50);
-  EXPECT_EQ(gpt.data.kind, "text");
+  EXPECT_EQ(gpt.data.kind, config::DataKind::Text);
   EXPECT_EQ(gpt.data.path, "/usr/share/games/fortunes");
   EXPECT_EQ(gpt.output.dir, "runs/demo");
 
   Config cnn = load_file(dir + "/cnn-fashion.toml");
-  EXPECT_EQ(cnn.model.kind, "cnn");
-  EXPECT_EQ(cnn.data.kind, "fashion-mnist");
-  EXPECT_EQ(cnn.train.optimizer, "sgd");
+  EXPECT_EQ(cnn.model.kind, config::ModelKind::Cnn);
+  EXPECT_EQ(cnn.data.kind, config::DataKind::FashionMnist);
+  EXPECT_EQ(cnn.train.optimizer, config::Optimizer::Sgd);
   EXPECT_DOUBLE_EQ(cnn.train.lr, 0.05);
   EXPECT_DOUBLE_EQ(cnn.train.momentum, 0.9);
   EXPECT_EQ(cnn.train.global_batch, 64);
   EXPECT_EQ(cnn.train.steps, 1000);
 
   Config mlp = load_file(dir + "/mlp-fashion.toml");
-  EXPECT_EQ(mlp.model.kind, "mlp");
-  EXPECT_EQ(mlp.data.kind, "fashion-mnist");
+  EXPECT_EQ(mlp.model.kind, config::ModelKind::Mlp);
+  EXPECT_EQ(mlp.data.kind, config::DataKind::FashionMnist);
 }
 
 // The spellings: --dp-mode, --slim-core, --emulate-bandwidth (hyphens for "_" or ".").
@@ -622,7 +625,7 @@ TEST(ConfigFlags, HyphenatedSpellings) {
                       "--slim-full-sync", "4", "--emulate-bandwidth", "1Gbit",
                       "--emulate-latency", "50us", "--quant-bits", "4", "--global-batch", "32",
                       "--slim.full-sync", "3"});
-  EXPECT_EQ(c.parallel.dp_mode, "slim");
+  EXPECT_EQ(c.parallel.dp_mode, config::DpMode::Slim);
   EXPECT_DOUBLE_EQ(c.slim.core, 0.3);
   EXPECT_DOUBLE_EQ(c.slim.explore, 0.05);
   EXPECT_EQ(c.slim.period, 2);
@@ -635,6 +638,43 @@ TEST(ConfigFlags, HyphenatedSpellings) {
   EXPECT_EQ(c.train.global_batch, 32);
   expect_flag_error({"--slim-core", "1.5"}, {"slim.core must be in [0, 1], got 1.5"});
   expect_flag_error({"--slim-cores", "0.5"}, {"unknown flag"});
+}
+
+// Every enumerator has one spelling, and the spelling reads back to it; the schema, --help and
+// to_toml show those spellings.
+template <Choice E>
+void expect_round_trip() {
+  for (size_t i = 0; i < Names<E>::list.size(); ++i) {
+    const E e = static_cast<E>(i);
+    EXPECT_EQ(parse_choice<E>(name_of(e)), e) << name_of(e);
+  }
+  EXPECT_FALSE(parse_choice<E>("").has_value());
+  EXPECT_FALSE(parse_choice<E>("nope").has_value());
+}
+
+TEST(ConfigEnums, SpellingsRoundTrip) {
+  expect_round_trip<ModelKind>();
+  expect_round_trip<DataKind>();
+  expect_round_trip<Optimizer>();
+  expect_round_trip<LrSchedule>();
+  expect_round_trip<DpMode>();
+  expect_round_trip<CommChoice>();
+  EXPECT_EQ(name_of(DataKind::FashionMnist), "fashion-mnist");
+  EXPECT_EQ(zero_level(DpMode::Zero2), 2);
+  EXPECT_EQ(zero_level(DpMode::Slim), 0);
+  Config c;
+  apply_overrides(c, {"--comm", "gloo", "--data.kind", "fashion-mnist", "--model.kind", "cnn"});
+  EXPECT_EQ(c.parallel.comm, CommChoice::Gloo);
+  EXPECT_EQ(c.data.kind, DataKind::FashionMnist);
+  const std::string toml = to_toml(c);
+  EXPECT_NE(toml.find("comm = \"gloo\"  # communication backend"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("one of auto|mpi|gloo|nccl"), std::string::npos) << toml;
+  EXPECT_EQ(from_toml_string(toml), c);
+  expect_flag_error({"--comm", "tcp"},
+                    {"parallel.comm must be one of auto|mpi|gloo|nccl, got 'tcp' (from flag --comm)"});
+  std::ostringstream os;
+  os << DpMode::Zero3;
+  EXPECT_EQ(os.str(), "zero3");
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ torch::Tensor reference_forward(std::map<std::string, torch::Tensor>& w, const t
 
 TEST(Gpt, MatchesTheReferenceForwardAndBackward) {
   loom::config::ModelConfig cfg;
-  cfg.kind = "gpt";
+  cfg.kind = loom::config::ModelKind::Gpt;
   cfg.seq_len = 16;
   cfg.width = 32;
   cfg.layers = 2;

@@ -90,7 +90,7 @@ std::vector<std::string> expected_calls(const std::vector<schedule::Action>& act
 void run_and_compare(const std::string& schedule_name, schedule::DpMode mode) {
   SCOPED_TRACE(schedule_name);
   config::ModelConfig mc;
-  mc.kind = "gpt";
+  mc.kind = config::ModelKind::Gpt;
   mc.layers = 2;  // embedding, 2 layers, head: stage 0 = blocks 0-1, stage 1 = blocks 2-3
   mc.width = 16;
   mc.heads = 2;

@@ -95,11 +95,11 @@ TEST_P(QuantBound, CloseToAllReduceAfterFiveSteps) {
   config::Config c = test::tiny(k.model);
   c.train.steps = 5;
   c.parallel.dp = k.dp;
-  c.parallel.dp_mode = "quant";
+  c.parallel.dp_mode = config::DpMode::Quant;
   c.quant.bits = k.bits;
   c.quant.block = k.block;
   auto quant = test::train_on(c, k.dp, "quant-bound");
-  c.parallel.dp_mode = "allreduce";
+  c.parallel.dp_mode = config::DpMode::AllReduce;
   auto ref = test::train_on(c, k.dp, "quant-bound-ref");
   auto start = test::initial_params(c);
   double diff = test::max_update_diff(quant, ref, start);
@@ -135,9 +135,9 @@ TEST_P(QuantPipeline, CloseToAllReduce) {
   c.parallel.schedule = schedule;
   c.train.microbatches = 4;
   c.train.global_batch = 16;
-  c.parallel.dp_mode = "quant";
+  c.parallel.dp_mode = config::DpMode::Quant;
   auto quant = test::train_on(c, 4, "quant-pipe");
-  c.parallel.dp_mode = "allreduce";
+  c.parallel.dp_mode = config::DpMode::AllReduce;
   auto ref = test::train_on(c, 4, "quant-pipe-ref");
   double diff = test::max_update_diff(quant, ref, test::initial_params(c));
   if (comm::world().rank() == 0)
@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(All, QuantPipeline,
 TEST(QuantSync, ResumeContinuesExactly) {
   int n = std::min(2, comm::world().size());
   config::Config c = test::tiny("cnn");
-  c.parallel.dp_mode = "quant";
+  c.parallel.dp_mode = config::DpMode::Quant;
   c.train.momentum = 0.9;
   c.train.steps = 6;
   c.output.checkpoint_every = 3;

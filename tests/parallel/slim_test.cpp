@@ -19,7 +19,7 @@ namespace {
 
 config::Config degenerate(const std::string& kind) {
   config::Config c = test::tiny(kind);
-  c.parallel.dp_mode = "slim";
+  c.parallel.dp_mode = config::DpMode::Slim;
   c.slim.core = 0.7;
   c.slim.explore = 0.3;
   c.slim.period = 1;
@@ -41,7 +41,7 @@ TEST_P(SlimDegenerate, EqualsAllReduce) {
   c.parallel.dp = k.dp;
   c.train.microbatches = k.m;
   auto slim = test::train_on(c, k.dp, "slim-eq");
-  c.parallel.dp_mode = "allreduce";
+  c.parallel.dp_mode = config::DpMode::AllReduce;
   auto ref = test::train_on(c, k.dp, "slim-eq-ref");
   double diff = test::max_relative_diff(slim, ref);
   if (comm::world().rank() == 0)
@@ -194,7 +194,7 @@ TEST_P(SlimPipeline, DegenerateEqualsAllReduce) {
   c.train.microbatches = k.m;
   c.train.global_batch = 2 * k.m * 2;
   auto slim = test::train_on(c, 4, "slim-pipe");
-  c.parallel.dp_mode = "allreduce";
+  c.parallel.dp_mode = config::DpMode::AllReduce;
   auto ref = test::train_on(c, 4, "slim-pipe-ref");
   double diff = test::max_relative_diff(slim, ref);
   if (comm::world().rank() == 0)
@@ -211,7 +211,7 @@ INSTANTIATE_TEST_SUITE_P(All, SlimPipeline,
 TEST(SlimSync, TrainsThroughTheTrainer) {
   int n = std::min(4, comm::world().size());
   config::Config c = test::tiny("cnn");
-  c.parallel.dp_mode = "slim";
+  c.parallel.dp_mode = config::DpMode::Slim;
   c.slim.core = 0.1;
   c.slim.explore = 0.05;
   c.train.steps = 4;
@@ -233,7 +233,7 @@ TEST(SlimSync, TrainsThroughTheTrainer) {
 TEST(SlimSync, ResumeContinuesExactly) {
   int n = std::min(2, comm::world().size());
   config::Config c = test::tiny("cnn");
-  c.parallel.dp_mode = "slim";
+  c.parallel.dp_mode = config::DpMode::Slim;
   c.slim.core = 0.2;
   c.slim.explore = 0.1;
   c.slim.refresh = 2;

@@ -19,21 +19,21 @@ namespace loom::test {
 // Plain SGD (no momentum, constant learning rate, no clipping) on synthetic data.
 inline config::Config tiny(const std::string& kind) {
   config::Config c;
-  c.model.kind = kind;
+  c.model.kind = *config::parse_choice<config::ModelKind>(kind);
   if (kind == "gpt") {
     c.model.layers = 3;
     c.model.width = 32;
     c.model.heads = 2;
     c.model.seq_len = 16;
   }
-  c.data.kind = "synthetic";
+  c.data.kind = config::DataKind::Synthetic;
   c.data.synthetic_size = 512;
   c.train.steps = 5;
   c.train.global_batch = 16;
-  c.train.optimizer = "sgd";
+  c.train.optimizer = config::Optimizer::Sgd;
   c.train.momentum = 0;
   c.train.lr = 0.05;
-  c.train.lr_schedule = "constant";
+  c.train.lr_schedule = config::LrSchedule::Constant;
   c.train.eval_batches = 1;
   c.output.progress = false;
   return c;

@@ -22,17 +22,17 @@ namespace {
 // not multiples of 4, so the flat buffers carry padding.
 config::Config tiny_gpt() {
   config::Config c;
-  c.model.kind = "gpt";
+  c.model.kind = config::ModelKind::Gpt;
   c.model.layers = 3;
   c.model.width = 30;
   c.model.heads = 2;
   c.model.seq_len = 16;
-  c.data.kind = "synthetic";
+  c.data.kind = config::DataKind::Synthetic;
   c.data.synthetic_size = 512;
   c.train.steps = 3;
   c.train.global_batch = 16;
   c.train.microbatches = 4;
-  c.train.optimizer = "adamw";
+  c.train.optimizer = config::Optimizer::AdamW;
   c.train.lr = 1e-3;
   c.train.warmup = 1;
   c.train.clip = 1.0;
@@ -48,7 +48,7 @@ config::Config with(config::Config c, const std::string& mode, const std::string
   c.parallel.pp = 4 / dp;
   c.parallel.schedule = schedule;
   c.parallel.loops = schedule == "interleaved" || schedule == "bfs" ? 2 : 1;
-  c.parallel.dp_mode = mode;
+  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(mode);
   return c;
 }
 
@@ -162,7 +162,7 @@ TEST(ZeroMemory, ShardedStateFallsAsOneOverDp) {
   const int d = 4;
   config::Config c = with(tiny_gpt(), "allreduce", "1f1b", d);
   auto all = train_on(c, 4);
-  c.parallel.dp_mode = "zero3";
+  c.parallel.dp_mode = config::DpMode::Zero3;
   auto z3 = train_on(c, 4);
   if (comm::world().rank() >= 4) return;
   int64_t n = 0;

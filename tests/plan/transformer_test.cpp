@@ -46,10 +46,10 @@ TEST(Transformer, FlopsNarayanan) {
 }
 
 TEST(Transformer, StateBytesPerDpMode) {
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("allreduce", 8).total(), 16.0);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("zero1", 8).total(), 2 + 2 + 1.5);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("zero2", 8).total(), 2 + 0.25 + 1.5);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("zero3", 8).total(), 2.0);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(DpMode::AllReduce, 8).total(), 16.0);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(DpMode::Zero1, 8).total(), 2 + 2 + 1.5);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(DpMode::Zero2, 8).total(), 2 + 0.25 + 1.5);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(DpMode::Zero3, 8).total(), 2.0);
 }
 
 Cluster a100() { return load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/a100-80gb.toml"); }
@@ -67,7 +67,7 @@ TEST(TransformerModel, MemoryPerDpMode) {
     const double P = 4 * layer_params(m);  // stage 1: layers 5..8 and the head
     const double want_params = P + head_params(m);
     StageMemory s = cost.memory(1);
-    const StateBytes sb = state_bytes_per_param(dp_mode_name(mode), 4);
+    const StateBytes sb = state_bytes_per_param(mode, 4);
     EXPECT_NEAR(s.params + s.grads + s.optimizer, want_params * sb.total(), 1.0);
     EXPECT_DOUBLE_EQ(s.gathered, mode == DpMode::Zero3 ? 2 * want_params : 0.0);
     EXPECT_DOUBLE_EQ(s.grad_buffer, mode >= DpMode::Zero2 ? 2 * want_params : 0.0);

@@ -24,21 +24,21 @@ namespace {
 
 config::Config tiny(const std::string& kind, const std::string& opt) {
   config::Config c;
-  c.model.kind = kind;
+  c.model.kind = *config::parse_choice<config::ModelKind>(kind);
   if (kind == "gpt") {
     c.model.layers = 3;
     c.model.width = 32;
     c.model.heads = 2;
     c.model.seq_len = 16;
-    c.data.kind = "synthetic";
+    c.data.kind = config::DataKind::Synthetic;
     c.data.synthetic_size = 512;
   } else {
-    c.data.kind = "synthetic";
+    c.data.kind = config::DataKind::Synthetic;
     c.data.synthetic_size = 512;
   }
   c.train.steps = 5;
   c.train.global_batch = 16;
-  c.train.optimizer = opt;
+  c.train.optimizer = *config::parse_choice<config::Optimizer>(opt);
   c.train.lr = opt == "sgd" ? 0.05 : 1e-3;
   c.train.warmup = 2;
   c.train.clip = 1.0;
@@ -320,7 +320,7 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
   // global batch into the same dp*m micro-batches, only the order of float sums differs:
   // a much tighter check of the pipeline itself.
   config::Config sgd = c;
-  sgd.train.optimizer = "sgd";
+  sgd.train.optimizer = config::Optimizer::Sgd;
   sgd.train.lr = 0.05;
   double same_split = parallel_diff(sgd, k.pp * k.dp, k.dp * k.m);
   if (w.rank() == 0)

@@ -168,13 +168,13 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
 // A `loom train` configuration resolved as the trainer resolves it.
 void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p, std::vector<int>* cut) {
   config::Config cfg = config::load_file(a.get("from-config"));
-  if (cfg.model.kind != "gpt")
+  if (cfg.model.kind != config::ModelKind::Gpt)
     LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind, "'");
   if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
   if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
   if (a.has("loops")) cfg.parallel.loops = to_int("loops", a.get("loops"), 1, 1024);
   if (a.has("schedule")) cfg.parallel.schedule = a.get("schedule");
-  if (a.has("dp-mode")) cfg.parallel.dp_mode = a.get("dp-mode");
+  if (a.has("dp-mode")) cfg.parallel.dp_mode = plan::parse_dp_mode(a.get("dp-mode"));
   if (a.has("microbatches"))
     cfg.train.microbatches = to_int("microbatches", a.get("microbatches"), 1, 1 << 20);
   if (a.has("global-batch"))
@@ -189,7 +189,8 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   p->microbatches = r.m;
   p->micro_batch = r.micro_batch;
   p->schedule = cfg.parallel.schedule;
-  p->dp_mode = plan::parse_dp_mode(cfg.parallel.dp_mode);
+  plan::check_simulated(cfg.parallel.dp_mode);
+  p->dp_mode = cfg.parallel.dp_mode;
   p->reshard_after_forward = cfg.parallel.reshard_after_forward;
   p->max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
   model::Model built = model::build(cfg.model, cfg.train.seed);
@@ -329,7 +330,7 @@ int plan_command(const std::vector<std::string>& args) {
                   c.bubble, c.exposed_s,
                   c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops, c.par.microbatches,
                   (long long)c.par.micro_batch, c.par.schedule.c_str(),
-                  plan::dp_mode_name(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false");
+                  config::name_of(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false");
     }
     return 0;
   }

@@ -5,6 +5,7 @@
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
 #include "loom/flags/flags.h"
+#include "loom/plan/parallel.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
@@ -40,12 +41,10 @@ int schedule_command(const std::vector<std::string>& args) {
   schedule::validate(s);
   if (a.has("lower")) {
     schedule::LowerOptions lo;
-    std::string mode = a.get("dp-mode", "allreduce");
-    if (mode != "allreduce" && mode != "zero3" && mode != "none")
-      LOOM_USAGE("--dp-mode for loom schedule must be none, allreduce or zero3, got '", mode, "'");
-    lo.dp_mode = mode == "zero3"  ? schedule::DpMode::ZeroParams
-                 : mode == "none" ? schedule::DpMode::None
-                                  : schedule::DpMode::Reduce;
+    // "none": one replica (no data-parallel actions); a mode: its actions on several.
+    const std::string mode = a.get("dp-mode", "allreduce");
+    lo.dp_mode = mode == "none" ? schedule::DpMode::None
+                                : plan::lowering_mode(plan::parse_dp_mode(mode), 2);
     s = schedule::lower(s, lo);
     schedule::validate(s);
   }

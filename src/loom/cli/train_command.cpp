@@ -86,8 +86,8 @@ void print_help() {
 
 // The backend the configuration asks for; "auto" follows the launch.
 comm::BackendKind chosen_backend(const config::Config& cfg) {
-  if (cfg.parallel.comm == "auto") return comm::launch_backend();
-  return comm::parse_backend(cfg.parallel.comm);
+  if (cfg.parallel.comm == config::CommChoice::Auto) return comm::launch_backend();
+  return comm::parse_backend(config::name_of(cfg.parallel.comm));
 }
 
 }  // namespace

@@ -29,7 +29,41 @@ using text::quote;
 
 // Where a field lives inside a Config. Its alternative is also the field's type, so the type
 // is never written down separately.
-using Ref = std::variant<int64_t*, uint64_t*, double*, std::string*, bool*>;
+// An enum field (config.h's Choice) is reached through its value's index in Names<E>::list.
+struct EnumRef {
+  void* p;
+  const std::string_view* names;
+  size_t count;
+  size_t (*get)(const void*);
+  void (*set)(void*, size_t);
+
+  std::string value() const { return std::string(names[get(p)]); }
+  std::string choices() const {
+    std::string out;
+    for (size_t i = 0; i < count; ++i) {
+      if (i) out += '|';
+      out += names[i];
+    }
+    return out;
+  }
+  bool assign(std::string_view text) const {
+    for (size_t i = 0; i < count; ++i)
+      if (names[i] == text) return set(p, i), true;
+    return false;
+  }
+};
+using Ref = std::variant<int64_t*, uint64_t*, double*, std::string*, bool*, EnumRef>;
+
+template <typename T>
+Ref to_ref(T* p) {
+  if constexpr (Choice<T>) {
+    return EnumRef{p, Names<T>::list.data(), Names<T>::list.size(),
+                   [](const void* q) { return static_cast<size_t>(*static_cast<const T*>(q)); },
+                   [](void* q, size_t i) { *static_cast<T*>(q) = static_cast<T>(i); }};
+  } else {
+    return p;
+  }
+}
 
 template <typename... Fs>
 struct Overloaded : Fs... {
@@ -92,6 +126,7 @@ std::string toml_value(const Ref& r) {
                         [](const double* p) { return toml_double(*p); },
                         [](const std::string* p) { return detail::toml_string(*p); },
                         [](const bool* p) { return std::string(*p ? "true" : "false"); },
+                        [](const EnumRef& e) { return detail::toml_string(e.value()); },
                     },
                     r);
 }
@@ -99,6 +134,7 @@ std::string toml_value(const Ref& r) {
 // The value as shown after "got" in an error message.
 std::string display(const Ref& r) {
   if (auto p = std::get_if<std::string*>(&r)) return quote(**p);
+  if (auto p = std::get_if<EnumRef>(&r)) return quote(p->value());
   if (auto p = std::get_if<double*>(&r)) return number_text(**p);
   return toml_value(r);
 }
@@ -106,11 +142,12 @@ std::string display(const Ref& r) {
 // What a value of this type looks like, for "must be ..." in type errors.
 std::string expected(const Ref& r) {
   return std::visit(Overloaded{
-                        [](const int64_t*) { return "an integer"; },
-                        [](const uint64_t*) { return "a non-negative integer"; },
-                        [](const double*) { return "a number"; },
-                        [](const std::string*) { return "a string"; },
-                        [](const bool*) { return "true or false"; },
+                        [](const int64_t*) { return std::string("an integer"); },
+                        [](const uint64_t*) { return std::string("a non-negative integer"); },
+                        [](const double*) { return std::string("a number"); },
+                        [](const std::string*) { return std::string("a string"); },
+                        [](const bool*) { return std::string("true or false"); },
+                        [](const EnumRef& e) { return "one of " + e.choices(); },
                     },
                     r);
 }
@@ -122,6 +159,7 @@ std::string type_name(const Ref& r) {
                         [](const double*) { return "float"; },
                         [](const std::string*) { return "string"; },
                         [](const bool*) { return "bool"; },
+                        [](const EnumRef&) { return "string"; },
                     },
                     r);
 }
@@ -239,11 +277,11 @@ bool parses_or_empty(const std::string& s) {
 
 // Section, name and accessor from one spelling, so the three cannot drift apart.
 #define LOOM_FIELD(section, member) \
-  #section, #member, [](Config& c) -> Ref { return &c.section.member; }
+  #section, #member, [](Config& c) -> Ref { return to_ref(&c.section.member); }
 
 const std::vector<Field>& schema() {
   static const std::vector<Field> table = {
-      {LOOM_FIELD(model, kind), "model family", one_of({"gpt", "mlp", "cnn"})},
+      {LOOM_FIELD(model, kind), "model family", {}},
       {LOOM_FIELD(model, vocab), "vocabulary size (gpt; 256 = bytes)", int_range(2, 65536)},
       {LOOM_FIELD(model, seq_len), "context length T (gpt)", int_range(1)},
       {LOOM_FIELD(model, width), "model width D (gpt) or hidden units (mlp)", int_range(1)},
@@ -252,7 +290,7 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(model, heads), "attention heads (gpt); must divide width", int_range(1)},
       {LOOM_FIELD(model, classes), "output classes (mlp, cnn)", int_range(2)},
 
-      {LOOM_FIELD(data, kind), "data set", one_of({"text", "fashion-mnist", "synthetic"})},
+      {LOOM_FIELD(data, kind), "data set", {}},
       {LOOM_FIELD(data, path), "text: file or folder; fashion-mnist: folder; empty = default",
        {}},
       {LOOM_FIELD(data, synthetic_size), "samples in the synthetic data set", int_range(1)},
@@ -261,12 +299,12 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(train, steps), "optimizer steps", int_range(0)},
       {LOOM_FIELD(train, global_batch), "samples per step over all replicas", int_range(1)},
       {LOOM_FIELD(train, microbatches), "micro-batches per replica per step", int_range(1)},
-      {LOOM_FIELD(train, optimizer), "optimizer", one_of({"adamw", "sgd"})},
+      {LOOM_FIELD(train, optimizer), "optimizer", {}},
       {LOOM_FIELD(train, lr), "peak learning rate", float_range(0, true)},
       {LOOM_FIELD(train, min_lr), "final learning rate of the cosine schedule",
        float_range(0, false)},
       {LOOM_FIELD(train, warmup), "steps of linear warm-up", int_range(0)},
-      {LOOM_FIELD(train, lr_schedule), "learning-rate schedule", one_of({"cosine", "constant"})},
+      {LOOM_FIELD(train, lr_schedule), "learning-rate schedule", {}},
       {LOOM_FIELD(train, momentum), "sgd momentum", float_range(0, false, 1)},
       {LOOM_FIELD(train, weight_decay), "decoupled weight decay", float_range(0, false)},
       {LOOM_FIELD(train, beta1), "adamw beta1", float_range(0, false, 1)},
@@ -293,10 +331,9 @@ const std::vector<Field>& schema() {
                    "flops|uniform or comma-separated increasing non-negative block indices "
                    "like 2,5,9",
                    valid_partition)},
-      {LOOM_FIELD(parallel, dp_mode), "data-parallel gradient exchange",
-       one_of({"allreduce", "zero1", "zero2", "zero3", "slim", "quant"})},
+      {LOOM_FIELD(parallel, dp_mode), "data-parallel gradient exchange", {}},
       {LOOM_FIELD(parallel, comm), "communication backend; auto = mpi under mpirun or "
-       "--nproc, gloo under torchrun", one_of({"auto", "mpi", "gloo", "nccl"})},
+       "--nproc, gloo under torchrun", {}},
       {LOOM_FIELD(parallel, bucket_mib), "gradient bucket size in MiB", float_range(0, true)},
       {LOOM_FIELD(parallel, reshard_after_forward), "zero3: free gathered parameters after "
        "forward", {}},
@@ -422,6 +459,13 @@ std::vector<std::string> suggest_short(const std::string& name) {
   return near.empty() ? std::vector<std::string>{} : keys_of(find_short(near));
 }
 
+// "; " and the field's allowed values, for help lines and to_toml.
+std::string rule_text(const Field& f) {
+  const Ref r = ref(defaults(), f);
+  if (auto e = std::get_if<EnumRef>(&r)) return "; one of " + e->choices();
+  return f.rule.text.empty() ? "" : "; " + f.rule.text;
+}
+
 void check_rule(const Config& c, const Field& f, const std::string& where) {
   if (!f.rule.check) return;
   Ref r = ref(c, f);
@@ -483,8 +527,16 @@ void set_from_node(Config& c, const Field& f, const toml::node& node, const std:
             if (v) *p = v->get();
             return v != nullptr;
           },
+          [&](const EnumRef& e) {
+            auto v = node.as_string();
+            return v && e.assign(v->get());
+          },
       },
       r);
+  // An unknown name reads like any other bad value: 'name', as check_rule() shows it.
+  const auto* text = node.as_string();
+  if (!ok && text && std::holds_alternative<EnumRef>(r))
+    LOOM_USAGE(f.key(), " must be ", expected(r), ", got ", quote(text->get()), where);
   if (!ok) LOOM_USAGE(f.key(), " must be ", expected(r), ", got ", describe(node), where);
   check_rule(c, f, where);
 }
@@ -530,6 +582,7 @@ void set_from_text(Config& c, const Field& f, const std::string& text, const std
                              *p = text == "true";
                              return true;
                            },
+                           [&](const EnumRef& e) { return e.assign(text); },
                        },
                        r);
   if (!ok) LOOM_USAGE(f.key(), " must be ", expected(r), ", got ", quote(text), where);
@@ -575,6 +628,7 @@ std::vector<std::string> suggest_flag(std::string name) {
 std::string example_value(const Field& f) {
   Ref r = ref(defaults(), f);
   if (std::holds_alternative<bool*>(r)) return "true|false";
+  if (auto p = std::get_if<EnumRef>(&r)) return p->value();
   if (auto p = std::get_if<std::string*>(&r)) return (*p)->empty() ? "<text>" : **p;
   return display(r);
 }
@@ -586,8 +640,7 @@ const std::vector<FieldInfo>& fields() {
     std::vector<FieldInfo> out;
     for (const auto& f : schema()) {
       Ref r = ref(defaults(), f);
-      std::string help = f.help;
-      if (!f.rule.text.empty()) help += "; " + f.rule.text;
+      std::string help = f.help + rule_text(f);
       out.push_back({f.section, f.name, type_name(r), help, toml_value(r)});
     }
     return out;
@@ -694,7 +747,7 @@ void validate(const Config& c) {
   for (const auto& f : schema()) check_rule(c, f, "");
 
   const auto& m = c.model;
-  if (m.kind == "gpt" && m.width % m.heads != 0) {
+  if (m.kind == ModelKind::Gpt && m.width % m.heads != 0) {
     // Name the nearest head counts that would work.
     int64_t below = m.heads, above = m.heads;
     while (below > 1 && m.width % below != 0) --below;
@@ -712,11 +765,12 @@ void validate(const Config& c) {
                sum > 0 ? "lower" : "raise", " slim.core or slim.explore");
   }
 
-  const bool text_model = m.kind == "gpt";
-  const bool fits = c.data.kind == "synthetic" ||
-                    (text_model ? c.data.kind == "text" : c.data.kind == "fashion-mnist");
+  const bool text_model = m.kind == ModelKind::Gpt;
+  const bool fits = c.data.kind == DataKind::Synthetic ||
+                    c.data.kind == (text_model ? DataKind::Text : DataKind::FashionMnist);
   if (!fits) {
-    LOOM_USAGE("model.kind ", quote(m.kind), " does not fit data.kind ", quote(c.data.kind),
+    LOOM_USAGE("model.kind ", quote(name_of(m.kind)), " does not fit data.kind ",
+               quote(name_of(c.data.kind)),
                ": ", m.kind, " needs data.kind ", text_model ? "text" : "fashion-mnist",
                "|synthetic; change model.kind or data.kind");
   }
@@ -731,9 +785,7 @@ std::string to_toml(const Config& c) {
       section = f.section;
       out << "\n[" << section << "]\n";
     }
-    out << f.name << " = " << toml_value(ref(c, f)) << "  # " << f.help;
-    if (!f.rule.text.empty()) out << "; " << f.rule.text;
-    out << "\n";
+    out << f.name << " = " << toml_value(ref(c, f)) << "  # " << f.help << rule_text(f) << "\n";
   }
   return out.str();
 }

@@ -2,8 +2,13 @@
 // Run configuration: TOML file sections [model] [data] [train] [parallel] [output] [slim]
 // [quant] [emulate], every field also a flag (--layers 4 or --model.layers 4).
 // No libtorch or MPI here: the parser and its errors are tested fast.
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace loom::flags {
@@ -12,8 +17,72 @@ struct Source;
 
 namespace loom::config {
 
+// The fields with a fixed set of values are enums, parsed once here; the rest of loom compares
+// enumerators, never spellings.
+enum class ModelKind { Gpt, Mlp, Cnn };
+enum class DataKind { Text, FashionMnist, Synthetic };
+enum class Optimizer { AdamW, Sgd };
+enum class LrSchedule { Cosine, Constant };
+// What data parallelism exchanges (docs/zero.md, docs/slim-dp.md).
+enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant };
+// parallel.comm: auto picks the launcher's backend (comm::launch_backend).
+enum class CommChoice { Auto, Mpi, Gloo, Nccl };
+
+// Each enum's spellings in TOML, flags and messages, in enumerator order.
+template <typename E>
+struct Names;
+template <>
+struct Names<ModelKind> {
+  static constexpr std::array<std::string_view, 3> list{"gpt", "mlp", "cnn"};
+};
+template <>
+struct Names<DataKind> {
+  static constexpr std::array<std::string_view, 3> list{"text", "fashion-mnist", "synthetic"};
+};
+template <>
+struct Names<Optimizer> {
+  static constexpr std::array<std::string_view, 2> list{"adamw", "sgd"};
+};
+template <>
+struct Names<LrSchedule> {
+  static constexpr std::array<std::string_view, 2> list{"cosine", "constant"};
+};
+template <>
+struct Names<DpMode> {
+  static constexpr std::array<std::string_view, 6> list{"allreduce", "zero1", "zero2",
+                                                        "zero3",     "slim",  "quant"};
+};
+template <>
+struct Names<CommChoice> {
+  static constexpr std::array<std::string_view, 4> list{"auto", "mpi", "gloo", "nccl"};
+};
+
+template <typename E>
+concept Choice = std::is_enum_v<E> && requires { Names<E>::list; };
+
+template <Choice E>
+std::string name_of(E e) {
+  return std::string(Names<E>::list.at(static_cast<size_t>(e)));
+}
+// The enumerator spelled `text`, if any.
+template <Choice E>
+std::optional<E> parse_choice(std::string_view text) {
+  for (size_t i = 0; i < Names<E>::list.size(); ++i)
+    if (Names<E>::list[i] == text) return static_cast<E>(i);
+  return std::nullopt;
+}
+template <Choice E>
+std::ostream& operator<<(std::ostream& os, E e) {
+  return os << Names<E>::list.at(static_cast<size_t>(e));
+}
+
+// 1, 2 or 3 for the ZeRO modes, 0 for the others.
+inline int zero_level(DpMode m) {
+  return m == DpMode::Zero1 ? 1 : m == DpMode::Zero2 ? 2 : m == DpMode::Zero3 ? 3 : 0;
+}
+
 struct ModelConfig {
-  std::string kind = "gpt";  // gpt | mlp | cnn
+  ModelKind kind = ModelKind::Gpt;
   int64_t vocab = 256;       // gpt: byte-level
   int64_t seq_len = 128;     // gpt: T
   int64_t width = 256;       // gpt: D; mlp: hidden units
@@ -25,7 +94,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "text";  // text | fashion-mnist | synthetic
+  DataKind kind = DataKind::Text;
   std::string path;           // text: file or folder; fashion-mnist: folder; "" = default
   int64_t synthetic_size = 65536;
   double test_fraction = 0.05;  // text: held-out tail
@@ -37,11 +106,11 @@ struct TrainConfig {
   int64_t steps = 100;
   int64_t global_batch = 64;  // G = dp * microbatches * micro-batch size
   int64_t microbatches = 1;   // m, per replica per step
-  std::string optimizer = "adamw";  // adamw | sgd
+  Optimizer optimizer = Optimizer::AdamW;
   double lr = 3e-4;
   double min_lr = 0.0;
   int64_t warmup = 0;  // steps of linear warm-up
-  std::string lr_schedule = "cosine";  // cosine | constant
+  LrSchedule lr_schedule = LrSchedule::Cosine;
   double momentum = 0.9;      // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
@@ -61,8 +130,8 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | bfs | zb-h1
   std::string schedule_file;      // custom CSV schedule (overrides schedule)
   std::string partition = "flops";  // flops | uniform | "2,5,9" cut points (block indices)
-  std::string dp_mode = "allreduce";  // allreduce | zero1 | zero2 | zero3 | slim | quant
-  std::string comm = "auto";          // auto | mpi | gloo | nccl (comm/types.h)
+  DpMode dp_mode = DpMode::AllReduce;
+  CommChoice comm = CommChoice::Auto;
   double bucket_mib = 25.0;
   bool reshard_after_forward = true;  // zero3
   int64_t max_unsharded = 2;          // zero3 prefetch bound

@@ -1,6 +1,7 @@
 #include "loom/model/model.h"
 
 #include "loom/common/error.h"
+#include "loom/model/spec.h"
 
 namespace loom::model {
 
@@ -29,10 +30,17 @@ int64_t Model::num_parameters() const {
 
 Model build(const config::ModelConfig& cfg, uint64_t seed) {
   torch::manual_seed(seed);
-  if (cfg.kind == "gpt") return build_gpt(cfg);
-  if (cfg.kind == "mlp") return build_mlp(cfg);
-  if (cfg.kind == "cnn") return build_cnn(cfg);
-  LOOM_USAGE("model.kind must be one of gpt|mlp|cnn, got '", cfg.kind, "'");
+  Model m;
+  switch (cfg.kind) {
+    case config::ModelKind::Gpt: m = build_gpt(cfg); break;
+    case config::ModelKind::Mlp: m = build_mlp(cfg); break;
+    case config::ModelKind::Cnn: m = build_cnn(cfg); break;
+  }
+  const ModelSpec spec = spec_of(cfg);
+  LOOM_CHECK(static_cast<int>(m.blocks.size()) == spec.blocks, "model/spec.cpp says ",
+             spec.blocks, " blocks for ", cfg.kind, ", the builder made ", m.blocks.size());
+  m.classifier = spec.classifier;
+  return m;
 }
 
 std::string param_name(size_t block_index, const std::string& local) {

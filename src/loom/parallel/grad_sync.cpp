@@ -9,14 +9,16 @@
 namespace loom::parallel {
 
 std::unique_ptr<GradSync> make_grad_sync(const SyncContext& ctx) {
-  const std::string& mode = ctx.cfg->parallel.dp_mode;
-  if (mode == "allreduce") return std::make_unique<AllReduceSync>(ctx);
-  if (mode == "slim") return std::make_unique<SlimSync>(ctx);
-  if (mode == "quant") return std::make_unique<QuantSync>(ctx);
-  if (mode == "zero1" || mode == "zero2" || mode == "zero3")
-    return std::make_unique<ZeroSync>(ctx, mode.back() - '0');
-  LOOM_USAGE("parallel.dp_mode '", mode,
-             "' is not implemented yet in this build; use --dp-mode allreduce");
+  using config::DpMode;
+  switch (const DpMode mode = ctx.cfg->parallel.dp_mode) {
+    case DpMode::AllReduce: return std::make_unique<AllReduceSync>(ctx);
+    case DpMode::Slim: return std::make_unique<SlimSync>(ctx);
+    case DpMode::Quant: return std::make_unique<QuantSync>(ctx);
+    case DpMode::Zero1:
+    case DpMode::Zero2:
+    case DpMode::Zero3: return std::make_unique<ZeroSync>(ctx, config::zero_level(mode));
+  }
+  LOOM_CHECK(false, "unknown parallel.dp_mode");
 }
 
 }  // namespace loom::parallel

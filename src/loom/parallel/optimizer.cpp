@@ -36,14 +36,14 @@ std::vector<std::shared_ptr<torch::autograd::Node>> on_grad_accumulated(
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params,
                                                         const config::TrainConfig& t) {
-  if (t.optimizer == "adamw") {
+  if (t.optimizer == config::Optimizer::AdamW) {
     auto o = torch::optim::AdamWOptions(t.lr)
                  .betas({t.beta1, t.beta2})
                  .eps(t.eps)
                  .weight_decay(t.weight_decay);
     return std::make_unique<FusedAdamW>(std::move(params), o);
   }
-  if (t.optimizer == "sgd") {
+  if (t.optimizer == config::Optimizer::Sgd) {
     auto o = torch::optim::SGDOptions(t.lr).momentum(t.momentum).weight_decay(t.weight_decay);
     return std::make_unique<torch::optim::SGD>(std::move(params), o);
   }

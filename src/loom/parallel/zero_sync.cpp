@@ -18,7 +18,7 @@ ZeroSync::ZeroSync(const SyncContext& ctx, int level)
   shard_param_ = layout_.shard_of(flat, rank_).clone();
   shard_param_.set_requires_grad(true);
   opt_ = make_optimizer({shard_param_}, ctx.cfg->train);
-  optimizer_values_ = ctx.cfg->train.optimizer == "adamw" ? 2 : 1;
+  optimizer_values_ = ctx.cfg->train.optimizer == config::Optimizer::AdamW ? 2 : 1;
   if (level_ >= 2) shard_grad_ = torch::zeros({layout_.shard}, torch::kFloat32);
   if (level_ < 3) {
     full_ = flat;

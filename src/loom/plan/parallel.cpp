@@ -4,31 +4,23 @@
 
 namespace loom::plan {
 
-std::string dp_mode_name(DpMode m) {
-  switch (m) {
-    case DpMode::AllReduce:
-      return "allreduce";
-    case DpMode::Zero1:
-      return "zero1";
-    case DpMode::Zero2:
-      return "zero2";
-    default:
-      return "zero3";
-  }
-}
-
-DpMode parse_dp_mode(const std::string& text) {
-  if (text == "allreduce") return DpMode::AllReduce;
-  if (text == "zero1") return DpMode::Zero1;
-  if (text == "zero2") return DpMode::Zero2;
-  if (text == "zero3") return DpMode::Zero3;
-  LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3 (slim and quant are not ",
-             "simulated), got '", text, "'");
+void check_simulated(DpMode m) {
+  if (m == DpMode::Slim || m == DpMode::Quant)
+    LOOM_USAGE("dp-mode ", m, " is not simulated; the planner models allreduce, zero1, zero2 "
+               "and zero3");
 }
 
 schedule::DpMode lowering_mode(DpMode m, int dp) {
   if (dp <= 1) return schedule::DpMode::None;
   return m == DpMode::Zero3 ? schedule::DpMode::ZeroParams : schedule::DpMode::Reduce;
+}
+
+DpMode parse_dp_mode(const std::string& text) {
+  std::optional<DpMode> m = config::parse_choice<DpMode>(text);
+  if (!m || *m == DpMode::Slim || *m == DpMode::Quant)
+    LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3 (slim and quant are not ",
+               "simulated), got '", text, "'");
+  return *m;
 }
 
 Precision precision(const std::string& name) {
@@ -41,7 +33,7 @@ std::string Parallel::describe() const {
   std::string s = detail::concat("dp=", dp, " pp=", pp, " tp=", tp, " ", schedule);
   if (loops > 1) s += detail::concat(" v=", loops);
   s += detail::concat(" m=", microbatches, " b=", micro_batch);
-  if (dp > 1) s += " " + dp_mode_name(dp_mode);
+  if (dp > 1) s += " " + config::name_of(dp_mode);
   if (recompute) s += " recompute";
   if (sequence_parallel && tp > 1) s += " sp";
   return s;

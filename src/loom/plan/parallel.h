@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "loom/config/config.h"
 #include "loom/plan/network.h"
 #include "loom/schedule/lower.h"
 
@@ -16,9 +17,14 @@ namespace loom::plan {
 //   zero2      zero1 + gradients (a full gradient buffer lives from the stage's first backward
 //              to its REDUCE_GRAD)
 //   zero3      zero2 + parameters, gathered by UNSHARD before use, freed by RESHARD
-enum class DpMode { AllReduce, Zero1, Zero2, Zero3 };
-std::string dp_mode_name(DpMode m);
-DpMode parse_dp_mode(const std::string& text);  // UsageError naming the modes
+// (config::DpMode; slim and quant are not simulated.)
+using config::DpMode;
+// The modes above; UsageError for slim, quant and unknown names.
+DpMode parse_dp_mode(const std::string& text);
+// UsageError unless the planner models `m`.
+void check_simulated(DpMode m);
+// The data-parallel actions schedule::lower inserts for `m` on dp replicas; the runtime
+// (train/) lowers with it too, so that simulated and executed action lists are the same.
 schedule::DpMode lowering_mode(DpMode m, int dp);
 
 // Bytes per parameter and per activation element.

@@ -50,13 +50,16 @@ double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, b
   return sbh * (unsplit + (c_h - unsplit) / t + c_a * a * s / (h * t)) * scale;
 }
 
-StateBytes state_bytes_per_param(const std::string& mode, int dp) {
+StateBytes state_bytes_per_param(DpMode mode, int dp) {
   const double d = dp;
-  if (mode == "allreduce") return {2, 2, 12};
-  if (mode == "zero1") return {2, 2, 12 / d};
-  if (mode == "zero2") return {2, 2 / d, 12 / d};
-  if (mode == "zero3") return {2 / d, 2 / d, 12 / d};
-  LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3, got '", mode, "'");
+  switch (mode) {
+    case DpMode::AllReduce: return {2, 2, 12};
+    case DpMode::Zero1: return {2, 2, 12 / d};
+    case DpMode::Zero2: return {2, 2 / d, 12 / d};
+    case DpMode::Zero3: return {2 / d, 2 / d, 12 / d};
+    default: check_simulated(mode);
+  }
+  LOOM_CHECK(false, "unreachable");
 }
 
 }  // namespace loom::plan

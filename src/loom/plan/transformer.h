@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "loom/plan/parallel.h"
+
 namespace loom::plan {
 
 struct Transformer {
@@ -41,6 +43,6 @@ struct StateBytes {
   double params = 0, grads = 0, optimizer = 0;
   double total() const { return params + grads + optimizer; }
 };
-StateBytes state_bytes_per_param(const std::string& dp_mode, int dp);
+StateBytes state_bytes_per_param(DpMode dp_mode, int dp);
 
 }  // namespace loom::plan

@@ -278,6 +278,9 @@ StageMemory TransformerCostModel::memory(int stage) const {
         mem.optimizer /= d;
         if (prec_.sharded_master && p_.dp_mode != DpMode::Zero3) mem.params += mem.params / d;
         break;
+      case DpMode::Slim:
+      case DpMode::Quant:
+        check_simulated(p_.dp_mode);
     }
   }
   return mem;

@@ -66,7 +66,7 @@ double memory_total_bytes() {
 std::optional<Measured> measure(const Options& o) {
   const std::string& config_path = o.config;
   config::Config cfg = config::load_file(config_path);
-  if (cfg.model.kind != "gpt")
+  if (cfg.model.kind != config::ModelKind::Gpt)
     LOOM_USAGE("loom profile measures GPT blocks; ", config_path, " has model.kind '",
                cfg.model.kind, "'");
   const double budget = o.seconds;
@@ -150,7 +150,7 @@ std::optional<Measured> measure(const Options& o) {
       ps.back().mutable_grad() = torch::randn({512, 1024});
     }
     config::TrainConfig adamw;
-    adamw.optimizer = "adamw";
+    adamw.optimizer = config::Optimizer::AdamW;
     auto opt = parallel::make_optimizer(ps, adamw);
     const double t = median_time([&] { opt->step(); }, budget);
     c.optimizer_s_per_param = t / (4.0 * 512 * 1024);

@@ -7,6 +7,7 @@
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
 #include "loom/model/partition.h"
+#include "loom/model/spec.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/validate.h"
@@ -16,18 +17,12 @@ namespace fs = std::filesystem;
 
 std::string default_data_path(const config::Config& cfg) {
   if (!cfg.data.path.empty()) return cfg.data.path;
-  if (cfg.data.kind == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
-  if (cfg.data.kind == "text") return "/usr/share/games/fortunes";
+  if (cfg.data.kind == config::DataKind::FashionMnist) return "/usr/share/datasets/fashion-mnist";
+  if (cfg.data.kind == config::DataKind::Text) return "/usr/share/games/fortunes";
   return "";
 }
 
 namespace {
-
-int block_count(const config::ModelConfig& m) {
-  if (m.kind == "gpt") return static_cast<int>(m.layers) + 2;
-  if (m.kind == "mlp") return static_cast<int>(m.layers) + 1;
-  return 4;  // cnn
-}
 
 void check_output_dir(const std::string& dir) {
   std::error_code ec;
@@ -49,7 +44,7 @@ void check_output_dir(const std::string& dir) {
 Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   config::validate(cfg);
   // NCCL moves CUDA tensors only, and the runtime keeps every tensor on the CPU for now.
-  if (cfg.parallel.comm == "nccl")
+  if (cfg.parallel.comm == config::CommChoice::Nccl)
     LOOM_USAGE("parallel.comm nccl needs CUDA tensors, and loom trains on CPU tensors until GPU "
                "training lands; use --comm gloo or mpi");
   Resolved r;
@@ -72,7 +67,7 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
 
   // Model cut and schedule.
   int stages = r.pp * r.loops;
-  std::vector<double> unit(block_count(cfg.model), 1.0);
+  std::vector<double> unit(model::spec_of(cfg.model).blocks, 1.0);
   model::partition(unit, stages, cfg.parallel.partition == "flops" ? "uniform"
                                                                    : cfg.parallel.partition);
   schedule::Shape shape{r.pp, r.loops, r.m};
@@ -89,15 +84,15 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     if (!why.empty()) LOOM_USAGE(why);
   }
 
-  if (cfg.output.calibrate_every > 0 && cfg.model.kind != "gpt")
+  if (cfg.output.calibrate_every > 0 && cfg.model.kind != config::ModelKind::Gpt)
     LOOM_USAGE("output.calibrate_every times a transformer layer, but model.kind is '",
                cfg.model.kind, "'; use it with model.kind = gpt or set it to 0");
 
   // Data: open the training split (checks existence and headers).
   std::string path = default_data_path(cfg);
-  if (cfg.data.kind == "fashion-mnist") {
+  if (cfg.data.kind == config::DataKind::FashionMnist) {
     data::open_idx_images(path, data::Split::Train);
-  } else if (cfg.data.kind == "text") {
+  } else if (cfg.data.kind == config::DataKind::Text) {
     data::open_text(path, cfg.model.seq_len, data::Split::Train, cfg.data.test_fraction);
   }
   if (check_output) check_output_dir(cfg.output.dir);

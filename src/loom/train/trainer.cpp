@@ -19,9 +19,11 @@
 #include "loom/data/sampler.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
+#include "loom/model/spec.h"
 #include "loom/parallel/executor.h"
 #include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/plan/parallel.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
@@ -137,14 +139,14 @@ void Trainer::Impl::setup() {
   // Data: only the ranks that own the first or last stage read it.
   std::string path = default_data_path(cfg);
   auto open = [&](data::Split split) -> std::unique_ptr<data::Dataset> {
-    if (cfg.data.kind == "fashion-mnist") return data::open_idx_images(path, split);
-    if (cfg.data.kind == "text")
+    if (cfg.data.kind == config::DataKind::FashionMnist) return data::open_idx_images(path, split);
+    if (cfg.data.kind == config::DataKind::Text)
       return data::open_text(path, cfg.model.seq_len, split, cfg.data.test_fraction);
     uint64_t seed = cfg.train.seed + (split == data::Split::Test ? 7919 : 0);
     int64_t n = split == data::Split::Test ? std::max<int64_t>(1, cfg.data.synthetic_size / 10)
                                            : cfg.data.synthetic_size;
-    if (cfg.model.kind == "gpt") return data::synthetic_tokens(cfg.model.vocab, cfg.model.seq_len, n, seed);
-    return data::synthetic_classification({1, 28, 28}, cfg.model.classes, n, seed);
+    if (cfg.model.kind == config::ModelKind::Gpt) return data::synthetic_tokens(cfg.model.vocab, cfg.model.seq_len, n, seed);
+    return data::synthetic_classification(model::spec_of(cfg.model).sample_shape, cfg.model.classes, n, seed);
   };
   train_set = open(data::Split::Train);
   eval_set = open(data::Split::Test);
@@ -177,9 +179,7 @@ void Trainer::Impl::build_schedule() {
     compute = schedule::generate(cfg.parallel.schedule, {r.pp, r.loops, r.m});
   schedule::validate(compute);
   schedule::LowerOptions lo;
-  lo.dp_mode = r.dp == 1 ? schedule::DpMode::None
-               : cfg.parallel.dp_mode == "zero3" ? schedule::DpMode::ZeroParams
-                                                 : schedule::DpMode::Reduce;
+  lo.dp_mode = plan::lowering_mode(cfg.parallel.dp_mode, r.dp);
   lo.reshard_after_forward = cfg.parallel.reshard_after_forward;
   lo.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
   lowered = schedule::lower(compute, lo);
@@ -190,11 +190,9 @@ void Trainer::Impl::build_schedule() {
 // (every rank holds it at setup) on a micro-batch of synthetic-but-valid input.
 std::vector<parallel::ActivationSpec> Trainer::Impl::infer_boundaries() {
   torch::NoGradGuard no_grad;
-  torch::Tensor x;
-  if (cfg.model.kind == "gpt")
-    x = torch::zeros({r.micro_batch, cfg.model.seq_len}, torch::kInt64);
-  else
-    x = torch::zeros({r.micro_batch, 1, 28, 28}, torch::kFloat32);
+  const model::ModelSpec spec = model::spec_of(cfg.model);
+  torch::Tensor x = torch::zeros(spec.batch_shape(r.micro_batch),
+                                 spec.token_input ? torch::kInt64 : torch::kFloat32);
   std::vector<parallel::ActivationSpec> out(r.pp * r.loops + 1);
   for (int s = 0; s < r.pp * r.loops; ++s) {
     out[s].shape = x.sizes().vec();
@@ -270,8 +268,8 @@ void Trainer::Impl::save_checkpoint(int64_t steps_done) {
   }
   base.barrier()->wait();
   if (is_root) {
-    Manifest m{steps_done, base.size(), r.dp, r.pp, r.loops, cfg.parallel.dp_mode,
-               cfg.model.kind, cfg.parallel.schedule};
+    Manifest m{steps_done, base.size(), r.dp, r.pp, r.loops, config::name_of(cfg.parallel.dp_mode),
+               config::name_of(cfg.model.kind), cfg.parallel.schedule};
     write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
     write_file_atomic((root / "latest").string(), std::string(name) + "\n");
     // Keep only the newest complete checkpoint.
@@ -287,7 +285,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   std::string dir;
   Manifest m = read_manifest(path, &dir);
   if (m.world != base.size() || m.dp != r.dp || m.pp != r.pp || m.loops != r.loops ||
-      m.dp_mode != cfg.parallel.dp_mode || m.model_kind != cfg.model.kind)
+      m.dp_mode != config::name_of(cfg.parallel.dp_mode) ||
+      m.model_kind != config::name_of(cfg.model.kind))
     LOOM_USAGE("checkpoint '", dir, "' was written with world=", m.world, " dp=", m.dp, " pp=",
                m.pp, " loops=", m.loops, " dp_mode=", m.dp_mode, " model=", m.model_kind,
                "; resume with the same settings");
@@ -400,7 +399,7 @@ void Trainer::Impl::write_trace(const std::string& path) {
 TrainResult Trainer::Impl::run(int64_t stop_after) {
   TrainResult res;
   const int64_t total = cfg.train.steps;
-  const bool gpt = cfg.model.kind == "gpt";
+  const bool gpt = cfg.model.kind == config::ModelKind::Gpt;
   const double items_per_step = double(cfg.train.global_batch) * (gpt ? cfg.model.seq_len : 1);
   std::unique_ptr<std::ofstream> metrics;
   if (is_root) {
