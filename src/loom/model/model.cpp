@@ -35,6 +35,11 @@ Model build(const config::ModelConfig& cfg, uint64_t seed) {
   LOOM_USAGE("model.kind must be one of gpt|mlp|cnn, got '", cfg.kind, "'");
 }
 
+TensorSpec input_spec(const config::ModelConfig& cfg, int64_t micro_batch) {
+  if (cfg.kind == "gpt") return {{micro_batch, cfg.seq_len}, torch::kInt64};
+  return {{micro_batch, 1, 28, 28}, torch::kFloat32};
+}
+
 std::string param_name(size_t block_index, const std::string& local) {
   return "blocks." + std::to_string(block_index) + "." + local;
 }

@@ -44,15 +44,11 @@ struct StepReport {
   int64_t peak_transient_bytes = 0;
 };
 
-struct ActivationSpec {
-  std::vector<int64_t> shape;  // for one micro-batch
-  torch::Dtype dtype = torch::kFloat32;
-};
-
 class Executor {
  public:
   // stages: the stages this rank owns (by global stage index). syncs: same keys.
-  // boundary[s]: shape of stage s's input for one micro-batch (s >= 1).
+  // boundary[s]: shape of stage s's input for one micro-batch (s >= 1), for this rank's
+  // stages s and s + 1 (parallel/boundary_specs.h).
   Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend& pp_comm,
            std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
            std::vector<ActivationSpec> boundary);

@@ -19,6 +19,7 @@
 #include "loom/data/sampler.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
+#include "loom/parallel/boundary_specs.h"
 #include "loom/parallel/executor.h"
 #include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/grad_sync.h"
@@ -96,7 +97,6 @@ struct Trainer::Impl {
 
   void setup();
   void build_schedule();
-  std::vector<parallel::ActivationSpec> infer_boundaries();
   void microbatches(data::Dataset& ds, data::Sampler& smp, int64_t step, std::vector<torch::Tensor>* in,
                     std::vector<torch::Tensor>* tgt);
   std::pair<double, double> evaluate();
@@ -153,15 +153,16 @@ void Trainer::Impl::setup() {
 
   build_schedule();
   // Before the synchronizers: zero3 empties its stages' parameter tensors.
-  std::vector<parallel::ActivationSpec> boundaries = infer_boundaries();
+  std::map<int, parallel::Stage*> sp;
+  for (auto& [s, st] : stages) sp[s] = st.get();
+  std::vector<parallel::ActivationSpec> boundaries = parallel::infer_boundaries(
+      sp, lowered.shape, mesh.pp_rank, *mesh.pp_comm, model::input_spec(cfg.model, r.micro_batch));
   num_params = model.num_parameters();
   for (auto& [s, st] : stages) {
     parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
     syncs[s] = parallel::make_grad_sync(ctx);
   }
-  std::map<int, parallel::Stage*> sp;
   std::map<int, parallel::GradSync*> yp;
-  for (auto& [s, st] : stages) sp[s] = st.get();
   for (auto& [s, y] : syncs) yp[s] = y.get();
   exec = std::make_unique<parallel::Executor>(lowered, mesh.pp_rank, *mesh.pp_comm, sp, yp,
                                               boundaries);
@@ -184,25 +185,6 @@ void Trainer::Impl::build_schedule() {
   lo.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
   lowered = schedule::lower(compute, lo);
   schedule::validate(lowered);
-}
-
-// Shapes of each stage's input for one micro-batch, from a no-grad forward of the full model
-// (every rank holds it at setup) on a micro-batch of synthetic-but-valid input.
-std::vector<parallel::ActivationSpec> Trainer::Impl::infer_boundaries() {
-  torch::NoGradGuard no_grad;
-  torch::Tensor x;
-  if (cfg.model.kind == "gpt")
-    x = torch::zeros({r.micro_batch, cfg.model.seq_len}, torch::kInt64);
-  else
-    x = torch::zeros({r.micro_batch, 1, 28, 28}, torch::kFloat32);
-  std::vector<parallel::ActivationSpec> out(r.pp * r.loops + 1);
-  for (int s = 0; s < r.pp * r.loops; ++s) {
-    out[s].shape = x.sizes().vec();
-    out[s].dtype = x.scalar_type();
-    for (int b = cut.begin(s); b < cut.end(s); ++b) x = model.blocks[b]->forward(x);
-  }
-  out.back().shape = x.sizes().vec();
-  return out;
 }
 
 void Trainer::Impl::microbatches(data::Dataset& ds, data::Sampler& smp, int64_t step,
