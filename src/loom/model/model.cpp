@@ -43,6 +43,11 @@ Model build(const config::ModelConfig& cfg, uint64_t seed) {
   return m;
 }
 
+TensorSpec input_spec(const config::ModelConfig& cfg, int64_t micro_batch) {
+  const ModelSpec spec = spec_of(cfg);
+  return {spec.batch_shape(micro_batch), spec.token_input ? torch::kInt64 : torch::kFloat32};
+}
+
 std::string param_name(size_t block_index, const std::string& local) {
   return "blocks." + std::to_string(block_index) + "." + local;
 }

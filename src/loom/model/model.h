@@ -23,6 +23,12 @@ class Block : public torch::nn::Module {
   virtual std::string kind() const = 0;
 };
 
+// Shape and type of a tensor for one micro-batch (a stage's input or output).
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  torch::Dtype dtype = torch::kFloat32;
+};
+
 struct Model {
   std::string name;
   std::vector<std::shared_ptr<Block>> blocks;
@@ -36,6 +42,10 @@ struct Model {
 // Builds the full model with torch's default initialization after torch::manual_seed(seed):
 // every rank builds the same parameters, then keeps only its stages.
 Model build(const config::ModelConfig& cfg, uint64_t seed);
+
+// What the first block takes for one micro-batch: gpt [micro_batch, seq_len] token ids (int64),
+// mlp / cnn [micro_batch, 1, 28, 28] images (float).
+TensorSpec input_spec(const config::ModelConfig& cfg, int64_t micro_batch);
 
 // Parameter name of block `index`'s parameter `local`: "blocks.3.qkv.weight".
 std::string param_name(size_t block_index, const std::string& local);

@@ -193,7 +193,6 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
   LOOM_CHECK(inbox_.empty() && outbox_.empty() && mailbox_.empty(),
              "pipeline step ended with undelivered tensors (inbox ", inbox_.size(), ", outbox ",
              outbox_.size(), ", mailbox ", mailbox_.size(), ")");
-  for (auto& [s, sync] : syncs_) rep.dp_wait_s += sync->exposed_wait_s();
   return rep;
 }
 

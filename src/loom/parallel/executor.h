@@ -22,20 +22,15 @@
 #include "loom/parallel/grad_sync.h"
 #include "loom/parallel/stage.h"
 #include "loom/schedule/schedule.h"
+#include "loom/trace/chrome_trace.h"
 
 namespace loom::parallel {
 
-struct TraceEvent {
-  std::string name;  // "2F0"
-  std::string cat;   // kind
-  double start_us = 0;
-  double dur_us = 0;
-};
+using TraceEvent = trace::Event;  // name "2F0", cat: the kind
 
 struct StepReport {
   double compute_s = 0;        // time in F/B/I/W
   double p2p_wait_s = 0;       // blocked on pipeline receives/sends
-  double dp_wait_s = 0;        // blocked on data-parallel communication inside the step
   int64_t peak_activation_bytes = 0;
   int peak_live_microbatches = 0;
   // Data-parallel transient buffers (GradSync::working_bytes summed over the rank's stages)
@@ -44,15 +39,11 @@ struct StepReport {
   int64_t peak_transient_bytes = 0;
 };
 
-struct ActivationSpec {
-  std::vector<int64_t> shape;  // for one micro-batch
-  torch::Dtype dtype = torch::kFloat32;
-};
-
 class Executor {
  public:
   // stages: the stages this rank owns (by global stage index). syncs: same keys.
-  // boundary[s]: shape of stage s's input for one micro-batch (s >= 1).
+  // boundary[s]: shape of stage s's input for one micro-batch (s >= 1), for this rank's
+  // stages s and s + 1 (parallel/boundary_specs.h).
   Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend& pp_comm,
            std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
            std::vector<ActivationSpec> boundary);
@@ -72,7 +63,7 @@ class Executor {
   void clear_trace() { trace_.clear(); }
   // Trace times count from `origin_us` on the clock of trace_clock_us() (steady, µs); each
   // executor otherwise counts from its own construction, and the ranks' timelines do not
-  // line up (train/trainer.cpp sets one origin for all).
+  // line up (train/trace_clock.h gives all one origin).
   void set_trace_origin(double origin_us) { origin_us_ = origin_us; }
   double trace_clock_us() const { return now_us(); }
 

@@ -61,6 +61,12 @@ torch::Tensor Stage::forward_eval(const torch::Tensor& input) {
   return run_blocks(input);
 }
 
+ActivationSpec Stage::output_spec(const ActivationSpec& in) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor out = run_blocks(torch::zeros(in.shape, torch::TensorOptions().dtype(in.dtype)));
+  return {out.sizes().vec(), out.scalar_type()};
+}
+
 Stage::Live Stage::take(int mb) {
   auto it = live_.find(mb);
   LOOM_CHECK(it != live_.end(), "stage ", index_, " backward of micro-batch ", mb,

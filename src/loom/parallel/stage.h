@@ -19,6 +19,8 @@ struct NamedParam {
   torch::Tensor tensor;
 };
 
+using ActivationSpec = model::TensorSpec;
+
 class Stage {
  public:
   Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
@@ -38,6 +40,10 @@ class Stage {
                         double loss_scale);
   // Forward without autograd state (evaluation). Returns logits on the last stage.
   torch::Tensor forward_eval(const torch::Tensor& input);
+  // The spec of this stage's output for an input of spec `in`: the blocks run once, without
+  // autograd, on zeros of that shape (valid token ids too). Needs the parameters (not zero3-
+  // emptied), so it runs before the data-parallel synchronizers are built.
+  ActivationSpec output_spec(const ActivationSpec& in);
 
   // Full backward of micro-batch mb: accumulates weight gradients and returns the gradient of
   // the stage input (undefined on the first stage). grad_output is ignored on the last stage.

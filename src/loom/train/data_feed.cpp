@@ -1,0 +1,56 @@
+#include "loom/train/data_feed.h"
+
+#include "loom/model/spec.h"
+#include "loom/train/preflight.h"
+
+namespace loom::train {
+namespace {
+
+torch::Tensor to_tensor(const data::Array& a) {
+  if (a.type == data::ElemType::Int64)
+    return torch::from_blob(const_cast<int64_t*>(a.i64.data()), a.shape, torch::kInt64).clone();
+  return torch::from_blob(const_cast<float*>(a.f32.data()), a.shape, torch::kFloat32).clone();
+}
+
+std::unique_ptr<data::Dataset> open(const config::Config& cfg, data::Split split) {
+  const std::string path = default_data_path(cfg);
+  if (cfg.data.kind == config::DataKind::FashionMnist) return data::open_idx_images(path, split);
+  if (cfg.data.kind == config::DataKind::Text)
+    return data::open_text(path, cfg.model.seq_len, split, cfg.data.test_fraction);
+  uint64_t seed = cfg.train.seed + (split == data::Split::Test ? 7919 : 0);
+  int64_t n = split == data::Split::Test ? std::max<int64_t>(1, cfg.data.synthetic_size / 10)
+                                         : cfg.data.synthetic_size;
+  const model::ModelSpec spec = model::spec_of(cfg.model);
+  if (spec.token_input) return data::synthetic_tokens(cfg.model.vocab, cfg.model.seq_len, n, seed);
+  return data::synthetic_classification(spec.sample_shape, cfg.model.classes, n, seed);
+}
+
+}  // namespace
+
+DataFeed::DataFeed(const config::Config& cfg, int dp, int dp_rank, int m, bool needs_inputs,
+                   bool needs_targets)
+    : global_batch_(cfg.train.global_batch),
+      dp_(dp),
+      dp_rank_(dp_rank),
+      m_(m),
+      needs_inputs_(needs_inputs),
+      needs_targets_(needs_targets),
+      train_set_(open(cfg, data::Split::Train)),
+      eval_set_(open(cfg, data::Split::Test)) {
+  train_sampler_ = std::make_unique<data::Sampler>(train_set_->size(), cfg.train.seed, true);
+  eval_sampler_ = std::make_unique<data::Sampler>(eval_set_->size(), cfg.train.seed, false);
+}
+
+void DataFeed::fill(data::Dataset& ds, data::Sampler& smp, int64_t step, MicroBatches* out) {
+  out->inputs.clear();
+  out->targets.clear();
+  if (!needs_inputs_ && !needs_targets_) return;
+  for (int j = 0; j < m_; ++j) {
+    auto idx = smp.microbatch(step, global_batch_, dp_, dp_rank_, m_, j);
+    data::Batch b = ds.get(idx);
+    out->inputs.push_back(needs_inputs_ ? to_tensor(b.input) : torch::Tensor());
+    out->targets.push_back(needs_targets_ ? to_tensor(b.target) : torch::Tensor());
+  }
+}
+
+}  // namespace loom::train

@@ -1,0 +1,42 @@
+#pragma once
+// The data a step needs on this rank: the train and eval splits of the configured dataset,
+// and the micro-batches of (step, replica). Every rank opens the datasets (their sizes decide
+// how many evaluation batches everyone runs), but only the ranks that own the first stage
+// (inputs) or the last stage (targets) read samples.
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "loom/config/config.h"
+#include "loom/data/dataset.h"
+#include "loom/data/sampler.h"
+
+namespace loom::train {
+
+struct MicroBatches {
+  std::vector<torch::Tensor> inputs;   // one per micro-batch; undefined where not needed
+  std::vector<torch::Tensor> targets;
+};
+
+class DataFeed {
+ public:
+  // dp, dp_rank: the replicas and this rank's; m: micro-batches per replica and step.
+  DataFeed(const config::Config& cfg, int dp, int dp_rank, int m, bool needs_inputs,
+           bool needs_targets);
+
+  void train(int64_t step, MicroBatches* out) { fill(*train_set_, *train_sampler_, step, out); }
+  void eval(int64_t batch, MicroBatches* out) { fill(*eval_set_, *eval_sampler_, batch, out); }
+  int64_t eval_size() const { return eval_set_->size(); }
+
+ private:
+  void fill(data::Dataset& ds, data::Sampler& smp, int64_t step, MicroBatches* out);
+
+  int64_t global_batch_;
+  int dp_, dp_rank_, m_;
+  bool needs_inputs_, needs_targets_;
+  std::unique_ptr<data::Dataset> train_set_, eval_set_;
+  std::unique_ptr<data::Sampler> train_sampler_, eval_sampler_;
+};
+
+}  // namespace loom::train

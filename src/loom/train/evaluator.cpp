@@ -1,0 +1,56 @@
+#include "loom/train/evaluator.h"
+
+#include <cmath>
+
+#include "loom/model/model.h"
+#include "loom/parallel/executor.h"
+
+namespace loom::train {
+namespace {
+
+double world_sum(comm::Backend& c, double v) {
+  c.all_reduce(&v, 1, comm::DType::Float64)->wait();
+  return v;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
+                     DataFeed& feed, int m, int64_t micro_batch, bool classifier,
+                     bool has_last_stage)
+    : cfg_(cfg),
+      world_(world),
+      exec_(exec),
+      feed_(feed),
+      m_(m),
+      micro_batch_(micro_batch),
+      classifier_(classifier),
+      has_last_stage_(has_last_stage) {}
+
+EvalResult Evaluator::run() {
+  double loss_sum = 0, correct = 0, count = 0;
+  const int64_t global_batch = cfg_.train.global_batch;
+  int64_t batches = std::max<int64_t>(
+      1, std::min<int64_t>(cfg_.train.eval_batches, feed_.eval_size() / global_batch));
+  if (feed_.eval_size() < global_batch) batches = 0;
+  MicroBatches mb;
+  for (int64_t i = 0; i < batches; ++i) {
+    feed_.eval(i, &mb);
+    auto logits = exec_.run_forward(mb.inputs, m_);
+    if (!has_last_stage_) continue;
+    torch::NoGradGuard ng;
+    for (int j = 0; j < m_; ++j) {
+      loss_sum += model::Model::loss(logits[j], mb.targets[j]).item<double>();
+      count += 1;
+      if (classifier_) correct += logits[j].argmax(1).eq(mb.targets[j]).sum().item<double>();
+    }
+  }
+  // Only the last stage's ranks (one per replica) contribute.
+  const double n_loss = world_sum(world_, count);
+  const double total = world_sum(world_, loss_sum);
+  const double acc = world_sum(world_, correct);
+  const double samples = n_loss * micro_batch_;
+  return {n_loss > 0 ? total / n_loss : NAN, classifier_ && samples > 0 ? acc / samples : -1};
+}
+
+}  // namespace loom::train

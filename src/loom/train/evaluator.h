@@ -1,0 +1,37 @@
+#pragma once
+// Evaluation: up to train.eval_batches global batches of the eval split through the pipeline
+// (forward only); the ranks that own the last stage (one per replica) compute the loss and,
+// for classifiers, the accuracy, and every rank gets the means.
+#include "loom/comm/backend.h"
+#include "loom/config/config.h"
+#include "loom/train/data_feed.h"
+
+namespace loom::parallel {
+class Executor;
+}  // namespace loom::parallel
+
+namespace loom::train {
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = -1;  // classifiers only
+};
+
+class Evaluator {
+ public:
+  // world: every training rank (the sums run over it). m, micro_batch: per replica and step.
+  Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
+            DataFeed& feed, int m, int64_t micro_batch, bool classifier, bool has_last_stage);
+  EvalResult run();  // collective over world
+
+ private:
+  const config::Config& cfg_;
+  comm::Backend& world_;
+  parallel::Executor& exec_;
+  DataFeed& feed_;
+  int m_;
+  int64_t micro_batch_;
+  bool classifier_, has_last_stage_;
+};
+
+}  // namespace loom::train

@@ -1,0 +1,12 @@
+#pragma once
+// Fault injection for the tests that prove a dying rank brings the job down:
+// LOOM_FAULT_RANK=r LOOM_FAULT_STEP=s kills rank r (SIGKILL, no clean-up) at step s;
+// with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps), so that the
+// others' timeouts fire.
+#include <cstdint>
+
+namespace loom::train {
+
+void maybe_inject_fault(int rank, int64_t step);
+
+}  // namespace loom::train

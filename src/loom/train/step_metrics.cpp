@@ -1,0 +1,217 @@
+#include "loom/train/step_metrics.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "loom/comm/world.h"
+#include "loom/common/error.h"
+#include "loom/common/log.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/trainer.h"
+
+namespace loom::train {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double world_sum(comm::Backend& c, double v) {
+  c.all_reduce(&v, 1, comm::DType::Float64)->wait();
+  return v;
+}
+
+}  // namespace
+
+void ExposedDpWait::start() {
+  for (auto& [s, y] : syncs_) y->reset_exposed();
+}
+
+double ExposedDpWait::stop() {
+  double s = 0;
+  for (auto& [st, y] : syncs_) s += y->exposed_wait_s();
+  return s;
+}
+
+RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Backend& dp_comm,
+                       comm::Backend& pp_comm, int64_t start_step)
+    : cfg_(cfg),
+      world_(world),
+      dp_comm_(dp_comm),
+      pp_comm_(pp_comm),
+      start_step_(start_step),
+      root_(world.rank() == 0),
+      gpt_(cfg.model.kind == config::ModelKind::Gpt) {
+  items_per_step_ = double(cfg.train.global_batch) * (gpt_ ? cfg.model.seq_len : 1);
+  if (root_) {
+    fs::create_directories(cfg.output.dir);
+    write_file_atomic((fs::path(cfg.output.dir) / "config.toml").string(), config::to_toml(cfg));
+    file_ = std::make_unique<std::ofstream>(fs::path(cfg.output.dir) / "metrics.jsonl",
+                                            start_step > 0 ? std::ios::app : std::ios::trunc);
+  }
+  progress_ = std::make_unique<Progress>(cfg.train.steps, root_ && cfg.output.progress,
+                                         gpt_ ? "tokens" : "samples");
+  dp0_ = dp_comm.stats();
+  pp0_ = pp_comm.stats();
+  t_run_ = Clock::now();
+}
+
+void RunMetrics::message(const std::string& line) {
+  if (root_) progress_->message(line);
+}
+
+void RunMetrics::write(const std::string& line) { *file_ << line << "\n" << std::flush; }
+
+void RunMetrics::step(const StepSample& s, TrainResult* res) {
+  // Measured bubble: the share of the step that an average rank did not spend computing.
+  const double bubble = 1.0 - world_sum(world_, s.compute_s) / world_.size() / s.step_s;
+  const double dp_hidden = std::max(0.0, s.dp.busy_s - s.dp_exposed_s);
+  steps_time_ += s.step_s;
+  compute_s_ += s.compute_s;
+  p2p_s_ += s.p2p_wait_s;
+  dp_exposed_s_ += s.dp_exposed_s;
+  dp_hidden_s_ += dp_hidden;
+  dp_steps_ += s.dp;
+  peak_act_ = std::max(peak_act_, s.peak_activation_bytes);
+  peak_working_ = std::max(peak_working_, s.peak_working_bytes);
+  peak_transient_ = std::max(peak_transient_, s.peak_transient_bytes);
+  res->final_loss = s.loss;
+  ++res->steps;
+  res->dp_last_step = s.dp;
+  for (auto& [k, v] : s.sync_metrics) res->sync_metrics[k] = v;
+  if (root_) {
+    JsonLine j;
+    j.integer("step", s.step).num("loss", s.loss).num("lr", s.lr).num("step_s", s.step_s)
+        .num(gpt_ ? "tokens_per_s" : "samples_per_s", items_per_step_ / s.step_s)
+        .num("compute_s", s.compute_s).num("bubble", bubble)
+        .num("p2p_wait_s", s.p2p_wait_s)
+        .num("dp_wait_s", s.dp_exposed_s)
+        .integer("dp_bytes", (dp_comm_.stats() - dp0_).total_bytes())
+        .integer("dp_step_calls", s.dp.total_calls())
+        .integer("dp_step_bytes", s.dp.total_bytes())
+        .num("dp_exposed_s", s.dp_exposed_s).num("dp_hidden_s", dp_hidden)
+        .integer("pp_bytes", (pp_comm_.stats() - pp0_).total_bytes())
+        .integer("peak_activation_bytes", s.peak_activation_bytes)
+        .integer("peak_dp_working_bytes", s.peak_working_bytes)
+        .integer("peak_bytes", s.peak_bytes);
+    if (cfg_.train.clip > 0) j.num("grad_norm", s.grad_norm);
+    for (auto& [k, v] : s.sync_metrics) j.num(k, v);
+    write(j.done());
+  }
+  progress_->update(s.step, s.loss, items_per_step_ / s.step_s, seconds_since(t_run_));
+}
+
+void RunMetrics::calibration(int64_t step, int64_t micro_batch, const std::vector<double>& alone,
+                             const std::vector<double>& loaded) {
+  if (!root_) return;
+  JsonLine j;
+  j.integer("step", step).integer("calib_micro_batch", micro_batch);
+  for (int q = 0; q < world_.size(); ++q)
+    j.num("calib_layer_s_r" + std::to_string(q), alone[q])
+        .num("calib_loaded_s_r" + std::to_string(q), loaded[q]);
+  write(j.done());
+}
+
+void RunMetrics::eval(int64_t step, double loss, double accuracy, TrainResult* res) {
+  res->eval_loss = loss;
+  res->eval_accuracy = accuracy;
+  if (!root_) return;
+  JsonLine j;
+  j.integer("step", step).num("eval_loss", loss);
+  if (accuracy >= 0) j.num("eval_accuracy", accuracy);
+  write(j.done());
+  progress_->message(detail::concat("eval at step ", step, ": loss ", loss,
+                                    accuracy >= 0 ? detail::concat(", accuracy ", accuracy * 100, "%") : ""));
+}
+
+void RunMetrics::end_steps(TrainResult* res) {
+  progress_->finish();
+  res->wall_s = seconds_since(t_run_);
+  res->items_per_s = res->steps > 0 ? items_per_step_ * res->steps / steps_time_ : 0;
+  res->dp_bytes = (dp_comm_.stats() - dp0_).total_bytes();
+  res->pp_bytes = (pp_comm_.stats() - pp0_).total_bytes();
+}
+
+void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
+  res->memory = mem;
+  const int64_t persistent = mem.total() - mem.working;
+  res->peak_working_bytes = peak_working_;
+  res->peak_bytes = persistent + peak_transient_;
+  // Every rank's state (persistent + transient buffers at their concurrent peak) and peak of
+  // state + activations.
+  int64_t mine[2] = {persistent + peak_working_, res->peak_bytes};
+  std::vector<int64_t> per_rank(2 * world_.size());
+  world_.all_gather(mine, per_rank.data(), 2, comm::DType::Int64)->wait();
+  const double nsteps = std::max<int64_t>(1, res->steps);
+  if (!root_) return;
+  summary_line(*res, per_rank, nsteps);
+  summary_table(*res, per_rank, nsteps);
+}
+
+void RunMetrics::summary_line(const TrainResult& res, const std::vector<int64_t>& per_rank,
+                              double nsteps) {
+  JsonLine j;
+  j.str("summary", "run").integer("steps", res.steps)
+      .num("dp_calls_per_step", dp_steps_.total_calls() / nsteps)
+      .integer("dp_bytes_per_step", static_cast<long long>(dp_steps_.total_bytes() / nsteps))
+      .num("dp_exposed_s", dp_exposed_s_).num("dp_hidden_s", dp_hidden_s_)
+      .num("p2p_wait_s", p2p_s_).num("step_s", steps_time_ / nsteps);
+  for (int q = 0; q < world_.size(); ++q)
+    j.integer("state_bytes_r" + std::to_string(q), per_rank[2 * q])
+        .integer("peak_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
+  write(j.done());
+}
+
+// Rank 0 shows its own accounting; the metrics file has per-step numbers.
+void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t>& per_rank,
+                               double nsteps) {
+  if (!cfg_.output.progress) return;
+  const double bubble = steps_time_ > 0 ? std::max(0.0, 1.0 - compute_s_ / steps_time_) : 0;
+  const double exposed_s = p2p_s_ + dp_exposed_s_;
+  const parallel::MemoryBytes& mem = res.memory;
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"steps", std::to_string(res.steps) + (start_step_ ? " (resumed at " + std::to_string(start_step_) + ")" : "")},
+      {"wall time", human_time(res.wall_s)},
+      {"throughput", human_count(res.items_per_s) + (gpt_ ? " tokens/s" : " samples/s")},
+      {"final train loss", std::to_string(res.final_loss)},
+      {"eval loss", std::to_string(res.eval_loss)},
+  };
+  if (res.eval_accuracy >= 0) rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
+  rows.push_back({"idle + comm (rank 0)", std::to_string(bubble * 100) + " % of step time"});
+  rows.push_back({"exposed comm (rank 0)", human_time(exposed_s) + " (dp " + human_time(dp_exposed_s_) +
+                                               ", pp " + human_time(p2p_s_) + ")"});
+  rows.push_back({"hidden dp comm (rank 0)", human_time(dp_hidden_s_)});
+  std::string kinds;
+  for (int k = 0; k < comm::kOpKinds; ++k)
+    if (dp_steps_.calls[k] && k != static_cast<int>(comm::OpKind::Recv))
+      kinds += detail::concat(kinds.empty() ? "" : ", ", comm::op_name(comm::OpKind(k)), " ",
+                              dp_steps_.calls[k] / nsteps);
+  rows.push_back({"dp collectives per step (rank 0)",
+                  detail::concat(dp_steps_.total_calls() / nsteps) + " calls, " +
+                      human_bytes(dp_steps_.total_bytes() / nsteps) + (kinds.empty() ? "" : " (" + kinds + ")")});
+  if (comm::link_emulation().active())
+    rows.push_back({"link", "EMULATED " + cfg_.emulate.bandwidth + " " + cfg_.emulate.latency});
+  rows.push_back({"dp bytes sent (rank 0)", human_bytes(double(res.dp_bytes))});
+  rows.push_back({"pp bytes sent (rank 0)", human_bytes(double(res.pp_bytes))});
+  rows.push_back({"params/grads/optim (rank 0)",
+                  human_bytes(mem.params) + " / " + human_bytes(mem.grads) + " / " + human_bytes(mem.optimizer)});
+  rows.push_back({"peak activations (rank 0)", human_bytes(double(peak_act_))});
+  std::string state, peak;
+  for (int q = 0; q < world_.size(); ++q) {
+    if (q) state += ", ", peak += ", ";
+    state += human_bytes(double(per_rank[2 * q]));
+    peak += human_bytes(double(per_rank[2 * q + 1]));
+  }
+  rows.push_back({"params+grads+optim per rank", state});
+  rows.push_back({"peak memory per rank", peak + " (with activations)"});
+  rows.push_back({"metrics", (fs::path(cfg_.output.dir) / "metrics.jsonl").string()});
+  rows.push_back({"checkpoint", (fs::path(cfg_.output.dir) / "checkpoint").string()});
+  if (!cfg_.output.trace.empty()) rows.push_back({"timeline", cfg_.output.trace});
+  std::fprintf(stderr, "\n%s", train::summary_table("loom run summary", rows).c_str());
+}
+
+}  // namespace loom::train
