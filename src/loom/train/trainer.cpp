@@ -21,7 +21,8 @@
 #include "loom/model/partition.h"
 #include "loom/parallel/executor.h"
 #include "loom/parallel/memory_tracker.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/optimizer.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
@@ -82,7 +83,8 @@ struct Trainer::Impl {
   model::Partition cut;
   schedule::Schedule lowered;
   std::map<int, std::unique_ptr<parallel::Stage>> stages;
-  std::map<int, std::unique_ptr<parallel::GradSync>> syncs;
+  std::map<int, std::unique_ptr<parallel::DataParallel>> syncs;
+  std::map<int, std::unique_ptr<parallel::StageOptimizer>> optimizers;  // per stage, over syncs' tensors
   std::unique_ptr<parallel::Executor> exec;
   std::unique_ptr<data::Dataset> train_set, eval_set;
   std::unique_ptr<data::Sampler> sampler, eval_sampler;
@@ -157,10 +159,11 @@ void Trainer::Impl::setup() {
   num_params = model.num_parameters();
   for (auto& [s, st] : stages) {
     parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
-    syncs[s] = parallel::make_grad_sync(ctx);
+    syncs[s] = parallel::make_data_parallel(ctx);
+    optimizers[s] = std::make_unique<parallel::StageOptimizer>(syncs[s]->optimized_params(), cfg.train);
   }
   std::map<int, parallel::Stage*> sp;
-  std::map<int, parallel::GradSync*> yp;
+  std::map<int, parallel::DpHooks*> yp;
   for (auto& [s, st] : stages) sp[s] = st.get();
   for (auto& [s, y] : syncs) yp[s] = y.get();
   exec = std::make_unique<parallel::Executor>(lowered, mesh.pp_rank, *mesh.pp_comm, sp, yp,
@@ -257,9 +260,11 @@ void Trainer::Impl::save_checkpoint(int64_t steps_done) {
       if (!syncs.at(s)->saves_params())  // sharded modes write their shard in sync.<s>
         for (auto& p : st->params()) ar.write("param." + p.name, p.tensor.detach());
     for (auto& [s, y] : syncs) {
-      torch::serialize::OutputArchive sub;
+      torch::serialize::OutputArchive sub, opt;
       y->save(sub);
       ar.write("sync." + std::to_string(s), sub);
+      optimizers.at(s)->save(opt);
+      ar.write("optimizer." + std::to_string(s), opt);
     }
     ar.write("rng", torch::Tensor(at::detail::getDefaultCPUGenerator().get_state()));
     char file[32];
@@ -307,9 +312,11 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     }
   }
   for (auto& [s, y] : syncs) {
-    torch::serialize::InputArchive sub;
+    torch::serialize::InputArchive sub, opt;
     ar.read("sync." + std::to_string(s), sub);
     y->load(sub);
+    ar.read("optimizer." + std::to_string(s), opt);
+    optimizers.at(s)->load(opt);
   }
   torch::Tensor rng;
   ar.read("rng", rng);
@@ -449,7 +456,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     parallel::MemoryTracker::reset_peak();
     parallel::StepReport rep = exec->run_step(in, tgt, 1.0 / r.m);
     auto tw = Clock::now();
-    for (auto& [s, y] : syncs) y->finish();
+    for (auto& [s, y] : syncs) y->finish_grad_sync();
     double sync_wait = seconds_since(tw);
     double scale = 1.0, norm = NAN;
     if (cfg.train.clip > 0) {
@@ -458,7 +465,11 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
       norm = std::sqrt(world_sum(base, sq));
       scale = std::min(1.0, cfg.train.clip / (norm + 1e-6));
     }
-    for (auto& [s, y] : syncs) y->step(lr, scale);
+    for (auto& [s, y] : syncs) {
+      y->before_step();
+      optimizers.at(s)->step(lr, scale);
+      y->after_step();
+    }
     const comm::Stats dp_step = mesh.dp_comm->stats() - dp_step0;
     double dp_exposed = 0;
     for (auto& [s, y] : syncs) dp_exposed += y->exposed_wait_s();
@@ -549,6 +560,7 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   parallel::MemoryBytes mem;
   for (auto& [s, y] : syncs) {
     auto m = y->memory();
+    m.optimizer += optimizers.at(s)->state_bytes();
     mem.params += m.params;
     mem.grads += m.grads;
     mem.optimizer += m.optimizer;
