@@ -12,6 +12,7 @@
 #include "loom/comm/work.h"
 #include "loom/common/error.h"
 #include "loom/model/model.h"
+#include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/param_buffer.h"
 
 using namespace loom;
@@ -251,6 +252,30 @@ TEST(ParamBuffer, ShardedPersistentKeepsFullParametersAndAMasterShard) {
   EXPECT_EQ(m.params, 4 * (l.padded + l.shard));
   EXPECT_EQ(m.grads, 4 * l.padded);
   EXPECT_EQ(m.working, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// The accounting is what the allocator holds: building the buffer allocates the flat buffers
+// and frees the stage's original parameter storage (the parameters become views).
+TEST(ParamBuffer, MemoryIsWhatTheAllocatorHolds) {
+  parallel::MemoryTracker::install();
+  for (bool sharded : {false, true}) {
+    SCOPED_TRACE(sharded ? "sharded" : "unsharded");
+    Mlp net;
+    net.initial.clear();  // only the stage's own tensors hold parameters
+    MirrorComm dp(2);
+    const int64_t before = parallel::MemoryTracker::live_bytes();
+    parallel::BufferOptions o;
+    o.sharded = sharded;
+    parallel::ParamBuffer buf(*net.stage, dp, o);
+    const auto m = buf.memory();
+    int64_t original = 0;
+    for (auto& s : buf.layout().slots) original += 4 * s.numel;
+    EXPECT_EQ(parallel::MemoryTracker::live_bytes() - before, m.params + m.grads - original);
+  }
 }
 
 }  // namespace
