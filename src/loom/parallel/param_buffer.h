@@ -24,20 +24,10 @@
 #include "loom/comm/backend.h"
 #include "loom/parallel/flat_layout.h"
 #include "loom/parallel/grad_buckets.h"
+#include "loom/parallel/memory_bytes.h"
 #include "loom/parallel/stage.h"
 
 namespace loom::parallel {
-
-// Bytes this rank holds for one stage, by category (per-rank accounting).
-struct MemoryBytes {
-  int64_t params = 0;
-  int64_t grads = 0;
-  int64_t optimizer = 0;
-  // Of the above, transient full-size copies (zero3: gathered parameters; zero2/3: the full
-  // gradient during the backward), at their peak. 0 for modes without such copies.
-  int64_t working = 0;
-  int64_t total() const { return params + grads + optimizer; }
-};
 
 struct BufferOptions {
   bool sharded = false;           // padded to dp shards, master shard per rank

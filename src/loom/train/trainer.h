@@ -11,7 +11,7 @@
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
-#include "loom/parallel/param_buffer.h"
+#include "loom/parallel/memory_bytes.h"
 
 namespace loom::train {
 
