@@ -69,8 +69,6 @@ class DataParallel : public DpHooks, public StateDict {
   void save(torch::serialize::OutputArchive&) const override {}
   void load(torch::serialize::InputArchive&) override {}
 
-  const ParamBuffer& buffer() const { return buffer_; }
-
  protected:
   std::vector<torch::Tensor> stage_tensors() const;
 

@@ -46,7 +46,6 @@ class ParamBuffer {
 
   const FlatLayout& layout() const { return layout_; }
   const GradBuckets& buckets() const { return plan_; }
-  comm::Backend& dp() const { return dp_; }
   // Full flat buffers; undefined while transient and absent.
   const torch::Tensor& params() const { return params_; }
   const torch::Tensor& grads() const { return grads_; }
