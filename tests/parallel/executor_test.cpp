@@ -13,6 +13,7 @@
 #include "loom/comm/backend.h"
 #include "loom/common/error.h"
 #include "loom/model/model.h"
+#include "loom/parallel/dp_hooks.h"
 #include "loom/parallel/executor.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
@@ -46,21 +47,14 @@ class NoComm : public comm::Backend {
 };
 
 // Records every call as "<what> <stage>".
-class RecordingSync : public parallel::GradSync {
+class RecordingHooks : public parallel::DpHooks {
  public:
-  RecordingSync(int stage, std::vector<std::string>* log) : stage_(stage), log_(log) {}
-  std::string name() const override { return "recording"; }
+  RecordingHooks(int stage, std::vector<std::string>* log) : stage_(stage), log_(log) {}
   void unshard() override { note("unshard"); }
   void reshard() override { note("reshard"); }
   void before_compute(bool backward) override { note(backward ? "compute-backward" : "compute-forward"); }
   void on_last_backward() override { note("last-backward"); }
   void reduce_grad() override { note("reduce"); }
-  void finish() override { note("finish"); }
-  double grad_norm_sq() override { return 0; }
-  void step(double, double) override { note("step"); }
-  parallel::MemoryBytes memory() const override { return {}; }
-  void save(torch::serialize::OutputArchive&) const override {}
-  void load(torch::serialize::InputArchive&) override {}
 
  private:
   void note(const std::string& what) { log_->push_back(what + " " + std::to_string(stage_)); }
@@ -104,7 +98,7 @@ void run_and_compare(const std::string& schedule_name, schedule::DpMode mode) {
   lo.dp_mode = mode;
   auto lowered = schedule::lower(schedule::generate(schedule_name, shape), lo);
   std::vector<std::string> log;
-  RecordingSync y0(0, &log), y1(1, &log);
+  RecordingHooks y0(0, &log), y1(1, &log);
   NoComm none;
   std::vector<parallel::ActivationSpec> boundary(2);
   boundary[1].shape = {b, mc.seq_len, mc.width};

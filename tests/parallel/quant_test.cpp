@@ -52,10 +52,10 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
   const std::vector<float> mean = {1.984375f, -0.25f, 0.28125f, 3.96875f};
   const int64_t chunk = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
   for (int step = 0; step < 2; ++step) {
-    vec->w.mutable_grad() = torch::tensor(grad);
+    vec->w.grad().copy_(torch::tensor(grad));  // a view of the stage's gradient buffer
     auto before = pair->stats();
     q.reduce_grad();
-    q.finish();
+    q.finish_grad_sync();
     // An all-to-all and an all-gather, each sending one quantized chunk to the other rank.
     EXPECT_EQ((pair->stats() - before).total_bytes(), uint64_t(2 * chunk));
     auto g = vec->w.grad();
@@ -66,7 +66,7 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
       e[2] = step == 0 ? e1 : (0.03f + e1) - 0.03125f;
     }
     for (int i = 0; i < 4; ++i) EXPECT_EQ(q.residual()[i], e[i]) << "step " << step << " i " << i;
-    q.step(0.0, 1.0);  // zero the gradients
+    q.after_step();  // zero the gradients
   }
 }
 

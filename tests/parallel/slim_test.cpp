@@ -10,6 +10,7 @@
 
 #include "loom/data/rng.h"
 #include "loom/parallel/slim_select.h"
+#include "loom/parallel/optimizer.h"
 #include "loom/parallel/slim_sync.h"
 #include "sync_test_util.h"
 
@@ -64,6 +65,7 @@ struct Direct {
   model::Model model;
   std::unique_ptr<parallel::Stage> stage;
   std::unique_ptr<parallel::SlimSync> sync;
+  std::unique_ptr<parallel::StageOptimizer> opt;  // the trainer's part of the step
 
   explicit Direct(const config::SlimConfig& s) {
     cfg = test::tiny("mlp");
@@ -74,6 +76,7 @@ struct Direct {
     stage = std::make_unique<parallel::Stage>(0, 1, model.blocks, 0);
     parallel::SyncContext ctx{stage.get(), &comm::world(), &cfg};
     sync = std::make_unique<parallel::SlimSync>(ctx);
+    opt = std::make_unique<parallel::StageOptimizer>(sync->optimized_params(), cfg.train);
   }
   // Rank- and step-dependent gradients, then one step.
   void step(int64_t t) {
@@ -84,7 +87,9 @@ struct Direct {
       for (int64_t i = 0; i < g.numel(); ++i) d[i] = data::detail::normal(state);
       p.tensor.mutable_grad() = g;
     }
-    sync->step(0.05, 1.0);
+    sync->before_step();
+    opt->step(0.05, 1.0);
+    sync->after_step();
   }
 };
 

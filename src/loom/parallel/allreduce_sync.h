@@ -1,52 +1,34 @@
 #pragma once
-// --dp-mode allreduce: gradients grouped into buckets (cap parallel.bucket_mib, reverse
-// parameter order, so the first bucket holds the parameters whose gradients finish first in
-// the backward). During the stage's last backward of the step, a post-hook on each parameter's
-// gradient accumulator marks it ready; a bucket's all-reduce starts as soon as all its
-// gradients are ready, overlapped with the rest of the backward. REDUCE_GRAD starts any bucket
-// still waiting (unused parameters, or weight gradients computed by a W action, which does not
-// run the accumulators).
-#include "loom/parallel/grad_buckets.h"
-#include "loom/parallel/grad_sync.h"
+// --dp-mode allreduce: the stage's gradients are one flat buffer (param_buffer.h), all-reduced
+// in buckets (cap parallel.bucket_mib, reverse parameter order, so the first bucket holds the
+// parameters whose gradients finish first in the backward). During the stage's last backward
+// of the step, a post-hook on each parameter's gradient accumulator marks it ready; a bucket's
+// all-reduce starts as soon as all its gradients are ready, overlapped with the rest of the
+// backward. REDUCE_GRAD starts any bucket still waiting (unused parameters, or weight gradients
+// computed by a W action, which does not run the accumulators). A bucket is a range of the
+// gradient buffer: reduced in place, no copy.
+#include "loom/parallel/data_parallel.h"
 
 namespace loom::parallel {
 
-class AllReduceSync : public GradSync {
+class AllReduceSync : public DataParallel {
  public:
   explicit AllReduceSync(const SyncContext& ctx);
-  ~AllReduceSync() override;
   std::string name() const override { return "allreduce"; }
-  void on_last_backward() override;
-  void reduce_grad() override;
-  void finish() override;
-  double grad_norm_sq() override;
-  void step(double lr, double grad_scale) override;
-  MemoryBytes memory() const override;
-  void save(torch::serialize::OutputArchive& ar) const override;
-  void load(torch::serialize::InputArchive& ar) override;
-  int num_buckets() const { return plan_.size(); }
-  // buckets, and how many of them the gradient hooks started during the last backward.
+  void on_last_backward() override { buffer_.arm(); }
+  void reduce_grad() override { buffer_.start_grad_sync(); }
+  std::vector<torch::Tensor> optimized_params() override { return stage_tensors(); }
+  void finish_grad_sync() override { buffer_.finish_grad_sync(); }
+  // Every replica holds the same averaged gradients: only dp rank 0 contributes, so that the
+  // world-wide sum is the squared norm of the full model's gradient.
+  double grad_norm_sq() override { return dp_->rank() == 0 ? buffer_.grad_sq_sum() : 0.0; }
+  void after_step() override { buffer_.zero_grads(); }
+  // buckets, and how many of them the gradient hooks started during the last backward
+  // (overlap evidence).
   std::vector<std::pair<std::string, double>> step_metrics() const override {
-    return {{"buckets", double(plan_.size())}, {"buckets_overlapped", double(started_by_hooks_)}};
+    return {{"buckets", double(buffer_.buckets().size())},
+            {"buckets_overlapped", double(buffer_.buckets_started_by_hooks())}};
   }
-  // How many buckets the hooks started before REDUCE_GRAD in the last step (overlap evidence).
-  int buckets_started_by_hooks() const { return started_by_hooks_; }
-
- private:
-  struct Bucket {  // per bucket of plan_
-    torch::Tensor flat;
-    comm::WorkPtr work;
-  };
-  void launch(int b);
-
-  Stage* stage_;
-  comm::Backend* dp_;
-  std::vector<torch::Tensor> params_;
-  GradBuckets plan_;
-  std::vector<Bucket> buckets_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
-  std::unique_ptr<torch::optim::Optimizer> opt_;
-  int started_by_hooks_ = 0;
 };
 
 }  // namespace loom::parallel

@@ -13,14 +13,14 @@ constexpr size_t kRecvLookahead = 8;  // actions ahead of the current one whose 
 }  // namespace
 
 Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend& pp_comm,
-                   std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
+                   std::map<int, Stage*> stages, std::map<int, DpHooks*> hooks,
                    std::vector<ActivationSpec> boundary)
     : actions_(lowered.ranks.at(pp_rank)),
       shape_(lowered.shape),
       pp_rank_(pp_rank),
       pp_(pp_comm),
       stages_(std::move(stages)),
-      syncs_(std::move(syncs)),
+      hooks_(std::move(hooks)),
       boundary_(std::move(boundary)) {
   for (size_t i = 0; i < actions_.size(); ++i) {
     const auto& a = actions_[i];
@@ -93,7 +93,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     }
     const schedule::Action& a = actions_[i];
     Stage& st = *stages_.at(a.stage);
-    GradSync* sync = syncs_.count(a.stage) ? syncs_.at(a.stage) : nullptr;
+    DpHooks* sync = hooks_.count(a.stage) ? hooks_.at(a.stage) : nullptr;
     if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
       sync->on_last_backward();
     double t0 = now_us();
@@ -171,7 +171,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     {
       int64_t act = 0, working = 0;
       for (auto& [s, stg] : stages_) act += stg->live_activation_bytes();
-      for (auto& [s, y] : syncs_) working += y->working_bytes();
+      for (auto& [s, y] : hooks_) working += y->working_bytes();
       rep.peak_working_bytes = std::max(rep.peak_working_bytes, working);
       rep.peak_transient_bytes = std::max(rep.peak_transient_bytes, act + working);
     }
@@ -202,7 +202,7 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
   for (auto& [s, st] : stages_) {  // std::map: stage order
     // Sharded parameters are gathered for the stage's evaluation and freed after it (the same
     // calls on every replica, so the DP collectives match).
-    GradSync* sync = syncs_.count(s) ? syncs_.at(s) : nullptr;
+    DpHooks* sync = hooks_.count(s) ? hooks_.at(s) : nullptr;
     if (sync) {
       sync->unshard();
       sync->before_compute(false);

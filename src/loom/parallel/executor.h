@@ -7,10 +7,11 @@
 //  - SEND_F / SEND_B are non-blocking; their buffers stay alive until the end of the step;
 //  - adjacent stages on the same rank hand tensors over locally (a mailbox, no action);
 //  - F / B / I / W call the Stage; the loss is computed on the last stage;
-//  - UNSHARD / RESHARD / REDUCE_GRAD call the stage's GradSync; the sync is told right before
-//    the stage's last backward of the step so that its reductions overlap that backward, and
-//    before every compute action (GradSync::before_compute: zero3 waits there for the gather
-//    that UNSHARD started, so the gather overlaps whatever ran in between).
+//  - UNSHARD / RESHARD / REDUCE_GRAD call the stage's data-parallel hooks (dp_hooks.h); the
+//    hooks are told right before the stage's last backward of the step so that its reductions
+//    overlap that backward, and before every compute action (DpHooks::before_compute: zero3
+//    waits there for the gather that UNSHARD started, so the gather overlaps whatever ran in
+//    between).
 // Every action is timed (Chrome trace of the real run).
 #include <torch/torch.h>
 
@@ -19,7 +20,7 @@
 #include <vector>
 
 #include "loom/comm/backend.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/dp_hooks.h"
 #include "loom/parallel/stage.h"
 #include "loom/schedule/schedule.h"
 #include "loom/trace/chrome_trace.h"
@@ -33,7 +34,7 @@ struct StepReport {
   double p2p_wait_s = 0;       // blocked on pipeline receives/sends
   int64_t peak_activation_bytes = 0;
   int peak_live_microbatches = 0;
-  // Data-parallel transient buffers (GradSync::working_bytes summed over the rank's stages)
+  // Data-parallel transient buffers (DpHooks::working_bytes summed over the rank's stages)
   // and activations + those buffers, sampled after every action: their peaks in the step.
   int64_t peak_working_bytes = 0;
   int64_t peak_transient_bytes = 0;
@@ -41,11 +42,12 @@ struct StepReport {
 
 class Executor {
  public:
-  // stages: the stages this rank owns (by global stage index). syncs: same keys.
+  // stages: the stages this rank owns (by global stage index). hooks: their data-parallel
+  // hooks, same keys (a stage without an entry has none).
   // boundary[s]: shape of stage s's input for one micro-batch (s >= 1), for this rank's
   // stages s and s + 1 (parallel/boundary_specs.h).
   Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend& pp_comm,
-           std::map<int, Stage*> stages, std::map<int, GradSync*> syncs,
+           std::map<int, Stage*> stages, std::map<int, DpHooks*> hooks,
            std::vector<ActivationSpec> boundary);
 
   // Runs one training step. inputs[j] / targets[j]: micro-batch j (needed on the ranks that
@@ -85,7 +87,7 @@ class Executor {
   int pp_rank_;
   comm::Backend& pp_;
   std::map<int, Stage*> stages_;
-  std::map<int, GradSync*> syncs_;
+  std::map<int, DpHooks*> hooks_;
   std::vector<ActivationSpec> boundary_;
   std::map<int, size_t> last_backward_;  // stage -> index of its last B/W in actions_
 

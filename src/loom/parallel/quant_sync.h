@@ -14,21 +14,24 @@
 // The error of the second quantization is not fed back: only the local residual is kept
 // (docs/slim-dp.md, Quantized all-reduce).
 // Both messages are quantized, so the byte counters see about (bits/8 + 4/block)/4 of the fp32
-// all-reduce. REDUCE_GRAD starts the all-to-all; finish() completes the exchange. With d == 1
-// gradients are used as they are.
-#include "loom/parallel/grad_sync.h"
+// all-reduce. REDUCE_GRAD starts the all-to-all; finish_grad_sync() completes the exchange and
+// writes the mean into the stage's flat gradient buffer (param_buffer.h). With d == 1 gradients
+// are used as they are.
+#include "loom/parallel/data_parallel.h"
 #include "loom/parallel/quantize.h"
 
 namespace loom::parallel {
 
-class QuantSync : public GradSync {
+class QuantSync : public DataParallel {
  public:
   explicit QuantSync(const SyncContext& ctx);
   std::string name() const override { return "quant"; }
   void reduce_grad() override;
-  void finish() override;
-  double grad_norm_sq() override;  // every replica holds the same mean: dp rank 0 only
-  void step(double lr, double grad_scale) override;
+  std::vector<torch::Tensor> optimized_params() override { return stage_tensors(); }
+  void finish_grad_sync() override;
+  // Every replica holds the same mean: dp rank 0 only.
+  double grad_norm_sq() override { return dp_->rank() == 0 ? buffer_.grad_sq_sum() : 0.0; }
+  void after_step() override { buffer_.zero_grads(); }
   MemoryBytes memory() const override;
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;
@@ -40,11 +43,7 @@ class QuantSync : public GradSync {
   int64_t numel() const { return n_; }
 
  private:
-  Stage* stage_;
-  comm::Backend* dp_;
   quant::Format fmt_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_ = 0, shard_ = 0, chunk_ = 0;  // values per shard, encoded bytes per shard
   std::vector<float> x_, e_, sum_;
   std::vector<uint8_t> send_, recv_, mine_, gathered_;

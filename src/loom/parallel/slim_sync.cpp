@@ -33,72 +33,40 @@ double ratio(double num, double den) { return den > 0 ? std::sqrt(std::max(0.0, 
 }  // namespace
 
 SlimSync::SlimSync(const SyncContext& ctx)
-    : stage_(ctx.stage), dp_(ctx.dp), cfg_(ctx.cfg->slim), seed_(ctx.cfg->train.seed) {
-  for (const auto& p : stage_->params()) {
-    LOOM_CHECK(p.tensor.scalar_type() == torch::kFloat32 && p.tensor.is_contiguous(),
-               "slim needs contiguous float32 parameters; ", p.name, " is not");
-    params_.push_back(p.tensor);
-    n_ += p.tensor.numel();
-  }
-  opt_ = make_optimizer(params_, ctx.cfg->train);
-  w_.resize(n_);
+    : DataParallel(ctx, BufferOptions{}), cfg_(ctx.cfg->slim), seed_(ctx.cfg->train.seed) {
+  n_ = buffer_.layout().numel;
   u_.assign(n_, 0.0f);
-  read_local();
-  g_ = w_;  // every rank built the same initial parameters (same seed)
-}
-
-void SlimSync::read_local() {
-  int64_t off = 0;
-  for (auto& p : params_) {
-    std::memcpy(w_.data() + off, p.data_ptr<float>(), p.numel() * sizeof(float));
-    off += p.numel();
-  }
-}
-
-void SlimSync::write_local() {
-  int64_t off = 0;
-  for (auto& p : params_) {
-    std::memcpy(p.data_ptr<float>(), w_.data() + off, p.numel() * sizeof(float));
-    off += p.numel();
-  }
+  g_.assign(local(), local() + n_);  // every rank built the same initial parameters (same seed)
 }
 
 void SlimSync::measure_drift() {
+  const float* w = local();
   num_ = 0;
   den_ = 0;
   for (int64_t i = 0; i < n_; ++i) {
-    double d = double(w_[i]) - double(g_[i]);
+    double d = double(w[i]) - double(g_[i]);
     num_ += d * d;
     den_ += double(g_[i]) * g_[i];
   }
 }
 
-double SlimSync::grad_norm_sq() {
-  double s = 0;
-  for (auto& p : params_)
-    if (p.grad().defined()) s += p.grad().pow(2).sum().item<double>();
-  return s / dp_->size();
+double SlimSync::grad_norm_sq() { return buffer_.grad_sq_sum() / dp_->size(); }
+
+void SlimSync::before_step() {
+  step_start_ = std::chrono::steady_clock::now();
+  wait_s_ = 0;
 }
 
-void SlimSync::step(double lr, double grad_scale) {
-  const auto t0 = std::chrono::steady_clock::now();
-  wait_s_ = 0;
-  torch::NoGradGuard no_grad;
-  if (grad_scale != 1.0)
-    for (auto& p : params_)
-      if (p.grad().defined()) p.mutable_grad().mul_(grad_scale);
-  set_lr(*opt_, lr);
-  opt_->step();  // local update on local gradients
-  opt_->zero_grad();
+void SlimSync::after_step() {
+  buffer_.zero_grads();  // the trainer's optimizer has made the local update
   ++steps_;
   bytes_ = 0;
   fraction_ = 0;
-  read_local();
   measure_drift();
   drift_pre_ = ratio(num_, den_);
   if (n_ > 0 && steps_ % cfg_.period == 0) sync();  // updates num_ and den_ on S
   drift_ = ratio(num_, den_);
-  work_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  work_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
 }
 
 void SlimSync::refresh_core() {
@@ -128,8 +96,9 @@ void SlimSync::sync() {
   }
   const auto k = static_cast<int64_t>(selected_.size());
   const int64_t* s = selected_.data();
+  float* w = local();
   buf_.resize(k);
-  for (int64_t j = 0; j < k; ++j) buf_[j] = w_[s[j]] - g_[s[j]];  // push: local drift
+  for (int64_t j = 0; j < k; ++j) buf_[j] = w[s[j]] - g_[s[j]];  // push: local drift
   const int d = dp_->size();
   if (d > 1 && k > 0) {
     auto before = dp_->stats();
@@ -144,19 +113,18 @@ void SlimSync::sync() {
   double num_s = 0, den_old = 0, den_new = 0;  // the drift terms of S, before and after
   for (int64_t j = 0; j < k; ++j) {
     const int64_t i = s[j];
-    const double before = double(w_[i]) - double(g_[i]);
+    const double before = double(w[i]) - double(g_[i]);
     num_s += before * before;
     den_old += double(g_[i]) * g_[i];
     const float mean = buf_[j] * inv;
     g_[i] += mean;
-    w_[i] = g_[i];
+    w[i] = g_[i];
     u_[i] = kDecay * u_[i] + (1.0f - kDecay) * mean;
     den_new += double(g_[i]) * g_[i];
   }
   // Outside S nothing changed: update the sums instead of another pass over n.
   num_ = k == n_ ? 0.0 : num_ - num_s;
   den_ = k == n_ ? den_new : den_ - den_old + den_new;
-  write_local();
   fraction_ = double(k) / double(n_);
   ++round_;
 }
@@ -171,11 +139,9 @@ std::vector<std::pair<std::string, double>> SlimSync::step_metrics() const {
 }
 
 MemoryBytes SlimSync::memory() const {
-  MemoryBytes m;
-  m.params = 2 * n_ * 4;  // local w_r (the stage's tensors) + global copy g
-  m.grads = n_ * 4;
-  m.optimizer = (dynamic_cast<torch::optim::AdamW*>(opt_.get()) ? 2 : 1) * n_ * 4;
-  m.optimizer += n_ * 4;  // running merged update u
+  MemoryBytes m = buffer_.memory();  // local w_r and its gradient
+  m.params += n_ * 4;     // global copy g
+  m.optimizer = n_ * 4;   // running merged update u (the optimizer's own state: the trainer)
   m.optimizer += static_cast<int64_t>(core_.size() + pool_.size() + selected_.size()) * 8 +
                  static_cast<int64_t>(mask_.size()) +
                  static_cast<int64_t>(buf_.size()) * 4;  // index sets, mask, exchange buffer
@@ -184,9 +150,6 @@ MemoryBytes SlimSync::memory() const {
 
 // Key names avoid Python keywords ("global"): torch archives are TorchScript modules.
 void SlimSync::save(torch::serialize::OutputArchive& ar) const {
-  torch::serialize::OutputArchive opt;
-  opt_->save(opt);
-  ar.write("optimizer", opt);
   ar.write("global_params", vector_tensor(g_));
   ar.write("merged_update", vector_tensor(u_));
   ar.write("core_set", torch::tensor(core_, torch::kInt64));
@@ -194,9 +157,6 @@ void SlimSync::save(torch::serialize::OutputArchive& ar) const {
 }
 
 void SlimSync::load(torch::serialize::InputArchive& ar) {
-  torch::serialize::InputArchive opt;
-  ar.read("optimizer", opt);
-  opt_->load(opt);
   // A fresh tensor per read: InputArchive::read() into a defined tensor calls set_() on it,
   // which would reinterpret the next key's data in the previous key's dtype.
   auto read = [&](const char* key) {
@@ -216,7 +176,6 @@ void SlimSync::load(torch::serialize::InputArchive& ar) {
   torch::Tensor counters = read("counters");
   steps_ = counters[0].item<int64_t>();
   round_ = counters[1].item<int64_t>();
-  read_local();  // the trainer restored the parameters before the syncs
 }
 
 }  // namespace loom::parallel

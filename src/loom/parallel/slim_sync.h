@@ -16,31 +16,38 @@
 // u is an exponential running average (decay 0.9) of the merged updates, updated on the
 // coordinates of each sync. Every F syncs (slim.full_sync > 0) S is every coordinate.
 //
-// Order within step(): local optimizer update first, then the sync. The push then carries this
-// step's update, so with c + e = 1, tau = 1 and plain SGD one step is exactly
-// w <- w - lr * mean_r(grad_r), the all-reduce step (tested). Syncing before the update would
-// leave every local update one step behind the global copy.
-#include "loom/parallel/grad_sync.h"
+// Order within the step: the trainer's local optimizer update first, then the sync (after_step).
+// The push then carries this step's update, so with c + e = 1, tau = 1 and plain SGD one step
+// is exactly w <- w - lr * mean_r(grad_r), the all-reduce step (tested). Syncing before the
+// update would leave every local update one step behind the global copy.
+//
+// w_r is the stage's flat parameter buffer (param_buffer.h): the sync reads and writes the
+// parameters in place, with no copy of its own.
+#include <chrono>
+
+#include "loom/parallel/data_parallel.h"
 
 namespace loom::parallel {
 
-class SlimSync : public GradSync {
+class SlimSync : public DataParallel {
  public:
   explicit SlimSync(const SyncContext& ctx);
   std::string name() const override { return "slim"; }
-  void reduce_grad() override {}  // no gradient exchange
-  void finish() override {}
+  // Local parameters, local gradients: no gradient exchange.
+  std::vector<torch::Tensor> optimized_params() override { return stage_tensors(); }
+  void finish_grad_sync() override {}
   // This rank's squared local gradient norm divided by dp: the trainer's world-wide sum is then
   // the mean over replicas of each replica's squared local norm, and every replica clips its
   // local gradient with the same factor (clipping acts on local gradients in slim).
   double grad_norm_sq() override;
-  void step(double lr, double grad_scale) override;
+  void before_step() override;  // starts the step's clock (slim_step_s)
+  void after_step() override;   // the sync
   MemoryBytes memory() const override;
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;
   // slim_bytes (sent by this rank in this step), slim_sync_fraction (|S| / n, 0 without a
   // sync), slim_drift_pre / slim_drift (||w_r - g|| / ||g|| before and after the sync, this rank),
-  // slim_step_s (seconds in step(), optimizer included) and slim_wait_s (of which blocked on
+  // slim_step_s (seconds from before_step() to the end of after_step(), optimizer included) and slim_wait_s (of which blocked on
   // the all-reduce).
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 
@@ -54,18 +61,13 @@ class SlimSync : public GradSync {
  private:
   void sync();
   void refresh_core();
-  void read_local();   // stage tensors -> w_
-  void write_local();  // w_ -> stage tensors
-  void measure_drift();  // num_, den_ from w_ and g_
+  void measure_drift();  // num_, den_ from w and g_
+  float* local() const { return buffer_.params().data_ptr<float>(); }  // w_r
 
-  Stage* stage_;
-  comm::Backend* dp_;
   config::SlimConfig cfg_;
   uint64_t seed_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_ = 0;
-  std::vector<float> w_, g_, u_;
+  std::vector<float> g_, u_;
   std::vector<int64_t> core_, pool_, selected_;  // pool_: coordinates outside the core
   std::vector<uint8_t> mask_;                    // 1 on the core (S is built by one scan)
   std::vector<int64_t> explorer_, swaps_;        // reused every sync: no allocation
@@ -74,6 +76,7 @@ class SlimSync : public GradSync {
   int64_t steps_ = 0, round_ = 0;
   // Last step's report.
   double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0, work_s_ = 0, wait_s_ = 0;
+  std::chrono::steady_clock::time_point step_start_;
 };
 
 }  // namespace loom::parallel

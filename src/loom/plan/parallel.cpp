@@ -24,8 +24,8 @@ DpMode parse_dp_mode(const std::string& text) {
 }
 
 Precision precision(const std::string& name) {
-  if (name == "bf16" || name == "fp16") return {name, 2, 2, 12, 2, 1, false, false};
-  if (name == "fp32") return {name, 4, 4, 8, 4, 2, true, true};
+  if (name == "bf16" || name == "fp16") return {name, 2, 2, 12, 2, false, false};
+  if (name == "fp32") return {name, 4, 4, 8, 4, true, true};
   LOOM_USAGE("precision must be bf16, fp16 or fp32, got '", name, "'");
 }
 

@@ -30,14 +30,13 @@ schedule::DpMode lowering_mode(DpMode m, int dp);
 // Bytes per parameter and per activation element.
 //   bf16 / fp16: mixed precision (Megatron): 2-byte params and grads, 12 bytes of optimizer
 //                state (fp32 master copy, Adam m and v), 2-byte activations;
-//   fp32:        loom's CPU runtime (parallel/allreduce_sync.h, zero_sync.h): 4-byte params
-//                and grads, AdamW m and v (8 bytes), 4-byte activations; allreduce keeps a
-//                second copy of the gradients in its buckets; zero1/zero2 keep the rank's
+//   fp32:        loom's CPU runtime (parallel/param_buffer.h, zero_sync.h): 4-byte params
+//                and grads, AdamW m and v (8 bytes), 4-byte activations; allreduce reduces
+//                its buckets in place (one copy of the gradients); zero1/zero2 keep the rank's
 //                parameter shard besides the full parameters, and zero1 all-reduces.
 struct Precision {
   std::string name;
   double param = 2, grad = 2, optimizer = 12, activation = 2;
-  double allreduce_grad_copies = 1;
   bool sharded_master = false;    // zero1/zero2: + params/d
   bool zero1_all_reduce = false;  // zero1 REDUCE_GRAD is an all-reduce
 };

@@ -263,8 +263,7 @@ StageMemory TransformerCostModel::memory(int stage) const {
   mem.working = c.working;
   if (p_.dp > 1) {
     switch (p_.dp_mode) {
-      case DpMode::AllReduce:
-        mem.grads *= prec_.allreduce_grad_copies;
+      case DpMode::AllReduce:  // full state on every replica
         break;
       case DpMode::Zero3:
         mem.gathered = mem.params;

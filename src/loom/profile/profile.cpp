@@ -30,7 +30,7 @@
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/model/model.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/optimizer.h"
 #include "loom/plan/evaluate.h"
 #include "loom/profile/links.h"
 #include "loom/profile/timing.h"
@@ -151,8 +151,8 @@ std::optional<Measured> measure(const Options& o) {
     }
     config::TrainConfig adamw;
     adamw.optimizer = config::Optimizer::AdamW;
-    auto opt = parallel::make_optimizer(ps, adamw);
-    const double t = median_time([&] { opt->step(); }, budget);
+    parallel::StageOptimizer opt(ps, adamw);
+    const double t = median_time([&] { opt.step(adamw.lr, 1.0); }, budget);
     c.optimizer_s_per_param = t / (4.0 * 512 * 1024);
   }
 

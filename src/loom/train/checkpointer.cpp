@@ -3,7 +3,8 @@
 #include <filesystem>
 
 #include "loom/common/error.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/optimizer.h"
 #include "loom/train/checkpoint.h"
 
 namespace loom::train {
@@ -17,26 +18,29 @@ std::string rank_file(int rank) {
   return file;
 }
 
-// ---- The data-parallel side of a checkpoint: the only calls into the synchronizers. ----
-// Unsharded modes: the stage's parameters as "param.<name>"; every mode: its sync's own state
-// (optimizer, shards) as the sub-archive "sync.<stage>".
+// ---- The data-parallel side of a checkpoint: the only calls into the modes and optimizers. ----
+// Unsharded modes: the stage's parameters as "param.<name>"; every mode: its own state
+// (shards, slim's global copy, quant's residual) as "sync.<stage>" and the stage optimizer's
+// as "optimizer.<stage>".
 void write_stage_state(torch::serialize::OutputArchive& ar, const Checkpointer::Stages& stages,
-                       const Checkpointer::Syncs& syncs) {
+                       const Checkpointer::Syncs& syncs, const Checkpointer::Optimizers& opts) {
   for (auto& [s, st] : stages)
     if (!syncs.at(s)->saves_params())  // sharded modes write their shard in sync.<s>
       for (auto& p : st->params()) ar.write("param." + p.name, p.tensor.detach());
   for (auto& [s, y] : syncs) {
-    torch::serialize::OutputArchive sub;
+    torch::serialize::OutputArchive sub, opt;
     y->save(sub);
     ar.write("sync." + std::to_string(s), sub);
+    opts.at(s)->save(opt);
+    ar.write("optimizer." + std::to_string(s), opt);
   }
 }
 
 void read_stage_state(torch::serialize::InputArchive& ar, const Checkpointer::Stages& stages,
-                      const Checkpointer::Syncs& syncs) {
+                      const Checkpointer::Syncs& syncs, const Checkpointer::Optimizers& opts) {
   torch::NoGradGuard ng;
   for (auto& [s, st] : stages) {
-    if (syncs.at(s)->saves_params()) continue;  // restored by the sync from its shard
+    if (syncs.at(s)->saves_params()) continue;  // restored by the mode from its shard
     for (auto& p : st->params()) {
       torch::Tensor t;
       ar.read("param." + p.name, t);
@@ -44,9 +48,11 @@ void read_stage_state(torch::serialize::InputArchive& ar, const Checkpointer::St
     }
   }
   for (auto& [s, y] : syncs) {
-    torch::serialize::InputArchive sub;
+    torch::serialize::InputArchive sub, opt;
     ar.read("sync." + std::to_string(s), sub);
     y->load(sub);
+    ar.read("optimizer." + std::to_string(s), opt);
+    opts.at(s)->load(opt);
   }
 }
 // ---- end of the data-parallel side ----
@@ -54,8 +60,8 @@ void read_stage_state(torch::serialize::InputArchive& ar, const Checkpointer::St
 }  // namespace
 
 Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::Backend& world,
-                           const Stages& stages, const Syncs& syncs)
-    : cfg_(cfg), r_(r), world_(world), stages_(stages), syncs_(syncs) {}
+                           const Stages& stages, const Syncs& syncs, const Optimizers& optimizers)
+    : cfg_(cfg), r_(r), world_(world), stages_(stages), syncs_(syncs), optimizers_(optimizers) {}
 
 void Checkpointer::save(int64_t steps_done) {
   fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
@@ -65,7 +71,7 @@ void Checkpointer::save(int64_t steps_done) {
   fs::create_directories(dir);  // every rank: nodes need not share a file system
   {
     torch::serialize::OutputArchive ar;
-    write_stage_state(ar, stages_, syncs_);
+    write_stage_state(ar, stages_, syncs_, optimizers_);
     ar.write("rng", torch::Tensor(at::detail::getDefaultCPUGenerator().get_state()));
     const std::string file = rank_file(world_.rank());
     std::string tmp = (dir / (file + ".tmp")).string();
@@ -101,7 +107,7 @@ int64_t Checkpointer::load(const std::string& path) {
   if (!fs::exists(f)) LOOM_USAGE("checkpoint file '", f.string(), "' is missing; the checkpoint is incomplete");
   torch::serialize::InputArchive ar;
   ar.load_from(f.string());
-  read_stage_state(ar, stages_, syncs_);
+  read_stage_state(ar, stages_, syncs_, optimizers_);
   torch::Tensor rng;
   ar.read("rng", rng);
   at::Generator gen = at::detail::getDefaultCPUGenerator();

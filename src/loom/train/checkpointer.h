@@ -12,8 +12,9 @@
 #include "loom/train/preflight.h"
 
 namespace loom::parallel {
-class GradSync;
+class DataParallel;
 class Stage;
+class StageOptimizer;
 }  // namespace loom::parallel
 
 namespace loom::train {
@@ -21,11 +22,12 @@ namespace loom::train {
 class Checkpointer {
  public:
   using Stages = std::map<int, std::unique_ptr<parallel::Stage>>;
-  using Syncs = std::map<int, std::unique_ptr<parallel::GradSync>>;
+  using Syncs = std::map<int, std::unique_ptr<parallel::DataParallel>>;
+  using Optimizers = std::map<int, std::unique_ptr<parallel::StageOptimizer>>;
 
-  // world: every training rank. stages, syncs: this rank's, by stage index.
+  // world: every training rank. stages, syncs, optimizers: this rank's, by stage index.
   Checkpointer(const config::Config& cfg, const Resolved& r, comm::Backend& world,
-               const Stages& stages, const Syncs& syncs);
+               const Stages& stages, const Syncs& syncs, const Optimizers& optimizers);
 
   // <output.dir>/checkpoint/step-<steps_done>; collective over world.
   void save(int64_t steps_done);
@@ -39,6 +41,7 @@ class Checkpointer {
   comm::Backend& world_;
   const Stages& stages_;
   const Syncs& syncs_;
+  const Optimizers& optimizers_;
 };
 
 }  // namespace loom::train

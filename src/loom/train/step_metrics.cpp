@@ -6,7 +6,7 @@
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/data_parallel.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/trainer.h"
 

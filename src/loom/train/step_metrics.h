@@ -19,7 +19,7 @@
 #include "loom/train/report.h"
 
 namespace loom::parallel {
-class GradSync;
+class DataParallel;
 struct MemoryBytes;
 }  // namespace loom::parallel
 
@@ -31,13 +31,13 @@ struct TrainResult;
 // action, stop() after the optimizer step (so evaluation and checkpoints are not counted).
 class ExposedDpWait {
  public:
-  explicit ExposedDpWait(const std::map<int, std::unique_ptr<parallel::GradSync>>& syncs)
+  explicit ExposedDpWait(const std::map<int, std::unique_ptr<parallel::DataParallel>>& syncs)
       : syncs_(syncs) {}
   void start();
   double stop();  // seconds
 
  private:
-  const std::map<int, std::unique_ptr<parallel::GradSync>>& syncs_;
+  const std::map<int, std::unique_ptr<parallel::DataParallel>>& syncs_;
 };
 
 // What one training step measured on this rank.

@@ -10,7 +10,9 @@
 #include "loom/model/partition.h"
 #include "loom/parallel/boundary_specs.h"
 #include "loom/parallel/executor.h"
+#include "loom/parallel/data_parallel.h"
 #include "loom/parallel/memory_tracker.h"
+#include "loom/parallel/optimizer.h"
 #include "loom/plan/parallel.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
@@ -52,7 +54,8 @@ struct Trainer::Impl {
   model::Partition cut;
   schedule::Schedule lowered;
   std::map<int, std::unique_ptr<parallel::Stage>> stages;
-  std::map<int, std::unique_ptr<parallel::GradSync>> syncs;
+  std::map<int, std::unique_ptr<parallel::DataParallel>> syncs;
+  std::map<int, std::unique_ptr<parallel::StageOptimizer>> optimizers;  // per stage, over syncs' tensors
   std::unique_ptr<parallel::Executor> exec;
   std::unique_ptr<DataFeed> feed;
   std::unique_ptr<Evaluator> evaluator;
@@ -99,7 +102,7 @@ void Trainer::Impl::setup() {
   build_executor();
   evaluator = std::make_unique<Evaluator>(cfg, base, *exec, *feed, r.m, r.micro_batch,
                                           model.classifier, stages.count(r.pp * r.loops - 1) > 0);
-  checkpointer = std::make_unique<Checkpointer>(cfg, r, base, stages, syncs);
+  checkpointer = std::make_unique<Checkpointer>(cfg, r, base, stages, syncs, optimizers);
   if (!cfg.output.resume.empty()) start_step = checkpointer->load(cfg.output.resume);
 }
 
@@ -139,9 +142,10 @@ void Trainer::Impl::build_executor() {
   num_params = model.num_parameters();
   for (auto& [s, st] : stages) {
     parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
-    syncs[s] = parallel::make_grad_sync(ctx);
+    syncs[s] = parallel::make_data_parallel(ctx);
+    optimizers[s] = std::make_unique<parallel::StageOptimizer>(syncs[s]->optimized_params(), cfg.train);
   }
-  std::map<int, parallel::GradSync*> yp;
+  std::map<int, parallel::DpHooks*> yp;
   for (auto& [s, y] : syncs) yp[s] = y.get();
   exec = std::make_unique<parallel::Executor>(lowered, mesh.pp_rank, *mesh.pp_comm, sp, yp,
                                               boundaries);
@@ -183,7 +187,7 @@ StepSample Trainer::Impl::train_step(int64_t step) {
   exec->clear_trace();
   parallel::MemoryTracker::reset_peak();
   const parallel::StepReport rep = exec->run_step(mb.inputs, mb.targets, 1.0 / r.m);
-  for (auto& [st, y] : syncs) y->finish();
+  for (auto& [st, y] : syncs) y->finish_grad_sync();
   double scale = 1.0;
   if (cfg.train.clip > 0) {
     double sq = 0;
@@ -191,7 +195,11 @@ StepSample Trainer::Impl::train_step(int64_t step) {
     s.grad_norm = std::sqrt(world_sum(base, sq));
     scale = std::min(1.0, cfg.train.clip / (s.grad_norm + 1e-6));
   }
-  for (auto& [st, y] : syncs) y->step(s.lr, scale);
+  for (auto& [st, y] : syncs) {
+    y->before_step();
+    optimizers.at(st)->step(s.lr, scale);
+    y->after_step();
+  }
   s.dp = mesh.dp_comm->stats() - dp0;
   s.dp_exposed_s = dp_wait.stop();
   double loss_sum = 0;
@@ -241,6 +249,7 @@ void Trainer::Impl::finish(RunMetrics& metrics, TrainResult* res) {
   parallel::MemoryBytes mem;
   for (auto& [s, y] : syncs) {
     auto m = y->memory();
+    m.optimizer += optimizers.at(s)->state_bytes();
     mem.params += m.params;
     mem.grads += m.grads;
     mem.optimizer += m.optimizer;

@@ -11,7 +11,7 @@
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/memory_bytes.h"
 
 namespace loom::train {
 
@@ -30,7 +30,7 @@ struct TrainResult {
   // The synchronizers' metrics of the last step on this rank, "name.stage" -> value.
   std::map<std::string, double> sync_metrics;
   comm::Stats dp_last_step;        // this rank's DP-group collectives in the last step
-  parallel::MemoryBytes memory;    // this rank's stages, summed (GradSync::memory)
+  parallel::MemoryBytes memory;    // this rank's stages, summed (modes + optimizers)
   // Measured by the executor after every action, maxima over the run: transient DP buffers
   // held at once, and persistent state (memory minus its working parts) + activations + those.
   int64_t peak_working_bytes = 0;

@@ -1,4 +1,4 @@
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/data_parallel.h"
 
 #include "loom/common/error.h"
 #include "loom/parallel/allreduce_sync.h"
@@ -8,7 +8,13 @@
 
 namespace loom::parallel {
 
-std::unique_ptr<GradSync> make_grad_sync(const SyncContext& ctx) {
+std::vector<torch::Tensor> DataParallel::stage_tensors() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : stage_->params()) out.push_back(p.tensor);
+  return out;
+}
+
+std::unique_ptr<DataParallel> make_data_parallel(const SyncContext& ctx) {
   using config::DpMode;
   switch (const DpMode mode = ctx.cfg->parallel.dp_mode) {
     case DpMode::AllReduce: return std::make_unique<AllReduceSync>(ctx);
