@@ -28,7 +28,7 @@ run_loom() {  # world comm -> tokens/s
   "$build/bin/loom" train --nproc "$world" --comm "$comm" --model.kind gpt --width 256 --layers 4 --heads 4 \
     --seq_len 128 --data.kind synthetic --global_batch $((16 * world)) --microbatches 1 \
     --optimizer adamw --lr 3e-4 --steps $((steps + 3)) --eval_batches 1 \
-    --output.dir "$dir" --progress false >/dev/null 2>&1
+    --output.dir "$dir" --overwrite --progress false >/dev/null 2>&1
   python3 - "$dir/metrics.jsonl" "$world" <<'PY'
 import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if 'loss' in r and 'step_s' in r]

@@ -26,7 +26,7 @@ for ((r = 0; r < rounds; ++r)); do
     # shellcheck disable=SC2086
     "$bin" train --config "$here/configs/gpt-fortunes.toml" --nproc 4 --pp 2 --loops 2 \
       --schedule bfs --microbatches 4 --steps "$steps" --eval_every 0 --eval_batches 1 \
-      --output.dir "$out/run" --progress false $flags >/dev/null 2>&1
+      --output.dir "$out/run" --overwrite --progress false $flags >/dev/null 2>&1
     tps=$(python3 - "$out/run/metrics.jsonl" <<'PY'
 import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r][10:]

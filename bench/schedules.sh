@@ -14,7 +14,7 @@ for spec in "gpipe 1" "1f1b 1" "interleaved 2" "bfs 2" "zb-h1 1"; do
   read -r sched loops <<<"$spec"
   "$build/bin/loom" train --nproc 2 --model.kind gpt --width 128 --layers 6 --heads 4 --seq_len 64 \
     --data.kind synthetic --global_batch 32 --microbatches $m --pp 2 --loops "$loops" \
-    --schedule "$sched" --steps "$steps" --eval_batches 1 --output.dir "$out/$sched" \
+    --schedule "$sched" --steps "$steps" --eval_batches 1 --output.dir "$out/$sched" --overwrite \
     --output.trace "$out/$sched/timeline.json" --progress false >/dev/null 2>&1
   "$build/bin/loom" schedule --schedule "$sched" --pp 2 --loops "$loops" --microbatches $m \
     --format svg --out "$out/$sched/schedule.svg" 2>/dev/null

@@ -41,7 +41,7 @@ run() {
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")"
   # shellcheck disable=SC2086
-  local cmd=("$build/bin/loom" train "$@" ${modes[$name]} "${extra[@]}" --output.dir "$dir")
+  local cmd=("$build/bin/loom" train "$@" ${modes[$name]} "${extra[@]}" --output.dir "$dir" --overwrite)
   echo "+ ${cmd[*]}" >&2
   local t0 t1
   t0=$(date +%s.%N)

@@ -38,7 +38,7 @@ for link in "${links[@]}"; do
         flags=(--dp-mode "$mode")
         [[ $mode == zero3-keep ]] && flags=(--dp-mode zero3 --parallel.reshard_after_forward false)
         cmd=("$build/bin/loom" train "${common[@]}" --pp "$pp" --schedule "$sched" --loops "$loops"
-             "${flags[@]}" "${extra[@]}" --output.dir "$dir")
+             "${flags[@]}" "${extra[@]}" --output.dir "$dir" --overwrite)
         echo "+ ${cmd[*]}" >&2
         "${cmd[@]}" >"$dir.log" 2>&1 || { echo "run $name failed, see $dir.log" >&2; exit 1; }
       done

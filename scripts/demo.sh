@@ -11,7 +11,7 @@ mkdir -p "$out"
 # 800 steps: about two minutes on 2 cores (the config's 300 take ~50 s).
 "$build/bin/loom" train --config configs/gpt-fortunes.toml --nproc "$nproc" \
   --pp 2 --loops 2 --schedule bfs --microbatches 4 --steps 800 --eval_every 100 \
-  --output.dir "$out" --output.trace "$out/timeline.json"
+  --output.dir "$out" --output.trace "$out/timeline.json" --overwrite
 echo
 echo "demo outputs in $out/:"
 ls -1 "$out" | sed 's/^/  /'

@@ -109,7 +109,7 @@ TEST(Config, FieldsDescribeEveryMember) {
     EXPECT_TRUE(keys.insert(f.section + "." + f.name).second) << "listed twice: " << f.name;
   }
   // One per member of the structs in config.h; update when a field is added.
-  EXPECT_EQ(fields().size(), 7u + 4u + 18u + 11u + 6u + 2u + 2u + 6u);
+  EXPECT_EQ(fields().size(), 7u + 4u + 18u + 11u + 6u + 2u + 2u + 8u);
 }
 
 TEST(Config, FullFile) {
@@ -430,7 +430,16 @@ TEST(ConfigFlags, AllThreeFormsOverrideTheFile) {
 TEST(ConfigFlags, Errors) {
   expect_flag_error({"--layers"}, {"flag --layers needs a value", "e.g. --layers 4"});
   expect_flag_error({"--layers", "--heads", "4"}, {"flag --layers needs a value"});
-  expect_flag_error({"--progress"}, {"flag --progress needs a value", "true|false"});
+  {  // A true|false flag alone means true.
+    Config b;
+    b.output.progress = false;
+    apply_overrides(b, {"--progress", "--overwrite", "--keep", "3"});
+    EXPECT_TRUE(b.output.progress);
+    EXPECT_TRUE(b.output.overwrite);
+    apply_overrides(b, {"--overwrite", "false", "--progress=false"});
+    EXPECT_FALSE(b.output.overwrite);
+    EXPECT_FALSE(b.output.progress);
+  }
   expect_flag_error({"--layer", "4"}, {"unknown flag '--layer'; did you mean '--layers'?"});
   expect_flag_error({"--model.layer=4"}, {"did you mean '--model.layers'?"});
   expect_flag_error({"--modle.layers=4"}, {"did you mean '--model.layers'?"});

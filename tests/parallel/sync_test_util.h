@@ -36,6 +36,7 @@ inline config::Config tiny(const std::string& kind) {
   c.train.lr_schedule = config::LrSchedule::Constant;
   c.train.eval_batches = 1;
   c.output.progress = false;
+  c.output.overwrite = true;  // the tests train into the same folders again and again
   return c;
 }
 

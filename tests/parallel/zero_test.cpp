@@ -38,6 +38,7 @@ config::Config tiny_gpt() {
   c.train.clip = 1.0;
   c.train.eval_batches = 1;
   c.output.progress = false;
+  c.output.overwrite = true;  // the tests train into the same folders again and again
   c.output.dir = shared_tmp("zero-run");
   return c;
 }

@@ -44,6 +44,7 @@ config::Config tiny(const std::string& kind, const std::string& opt) {
   c.train.clip = 1.0;
   c.train.eval_batches = 1;
   c.output.progress = false;
+  c.output.overwrite = true;  // the tests train into the same folders again and again
   c.output.dir = shared_tmp("eq");
   return c;
 }

@@ -37,6 +37,12 @@ the same way: --name value or --name=value, with - and _ alike in names (--seq-l
 problem and the fix).
 )";
 
+// An error on one rank of several takes the others down (abort_all); a process that is the
+// whole world just exits, without MPI_Abort's banner.
+bool one_of_several_ranks() {
+  return loom::comm::initialized() && loom::comm::world().size() > 1;
+}
+
 int version_command(const std::vector<std::string>& args) {
   if (loom::flags::parse(args, {"version", {}}).help) {
     std::cout << "usage: loom version (or loom --version)\n";
@@ -70,19 +76,19 @@ int main(int argc, char** argv) {
                  cmd.c_str());
     return 2;
   } catch (const loom::UsageError& e) {
-    if (loom::comm::initialized()) {
+    if (one_of_several_ranks()) {
       std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), e.what());
       loom::comm::abort_all(2);
     }
     std::fprintf(stderr, "loom: error: %s\n", e.what());
-    return 2;
+    loom::comm::exit_alone(2);
   } catch (const std::exception& e) {
     std::string msg = e.what();
-    if (msg.rfind("[rank ", 0) == 0)  // already names the rank
+    if (msg.rfind("[rank ", 0) == 0 || !one_of_several_ranks())  // names the rank, or needs not
       std::fprintf(stderr, "loom: error: %s\n", msg.c_str());
     else
       std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), msg.c_str());
-    if (loom::comm::initialized()) loom::comm::abort_all(1);
-    return 1;
+    if (one_of_several_ranks()) loom::comm::abort_all(1);
+    loom::comm::exit_alone(1);
   }
 }

@@ -103,6 +103,13 @@ void finalize() {
   }
 }
 
+void exit_alone(int code) {
+  if (!initialized()) std::exit(code);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);  // a lone rank: MPI_Abort would only add its banner
+}
+
 void abort_all(int code) {
   std::fflush(stdout);
   std::fflush(stderr);

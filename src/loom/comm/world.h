@@ -28,7 +28,10 @@ void finalize();
 bool initialized();
 // Brings every rank down (after printing the caller's message): MPI_Abort on the world under
 // MPI; elsewhere this process exits and its launcher stops the others.
-[[noreturn]] void abort_all(int code);
+[[noreturn]] // Ends a process that is not part of a job of several ranks (never initialized, or a world
+// of one) with `code`, quietly.
+[[noreturn]] void exit_alone(int code);
+void abort_all(int code);
 
 Backend& world();
 

@@ -366,6 +366,9 @@ const std::vector<Field>& schema() {
                    [](const std::string& s) { return !s.empty(); })},
       {LOOM_FIELD(output, checkpoint_every), "steps between checkpoints; 0 = only at the end",
        int_range(0)},
+      {LOOM_FIELD(output, keep), "complete checkpoints kept, the newest ones", int_range(1)},
+      {LOOM_FIELD(output, overwrite), "start a new run in a folder that holds another run, "
+       "deleting its metrics and checkpoints", {}},
       {LOOM_FIELD(output, progress), "progress bar when stderr is a terminal", {}},
       {LOOM_FIELD(output, resume), "checkpoint folder to resume from; empty = fresh start", {}},
       {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none",
@@ -722,7 +725,8 @@ const flags::Source& flag_source() {
       [](const std::string& name) -> std::optional<flags::Flag> {
         const Field* f = resolve_flag(name);
         if (!f) return std::nullopt;
-        return flags::Flag{f->key(), example_value(*f)};
+        const bool boolean = std::holds_alternative<bool*>(ref(defaults(), *f));
+        return flags::Flag{f->key(), example_value(*f), false, boolean};
       },
       suggest_flag};
   return source;

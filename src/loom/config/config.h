@@ -167,6 +167,8 @@ struct EmulateConfig {
 struct OutputConfig {
   std::string dir = "runs/latest";
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  int64_t keep = 2;              // complete checkpoints kept (the newest ones)
+  bool overwrite = false;        // start afresh in a folder that holds another run
   bool progress = true;          // progress bar when stderr is a terminal
   std::string resume;            // checkpoint folder to resume from ("" = fresh start)
   std::string trace;             // Chrome trace JSON of the measured timeline ("" = none)

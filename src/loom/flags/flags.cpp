@@ -105,6 +105,10 @@ Parsed parse(const std::vector<std::string>& args, const Spec& spec) {
       out.items.push_back({flag->name, "", spelled, from_source});
       continue;
     }
+    if (!value && flag->boolean && (i + 1 >= args.size() || flag_like(args[i + 1]))) {
+      out.items.push_back({flag->name, "true", spelled, from_source});
+      continue;
+    }
     if (!value) {
       if (i + 1 >= args.size() || flag_like(args[i + 1])) {
         fail("flag --" + text::escape(spelled) + " needs a value, e.g. --" + text::escape(spelled) +

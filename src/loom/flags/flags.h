@@ -20,6 +20,9 @@ struct Flag {
   std::string name;     // without "--", words joined by '-': "seq-len"
   std::string example;  // a value for messages ("4"); empty: a switch, which takes no value
   bool hidden = false;  // internal: never suggested
+  // true|false: alone (no value after it, or another flag) it means true, so --overwrite
+  // reads as --overwrite true.
+  bool boolean = false;
 };
 
 // Flags named by a table kept elsewhere (the configuration fields, config::flag_source()).

@@ -1,27 +1,30 @@
 #include "loom/train/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
-#include <unistd.h>
 
 #include "loom/common/error.h"
+#include "loom/train/preflight.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;
 
-std::string manifest_to_json(const Manifest& m) {
-  std::ostringstream os;
-  os << "{\"format\": \"loom-checkpoint-1\", \"step\": " << m.step << ", \"world\": " << m.world
-     << ", \"dp\": " << m.dp << ", \"pp\": " << m.pp << ", \"loops\": " << m.loops
-     << ", \"dp_mode\": \"" << m.dp_mode << "\", \"model\": \"" << m.model_kind
-     << "\", \"schedule\": \"" << m.schedule << "\"}\n";
-  return os.str();
-}
-
 namespace {
 
+constexpr const char* kFormat = "loom-checkpoint-2";
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// The value of "key" in the manifest's text: a string's contents or a number's digits.
 std::string field(const std::string& json, const std::string& key, const std::string& file) {
   std::smatch mt;
   std::regex re("\"" + key + "\"\\s*:\\s*(\"([^\"]*)\"|(-?[0-9]+))");
@@ -31,7 +34,70 @@ std::string field(const std::string& json, const std::string& key, const std::st
   return mt[2].matched ? mt[2].str() : mt[3].str();
 }
 
+int64_t number(const std::string& text, const std::string& key, const std::string& file,
+               int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
+    LOOM_USAGE("checkpoint manifest '", file, "' has ", key, " = ", text, ", outside ", lo, "..",
+               hi, "; it is corrupt");
+  return v;
+}
+
+[[noreturn]] void io_error(const std::string& what, const std::string& path, int err) {
+  throw Error(detail::concat("cannot ", what, " '", path, "': ", std::strerror(err)));
+}
+
+void write_all(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) io_error("write", path, errno);
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void fsync_folder(const fs::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // the data itself is safe; only the name's durability is weaker
+  ::fsync(fd);
+  ::close(fd);
+}
+
 }  // namespace
+
+Manifest describe_run(const config::Config& cfg, const Resolved& r, int world) {
+  Manifest m;
+  m.world = world;
+  m.dp = r.dp;
+  m.pp = r.pp;
+  m.loops = r.loops;
+  m.dp_mode = config::name_of(cfg.parallel.dp_mode);
+  m.schedule = cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom";
+  m.optimizer = config::name_of(cfg.train.optimizer);
+  m.loom_version = LOOM_VERSION;
+  m.model = cfg.model;
+  return m;
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  std::ostringstream os;
+  const auto& md = m.model;
+  os << "{\"format\": \"" << kFormat << "\", \"loom_version\": " << quoted(m.loom_version)
+     << ", \"step\": " << m.step << ",\n \"world\": " << m.world << ", \"dp\": " << m.dp
+     << ", \"pp\": " << m.pp << ", \"loops\": " << m.loops
+     << ", \"dp_mode\": " << quoted(m.dp_mode) << ", \"schedule\": " << quoted(m.schedule)
+     << ",\n \"optimizer\": " << quoted(m.optimizer) << ", \"dtype\": " << quoted(m.dtype)
+     << ",\n \"model\": " << quoted(config::name_of(md.kind)) << ", \"vocab\": " << md.vocab
+     << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
+     << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
+     << ", \"classes\": " << md.classes << ",\n \"files\": [";
+  for (size_t r = 0; r < m.files.size(); ++r)
+    os << (r ? ",\n   " : "\n   ") << "{\"rank\": " << r << ", \"bytes\": " << m.files[r].bytes
+       << ", \"crc32\": " << m.files[r].crc32 << "}";
+  os << "]}\n";
+  return os.str();
+}
 
 Manifest read_manifest(const std::string& path, std::string* step_dir) {
   fs::path dir(path);
@@ -41,40 +107,126 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
     std::getline(f, name);
     dir = dir / name;
   }
-  fs::path file = dir / "manifest.json";
-  std::ifstream f(file);
-  if (!f)
-    LOOM_USAGE("no checkpoint at '", path, "' (", file.string(),
+  const fs::path file = dir / "manifest.json";
+  const std::string f = file.string();
+  std::ifstream in(file);
+  if (!in)
+    LOOM_USAGE("no checkpoint at '", path, "' (", f,
                " not found); pass the run's checkpoint folder to --resume");
   std::stringstream ss;
-  ss << f.rdbuf();
-  std::string json = ss.str();
+  ss << in.rdbuf();
+  const std::string json = ss.str();
+  const std::string format = field(json, "format", f);
+  if (format != kFormat)
+    LOOM_USAGE("checkpoint manifest '", f, "' is in format '", format, "', this loom reads '",
+               kFormat, "'; resume it with the loom that wrote it, or start a new run");
+  constexpr int64_t kBig = int64_t(1) << 40, kRanks = 1 << 20;
+  auto num = [&](const char* key, int64_t lo, int64_t hi) {
+    return number(field(json, key, f), key, f, lo, hi);
+  };
   Manifest m;
-  m.step = std::stoll(field(json, "step", file));
-  m.world = std::stoi(field(json, "world", file));
-  m.dp = std::stoi(field(json, "dp", file));
-  m.pp = std::stoi(field(json, "pp", file));
-  m.loops = std::stoi(field(json, "loops", file));
-  m.dp_mode = field(json, "dp_mode", file);
-  m.model_kind = field(json, "model", file);
-  m.schedule = field(json, "schedule", file);
+  m.loom_version = field(json, "loom_version", f);
+  m.step = num("step", 0, kBig);
+  m.world = static_cast<int>(num("world", 1, kRanks));
+  m.dp = static_cast<int>(num("dp", 1, kRanks));
+  m.pp = static_cast<int>(num("pp", 1, kRanks));
+  m.loops = static_cast<int>(num("loops", 1, kRanks));
+  m.dp_mode = field(json, "dp_mode", f);
+  m.schedule = field(json, "schedule", f);
+  m.optimizer = field(json, "optimizer", f);
+  m.dtype = field(json, "dtype", f);
+  const std::string kind = field(json, "model", f);
+  auto parsed = config::parse_choice<config::ModelKind>(kind);
+  if (!parsed) LOOM_USAGE("checkpoint manifest '", f, "' has model '", kind, "'; it is corrupt");
+  m.model.kind = *parsed;
+  m.model.vocab = num("vocab", 1, kBig);
+  m.model.seq_len = num("seq_len", 1, kBig);
+  m.model.width = num("width", 1, kBig);
+  m.model.layers = num("layers", 1, kBig);
+  m.model.heads = num("heads", 1, kBig);
+  m.model.classes = num("classes", 1, kBig);
+  std::regex entry("\\{\"rank\": ([0-9]+), \"bytes\": ([0-9]+), \"crc32\": ([0-9]+)\\}");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), entry);
+       it != std::sregex_iterator(); ++it) {
+    const int64_t rank = number((*it)[1].str(), "a file's rank", f, 0, kRanks);
+    if (rank != static_cast<int64_t>(m.files.size()))
+      LOOM_USAGE("checkpoint manifest '", f, "' lists rank ", rank, " out of order; it is corrupt");
+    m.files.push_back({number((*it)[2].str(), "a file's bytes", f, 0, kBig * 1024),
+                       static_cast<uint32_t>(
+                           number((*it)[3].str(), "a file's crc32", f, 0, 0xffffffffLL))});
+  }
+  if (static_cast<int>(m.files.size()) != m.world)
+    LOOM_USAGE("checkpoint manifest '", f, "' lists ", m.files.size(), " rank files for world ",
+               m.world, "; it is corrupt");
   if (step_dir) *step_dir = dir.string();
   return m;
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << content;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error("cannot write '" + path + "'");
-    }
+void check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
+  auto refuse = [&](const std::string& what, const auto& was, const auto& now) {
+    LOOM_USAGE("checkpoint '", dir, "' was written with ", what, " = ", was, ", this run has ",
+               now, "; resume with ", what, " = ", was, " (or start a new run in another --output.dir)");
+  };
+  const auto &a = saved.model, &b = run.model;
+  if (a.kind != b.kind) refuse("model.kind", a.kind, b.kind);
+  if (a.layers != b.layers) refuse("model.layers", a.layers, b.layers);
+  if (a.width != b.width) refuse("model.width", a.width, b.width);
+  if (a.heads != b.heads) refuse("model.heads", a.heads, b.heads);
+  if (a.kind == config::ModelKind::Gpt && a.seq_len != b.seq_len)
+    refuse("model.seq_len", a.seq_len, b.seq_len);
+  if (a.kind == config::ModelKind::Gpt && a.vocab != b.vocab) refuse("model.vocab", a.vocab, b.vocab);
+  if (a.kind != config::ModelKind::Gpt && a.classes != b.classes)
+    refuse("model.classes", a.classes, b.classes);
+  if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
+  if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
+  if (saved.dp_mode != run.dp_mode) refuse("parallel.dp_mode", saved.dp_mode, run.dp_mode);
+  if (saved.world != run.world) refuse("ranks", saved.world, run.world);
+  if (saved.dp != run.dp) refuse("parallel.dp", saved.dp, run.dp);
+  if (saved.pp != run.pp) refuse("parallel.pp", saved.pp, run.pp);
+  if (saved.loops != run.loops) refuse("parallel.loops", saved.loops, run.loops);
+}
+
+uint32_t crc32_of(std::string_view bytes) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  while (!bytes.empty()) {  // zlib takes at most 4 GiB - 1 per call
+    const uInt n = static_cast<uInt>(std::min<size_t>(bytes.size(), 1u << 30));
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), n);
+    bytes.remove_prefix(n);
   }
-  fs::rename(tmp, path);
+  return static_cast<uint32_t>(crc);
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("create", tmp, errno);
+  try {
+    write_all(fd, content, path);
+    if (::fsync(fd) != 0) io_error("flush", path, errno);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    io_error("write", path, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    io_error("rename into", path, err);
+  }
+  fsync_folder(fs::path(path).parent_path());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) io_error("open", path, errno);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) io_error("read", path, errno);
+  return bytes;
 }
 
 }  // namespace loom::train

@@ -1,7 +1,10 @@
 #pragma once
 // Saving and resuming a run, in the format of checkpoint.h: each rank writes its stages'
-// state to rank-<r>.pt (temporary name, then rename), a barrier, rank 0 writes the manifest
-// and the `latest` pointer and keeps only the newest complete checkpoint, a barrier.
+// state to rank-<r>.pt (durably: temporary name, fsync, rename), the ranks exchange their
+// files' sizes and checksums (and whether any failed: then all stop, the last checkpoint
+// intact), rank 0 writes the manifest and the `latest` pointer and keeps the newest
+// output.keep complete checkpoints, a barrier. Loading checks the manifest against the run
+// and the rank file against its checksum before any tensor is used.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +21,10 @@ class StageOptimizer;
 }  // namespace loom::parallel
 
 namespace loom::train {
+
+// --overwrite: the previous run's metrics and checkpoints go (every rank removes what it sees;
+// nodes need not share a file system).
+void clear_run_folder(const std::string& dir);
 
 class Checkpointer {
  public:
@@ -42,6 +49,7 @@ class Checkpointer {
   const Stages& stages_;
   const Syncs& syncs_;
   const Optimizers& optimizers_;
+  int64_t previous_ = 0;  // step of the newest checkpoint this run wrote or loaded (0: none)
 };
 
 }  // namespace loom::train

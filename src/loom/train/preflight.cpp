@@ -24,7 +24,28 @@ std::string default_data_path(const config::Config& cfg) {
 
 namespace {
 
-void check_output_dir(const std::string& dir) {
+// A folder that holds a run's metrics or checkpoints belongs to that run: a new run there
+// would truncate its metrics and delete its checkpoints, and a later --resume of it would
+// continue the wrong run.
+void check_run_folder(const config::OutputConfig& o) {
+  if (!o.resume.empty() || o.overwrite) return;
+  const fs::path dir(o.dir);
+  std::error_code ec;
+  const bool metrics = fs::exists(dir / "metrics.jsonl", ec);
+  const bool checkpoints = fs::is_directory(dir / "checkpoint", ec) &&
+                           !fs::is_empty(dir / "checkpoint", ec);
+  if (!metrics && !checkpoints) return;
+  LOOM_USAGE("output folder '", o.dir, "' holds another run (",
+             metrics && checkpoints ? "metrics.jsonl, checkpoint/"
+             : metrics              ? "metrics.jsonl"
+                                    : "checkpoint/",
+             "); continue it with --resume ", (dir / "checkpoint").string(),
+             ", replace it with --overwrite, or choose another --output.dir");
+}
+
+void check_output_dir(const config::OutputConfig& o) {
+  check_run_folder(o);
+  const std::string& dir = o.dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
@@ -95,7 +116,7 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   } else if (cfg.data.kind == config::DataKind::Text) {
     data::open_text(path, cfg.model.seq_len, data::Split::Train, cfg.data.test_fraction);
   }
-  if (check_output) check_output_dir(cfg.output.dir);
+  if (check_output) check_output_dir(cfg.output);
   return r;
 }
 

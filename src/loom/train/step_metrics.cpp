@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
@@ -37,6 +39,21 @@ double ExposedDpWait::stop() {
   return s;
 }
 
+// A resumed run continues the metrics of the checkpoint's step: the lines of later steps (the
+// interrupted run went on past its last checkpoint) and that run's summary go, so that every
+// step appears once.
+static void keep_steps_up_to(const fs::path& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  const std::regex step_re("^\\{\"step\": ?([0-9]+)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, step_re) && std::stoll(m[1].str()) <= step) kept += line + "\n";
+  }
+  write_file_atomic(path.string(), kept);
+}
+
 RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Backend& dp_comm,
                        comm::Backend& pp_comm, int64_t start_step)
     : cfg_(cfg),
@@ -50,8 +67,9 @@ RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Ba
   if (root_) {
     fs::create_directories(cfg.output.dir);
     write_file_atomic((fs::path(cfg.output.dir) / "config.toml").string(), config::to_toml(cfg));
-    file_ = std::make_unique<std::ofstream>(fs::path(cfg.output.dir) / "metrics.jsonl",
-                                            start_step > 0 ? std::ios::app : std::ios::trunc);
+    const fs::path path = fs::path(cfg.output.dir) / "metrics.jsonl";
+    if (start_step > 0) keep_steps_up_to(path, start_step);
+    file_ = std::make_unique<std::ofstream>(path, start_step > 0 ? std::ios::app : std::ios::trunc);
   }
   progress_ = std::make_unique<Progress>(cfg.train.steps, root_ && cfg.output.progress,
                                          gpt_ ? "tokens" : "samples");

@@ -102,6 +102,10 @@ void Trainer::Impl::setup() {
   build_executor();
   evaluator = std::make_unique<Evaluator>(cfg, base, *exec, *feed, r.m, r.micro_batch,
                                           model.classifier, stages.count(r.pp * r.loops - 1) > 0);
+  if (cfg.output.overwrite && cfg.output.resume.empty()) {
+    clear_run_folder(cfg.output.dir);
+    base.barrier()->wait();  // before rank 0 starts the new metrics
+  }
   checkpointer = std::make_unique<Checkpointer>(cfg, r, base, stages, syncs, optimizers);
   if (!cfg.output.resume.empty()) start_step = checkpointer->load(cfg.output.resume);
 }

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Checkpoints that verify themselves and run folders that belong to one run (docs/reliability.md):
+# a damaged, foreign or mismatched checkpoint and a folder that holds another run are refused
+# with one line and exit 2; --keep, --overwrite, resumed metrics without duplicates, debris
+# removed at start, and a full disk that leaves the previous checkpoint intact.
+# usage: checkpoint_test.sh LOOM_BINARY
+set -u
+loom=$1
+tmp=$(mktemp -d)
+mnt="$tmp/full"
+trap 'mountpoint -q "$mnt" 2>/dev/null && umount "$mnt"; rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+fails=0
+passes=0
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+fail() { echo "FAIL $1"; cat "$tmp/stderr" 2>/dev/null; fails=$((fails + 1)); }
+
+cfg="$tmp/tiny.toml"
+cat >"$cfg" <<'TOML'
+[model]
+kind = "gpt"
+width = 32
+layers = 2
+heads = 2
+seq_len = 16
+[data]
+kind = "synthetic"
+synthetic_size = 256
+[train]
+steps = 4
+global_batch = 8
+eval_batches = 1
+[output]
+progress = false
+checkpoint_every = 2
+TOML
+
+train() { "$loom" train --config "$cfg" "$@" >"$tmp/stdout" 2>"$tmp/stderr"; }
+# refused NAME EXPECTED_SUBSTRING -- TRAIN_FLAGS...: exit 2, one line naming the problem.
+refused() {
+  local name=$1 want=$2
+  shift 3
+  train "$@"
+  local rc=$? lines
+  lines=$(grep -c . "$tmp/stderr")
+  if [[ $rc -eq 2 && $lines -eq 1 ]] && grep -qF -- "$want" "$tmp/stderr"; then
+    ok "$name: $(cat "$tmp/stderr")"
+  else
+    fail "$name: rc=$rc, $lines lines, expected 2 and one line with '$want'"
+  fi
+}
+# steps_once FILE N: metrics.jsonl has steps 1..N exactly once each, and one summary.
+steps_once() {
+  local want got
+  want=$(seq 1 "$2" | tr '\n' ' ')
+  got=$(grep -o '^{"step": [0-9]*, "loss"' "$1" | grep -o '[0-9]*' | tr '\n' ' ')
+  [[ $got == "$want" && $(grep -c '"summary"' "$1") -eq 1 ]]
+}
+
+A="$tmp/A"
+train --output.dir "$A" || fail "first run"
+if [[ -d $A/checkpoint/step-000002 && -d $A/checkpoint/step-000004 ]] && steps_once "$A/metrics.jsonl" 4; then
+  ok "keep 2 (default): step-000002 and step-000004 kept; metrics steps 1..4"
+else
+  fail "keep 2: $(ls "$A/checkpoint")"
+fi
+
+refused run_folder "holds another run" -- --output.dir "$A"
+train --output.dir "$tmp/K" --keep 1 && train --output.dir "$tmp/K" --overwrite --keep 1 --steps 6
+if [[ $(ls -d "$tmp/K/checkpoint"/step-* | wc -l) -eq 1 && -d $tmp/K/checkpoint/step-000006 ]] &&
+   steps_once "$tmp/K/metrics.jsonl" 6; then
+  ok "overwrite + keep 1: one checkpoint (step-000006), metrics of the new run only"
+else
+  fail "overwrite + keep 1: $(ls "$tmp/K/checkpoint")"
+fi
+
+# Resumed from step 2 of a run that went on to step 4: steps 3 and 4 are not repeated.
+cp -r "$A" "$tmp/R"
+rm -f "$tmp/R/checkpoint/latest"
+train --output.dir "$tmp/R" --resume "$tmp/R/checkpoint/step-000002" --steps 6
+if [[ $? -eq 0 ]] && steps_once "$tmp/R/metrics.jsonl" 6; then
+  ok "resume: metrics steps 1..6 once each, one summary"
+else
+  fail "resume metrics: $(grep -o '^{"step": [0-9]*' "$tmp/R/metrics.jsonl" | tr '\n' ' ')"
+fi
+
+# Debris of a crash during a save: temporary files and a step folder without a manifest.
+mkdir -p "$A/checkpoint/step-000009"
+touch "$A/checkpoint/latest.tmp4242" "$A/checkpoint/step-000009/rank-00000.pt.tmp" \
+      "$A/checkpoint/step-000004/manifest.json.tmp77"
+train --output.dir "$A" --resume "$A/checkpoint" --steps 5
+if [[ $? -eq 0 && -z $(find "$A/checkpoint" -name '*.tmp*') ]]; then
+  ok "debris: .tmp files removed at start, resume from latest works"
+else
+  fail "debris: $(find "$A/checkpoint" -name '*.tmp*')"
+fi
+
+# Damaged and foreign files, changed settings: refused before any tensor is used.
+ck="$A/checkpoint/step-000004"
+cp -r "$ck" "$tmp/bad"
+printf '\x01\x02\x03\x04\x05\x06\x07\x08' | dd of="$tmp/bad/rank-00000.pt" bs=1 seek=4096 conv=notrunc status=none
+refused flipped_bytes "does not match its manifest" -- --output.dir "$tmp/o1" --resume "$tmp/bad"
+train --output.dir "$tmp/B" --seed 99 || fail "second run"
+cp -r "$ck" "$tmp/foreign"
+cp "$tmp/B/checkpoint/step-000004/rank-00000.pt" "$tmp/foreign/rank-00000.pt"
+refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2" --resume "$tmp/foreign"
+refused heads_changed "model.heads = 2, this run has 4" -- --output.dir "$tmp/o3" --resume "$ck" --heads 4
+refused width_changed "model.width = 32, this run has 64" -- --output.dir "$tmp/o4" --resume "$ck" --width 64
+refused optimizer_changed "train.optimizer = adamw, this run has sgd" -- --output.dir "$tmp/o5" --resume "$ck" --optimizer sgd
+refused dp_mode_changed "parallel.dp_mode = allreduce, this run has zero1" -- --output.dir "$tmp/o6" --resume "$ck" --dp-mode zero1
+for step in -7 123456789012345678901234; do
+  cp -r "$ck" "$tmp/m$step"
+  sed -i "s/\"step\": 4/\"step\": $step/" "$tmp/m$step/manifest.json"
+  refused "manifest_step_$step" "it is corrupt" -- --output.dir "$tmp/o7" --resume "$tmp/m$step"
+done
+refused no_checkpoint "no checkpoint at" -- --output.dir "$tmp/o8" --resume "$tmp/nowhere"
+
+# A full disk: one line naming the file and the reason, the previous checkpoint intact.
+mkdir -p "$mnt"
+if mount -t tmpfs -o size=1500k tmpfs "$mnt" 2>/dev/null; then
+  train --output.dir "$mnt/run" --steps 6 --keep 3
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 2 && $(grep -c "error" "$tmp/stderr") -eq 1 ]] &&
+     grep -q "No space left on device" "$tmp/stderr" && grep -q "is intact" "$tmp/stderr" &&
+     [[ -f $mnt/run/checkpoint/step-000004/manifest.json && ! -e $mnt/run/checkpoint/step-000006 &&
+        -z $(find "$mnt/run" -name '*.tmp*') ]] &&
+     "$loom" train --config "$cfg" --output.dir "$tmp/after" --resume "$mnt/run/checkpoint" --steps 3 >/dev/null 2>&1; then
+    ok "full disk: $(grep error "$tmp/stderr"); step-000004 resumes"
+  else
+    fail "full disk: rc=$rc; $(ls -R "$mnt/run/checkpoint" 2>&1 | tr '\n' ' ')"
+  fi
+  umount "$mnt"
+else
+  echo "skip full disk: cannot mount a tmpfs here (needs root)"
+fi
+
+echo "checkpoint_test: $passes passed, $fails failed"
+[[ $fails -eq 0 ]]
