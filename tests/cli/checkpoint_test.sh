@@ -115,6 +115,29 @@ for step in -7 123456789012345678901234; do
 done
 refused no_checkpoint "no checkpoint at" -- --output.dir "$tmp/o8" --resume "$tmp/nowhere"
 
+# A non-finite gradient at step 3 (the loss scale of rank 0 is NaN there).
+LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=2 LOOM_FAULT_KIND=nan train --output.dir "$tmp/N1" --steps 6 --checkpoint-every 1
+rc=$?
+if [[ $rc -eq 1 && $(grep -c "error" "$tmp/stderr") -eq 1 ]] &&
+   grep -q "step 3: the loss is .* gradient norm -\?nan; stopped before the update" "$tmp/stderr" &&
+   grep -q "last checkpoint (step 2) is kept" "$tmp/stderr" &&
+   [[ $(cat "$tmp/N1/checkpoint/latest") == step-000002 && ! -e $tmp/N1/checkpoint/step-000003 ]]; then
+  ok "on_nan stop: $(grep error "$tmp/stderr")"
+else
+  fail "on_nan stop: rc=$rc"
+fi
+LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=2 LOOM_FAULT_KIND=nan train --output.dir "$tmp/N2" --steps 6 --on-nan skip
+rc=$?
+last=$(grep '"eval_loss"' "$tmp/N2/metrics.jsonl" | tail -1)
+if [[ $rc -eq 0 ]] && steps_once "$tmp/N2/metrics.jsonl" 6 &&
+   [[ $(grep -c '"skipped": 1' "$tmp/N2/metrics.jsonl") -eq 1 ]] &&
+   grep -q '^{"step": 3, .*"skipped": 1' "$tmp/N2/metrics.jsonl" &&
+   [[ $last =~ \"eval_loss\":\ [0-9] ]]; then
+  ok "on_nan skip: step 3 skipped, 6 steps, finite eval loss ($last)"
+else
+  fail "on_nan skip: rc=$rc; $last"
+fi
+
 # A full disk: one line naming the file and the reason, the previous checkpoint intact.
 mkdir -p "$mnt"
 if mount -t tmpfs -o size=1500k tmpfs "$mnt" 2>/dev/null; then

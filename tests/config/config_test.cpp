@@ -109,7 +109,7 @@ TEST(Config, FieldsDescribeEveryMember) {
     EXPECT_TRUE(keys.insert(f.section + "." + f.name).second) << "listed twice: " << f.name;
   }
   // One per member of the structs in config.h; update when a field is added.
-  EXPECT_EQ(fields().size(), 7u + 4u + 18u + 11u + 6u + 2u + 2u + 8u);
+  EXPECT_EQ(fields().size(), 7u + 4u + 19u + 11u + 6u + 2u + 2u + 8u);
 }
 
 TEST(Config, FullFile) {
@@ -668,6 +668,7 @@ TEST(ConfigEnums, SpellingsRoundTrip) {
   expect_round_trip<LrSchedule>();
   expect_round_trip<DpMode>();
   expect_round_trip<CommChoice>();
+  expect_round_trip<NanPolicy>();
   EXPECT_EQ(name_of(DataKind::FashionMnist), "fashion-mnist");
   EXPECT_EQ(zero_level(DpMode::Zero2), 2);
   EXPECT_EQ(zero_level(DpMode::Slim), 0);

@@ -317,6 +317,8 @@ const std::vector<Field>& schema() {
        int_range(1)},
       {LOOM_FIELD(train, seed), "random seed", seed_range()},
       {LOOM_FIELD(train, threads), "compute threads per rank", int_range(1)},
+      {LOOM_FIELD(train, on_nan), "a step whose loss or gradient norm is not finite: stop "
+       "(exit 1 naming the step, before its update) or skip (no update for that step)", {}},
 
       {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / pp", int_range(0)},
       {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1)},

@@ -27,6 +27,8 @@ enum class LrSchedule { Cosine, Constant };
 enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant };
 // parallel.comm: auto picks the launcher's backend (comm::launch_backend).
 enum class CommChoice { Auto, Mpi, Gloo, Nccl };
+// train.on_nan: what a step with a non-finite loss or gradient norm does.
+enum class NanPolicy { Stop, Skip };
 
 // Each enum's spellings in TOML, flags and messages, in enumerator order.
 template <typename E>
@@ -55,6 +57,11 @@ struct Names<DpMode> {
 template <>
 struct Names<CommChoice> {
   static constexpr std::array<std::string_view, 4> list{"auto", "mpi", "gloo", "nccl"};
+};
+
+template <>
+struct Names<NanPolicy> {
+  static constexpr std::array<std::string_view, 2> list{"stop", "skip"};
 };
 
 template <typename E>
@@ -119,6 +126,7 @@ struct TrainConfig {
   int64_t eval_batches = 8;   // batches of global_batch samples per evaluation
   uint64_t seed = 1234;
   int64_t threads = 1;        // compute threads per rank
+  NanPolicy on_nan = NanPolicy::Stop;
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -47,6 +47,9 @@ class DataParallel : public DpHooks, public StateDict {
   // Around the trainer's optimizer update.
   virtual void before_step() {}
   virtual void after_step() = 0;
+  // Instead of the optimizer's update (train.on_nan = skip): the step's gradients are
+  // dropped by after_step(); a mode that folded them into state of its own undoes that here.
+  virtual void drop_step() {}
 
   // Bytes held for the stage, the optimizer's own state excluded (the trainer adds it).
   virtual MemoryBytes memory() const { return buffer_.memory(); }

@@ -17,6 +17,8 @@
 // all-reduce. REDUCE_GRAD starts the all-to-all; finish_grad_sync() completes the exchange and
 // writes the mean into the stage's flat gradient buffer (param_buffer.h). With d == 1 gradients
 // are used as they are.
+#include <algorithm>
+
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/quantize.h"
 
@@ -32,6 +34,9 @@ class QuantSync : public DataParallel {
   // Every replica holds the same mean: dp rank 0 only.
   double grad_norm_sq() override { return dp_->rank() == 0 ? buffer_.grad_sq_sum() : 0.0; }
   void after_step() override { buffer_.zero_grads(); }
+  // The residual was computed from the dropped (non-finite) gradients: error feedback starts
+  // again from zero.
+  void drop_step() override { std::fill(e_.begin(), e_.end(), 0.0f); }
   MemoryBytes memory() const override;
   void save(torch::serialize::OutputArchive& ar) const override;
   void load(torch::serialize::InputArchive& ar) override;

@@ -41,6 +41,8 @@ class Checkpointer {
   // Restores this rank's state from a checkpoint folder (or its parent with `latest`) written
   // with the same mesh and modes; returns the steps it had completed.
   int64_t load(const std::string& path);
+  // Step of the newest checkpoint this run wrote or loaded; 0 when there is none.
+  int64_t last_step() const { return previous_; }
 
  private:
   const config::Config& cfg_;

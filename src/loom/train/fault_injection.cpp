@@ -3,18 +3,35 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
 namespace loom::train {
 
-void maybe_inject_fault(int rank, int64_t step) {
+namespace {
+
+bool fault_here(int rank, int64_t step) {
   static const char* r = std::getenv("LOOM_FAULT_RANK");
   static const char* s = std::getenv("LOOM_FAULT_STEP");
+  return r && s && std::atoi(r) == rank && std::atoll(s) == step;
+}
+
+std::string fault_kind() {
   static const char* kind = std::getenv("LOOM_FAULT_KIND");
-  if (!r || !s || std::atoi(r) != rank || std::atoll(s) != step) return;
-  bool hang = kind && std::string(kind) == "hang";
+  return kind ? kind : "kill";
+}
+
+}  // namespace
+
+double injected_loss_scale(int rank, int64_t step, double scale) {
+  return fault_here(rank, step) && fault_kind() == "nan" ? std::nan("") : scale;
+}
+
+void maybe_inject_fault(int rank, int64_t step) {
+  if (!fault_here(rank, step) || fault_kind() == "nan") return;
+  const bool hang = fault_kind() == "hang";
   std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
                hang ? "hanging" : "killing", static_cast<long long>(step));
   if (hang)

@@ -8,5 +8,8 @@
 namespace loom::train {
 
 void maybe_inject_fault(int rank, int64_t step);
+// LOOM_FAULT_KIND=nan: rank r's loss scale at step s is NaN (its gradients, hence the
+// gradient norm, become NaN), for the tests of train.on_nan. Otherwise `scale`.
+double injected_loss_scale(int rank, int64_t step, double scale);
 
 }  // namespace loom::train

@@ -117,8 +117,14 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
         .integer("peak_dp_working_bytes", s.peak_working_bytes)
         .integer("peak_bytes", s.peak_bytes);
     if (cfg_.train.clip > 0) j.num("grad_norm", s.grad_norm);
+    if (s.skipped) j.integer("skipped", 1);
     for (auto& [k, v] : s.sync_metrics) j.num(k, v);
     write(j.done());
+  }
+  if (s.skipped) {
+    ++res->skipped_steps;
+    message(detail::concat("step ", s.step, " skipped: the loss is ", s.loss,
+                           " and the gradient norm ", s.grad_norm, " (train.on_nan = skip)"));
   }
   progress_->update(s.step, s.loss, items_per_step_ / s.step_s, seconds_since(t_run_));
 }

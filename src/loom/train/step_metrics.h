@@ -44,7 +44,8 @@ class ExposedDpWait {
 struct StepSample {
   int64_t step = 0;  // steps completed
   double loss = 0, lr = 0, step_s = 0;
-  double grad_norm = NAN;  // with train.clip only
+  double grad_norm = NAN;  // reported with train.clip only
+  bool skipped = false;    // non-finite loss or gradient norm: no update (train.on_nan = skip)
   double compute_s = 0, p2p_wait_s = 0;
   double dp_exposed_s = 0;  // ExposedDpWait
   comm::Stats dp;           // the DP communicator's operations in the step

@@ -190,26 +190,37 @@ StepSample Trainer::Impl::train_step(int64_t step) {
   const comm::Stats dp0 = mesh.dp_comm->stats();
   exec->clear_trace();
   parallel::MemoryTracker::reset_peak();
-  const parallel::StepReport rep = exec->run_step(mb.inputs, mb.targets, 1.0 / r.m);
+  const parallel::StepReport rep =
+      exec->run_step(mb.inputs, mb.targets, injected_loss_scale(base.rank(), step, 1.0 / r.m));
   for (auto& [st, y] : syncs) y->finish_grad_sync();
-  double scale = 1.0;
-  if (cfg.train.clip > 0) {
-    double sq = 0;
-    for (auto& [st, y] : syncs) sq += y->grad_norm_sq();
-    s.grad_norm = std::sqrt(world_sum(base, sq));
-    scale = std::min(1.0, cfg.train.clip / (s.grad_norm + 1e-6));
-  }
+  // One all-reduce gives the loss and the squared gradient norm: the step's update is decided
+  // on both (clipping, and the guard against non-finite values).
+  double sums[2] = {0, 0};
+  for (auto& [st, stage] : stages)
+    if (stage->is_last()) sums[0] += stage->loss_sum();
+  for (auto& [st, y] : syncs) sums[1] += y->grad_norm_sq();
+  base.all_reduce(sums, 2, comm::DType::Float64)->wait();
+  s.loss = sums[0] / (double(r.dp) * r.m);
+  s.grad_norm = std::sqrt(sums[1]);
+  s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
+  if (s.skipped && cfg.train.on_nan == config::NanPolicy::Stop)
+    throw Error(detail::concat(
+        "step ", s.step, ": the loss is ", s.loss, " and the gradient norm ", s.grad_norm,
+        "; stopped before the update (train.on_nan = stop), the last checkpoint (",
+        checkpointer->last_step() ? detail::concat("step ", checkpointer->last_step()) : "none",
+        ") is kept; lower train.lr, or set --on-nan skip"));
+  const double scale =
+      cfg.train.clip > 0 ? std::min(1.0, cfg.train.clip / (s.grad_norm + 1e-6)) : 1.0;
   for (auto& [st, y] : syncs) {
     y->before_step();
-    optimizers.at(st)->step(s.lr, scale);
+    if (s.skipped)
+      y->drop_step();  // train.on_nan = skip: no update; no non-finite state is kept
+    else
+      optimizers.at(st)->step(s.lr, scale);
     y->after_step();
   }
   s.dp = mesh.dp_comm->stats() - dp0;
   s.dp_exposed_s = dp_wait.stop();
-  double loss_sum = 0;
-  for (auto& [st, stage] : stages)
-    if (stage->is_last()) loss_sum += stage->loss_sum();
-  s.loss = world_sum(base, loss_sum) / (double(r.dp) * r.m);
   s.step_s = seconds_since(t0);
   s.compute_s = rep.compute_s;
   s.p2p_wait_s = rep.p2p_wait_s;

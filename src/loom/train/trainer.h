@@ -17,6 +17,7 @@ namespace loom::train {
 
 struct TrainResult {
   int64_t steps = 0;            // steps run by this call (after a resume: the remaining ones)
+  int64_t skipped_steps = 0;    // of which without an update (train.on_nan = skip)
   double final_loss = 0;        // mean training loss of the last step
   double eval_loss = 0;
   double eval_accuracy = -1;    // classifiers only
