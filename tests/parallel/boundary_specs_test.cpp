@@ -15,6 +15,8 @@
 #include "loom/model/partition.h"
 #include "loom/parallel/boundary_specs.h"
 
+#include "../support/fake_backend.h"
+
 using namespace loom;
 
 namespace {
@@ -25,21 +27,10 @@ struct Hub {
   std::map<std::tuple<int, int, int>, std::vector<char>> box;  // (from, to, tag) -> bytes
 };
 
-class DoneWork : public comm::Work {
- public:
-  DoneWork() : Work("in-process", std::chrono::milliseconds(60000)) {}
-
- protected:
-  bool completed() override { return true; }
-  bool block_until(std::chrono::steady_clock::time_point) override { return true; }
-};
-
 // Point-to-point between threads; anything else fails.
-class ThreadComm : public comm::Backend {
+class ThreadComm : public test::FakeBackend {
  public:
-  ThreadComm(Hub& hub, int rank, int size) : Backend("pipeline", rank, size), hub_(hub) {}
-  comm::BackendKind kind() const override { return comm::BackendKind::Mpi; }
-  int64_t max_tag() const override { return INT32_MAX; }
+  ThreadComm(Hub& hub, int rank, int size) : FakeBackend("pipeline", rank, size), hub_(hub) {}
 
  protected:
   comm::WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call&) override {
@@ -50,7 +41,7 @@ class ThreadComm : public comm::Backend {
       hub_.box[{rank(), dst, tag}] = std::move(bytes);
     }
     hub_.cv.notify_all();
-    return std::make_shared<DoneWork>();
+    return done();
   }
   comm::WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call&) override {
     std::unique_lock<std::mutex> lock(hub_.mu);
@@ -59,18 +50,7 @@ class ThreadComm : public comm::Backend {
     EXPECT_EQ(hub_.box[key].size(), t.nbytes());
     std::memcpy(t.data_ptr(), hub_.box[key].data(), t.nbytes());
     hub_.box.erase(key);
-    return std::make_shared<DoneWork>();
-  }
-  comm::WorkPtr fail(const Call& c) { throw loom::Error("unexpected communication: " + c.what); }
-  comm::WorkPtr do_all_reduce(const at::Tensor&, comm::ReduceOp, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_reduce_scatter(const at::Tensor&, const at::Tensor&, comm::ReduceOp,
-                                  const Call& c) override { return fail(c); }
-  comm::WorkPtr do_all_gather(const at::Tensor&, const at::Tensor&, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_all_to_all(const at::Tensor&, const at::Tensor&, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_broadcast(const at::Tensor&, int, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_barrier(const Call& c) override { return fail(c); }
-  std::unique_ptr<Backend> do_split(const std::vector<int>&, int, const std::string&) override {
-    throw loom::Error("unexpected split");
+    return done();
   }
 
  private:

@@ -18,32 +18,17 @@
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
 
+#include "../support/fake_backend.h"
+
 using namespace loom;
 using schedule::Kind;
 
 namespace {
 
 // A communicator of one rank that nothing may use.
-class NoComm : public comm::Backend {
+class NoComm : public test::FakeBackend {
  public:
-  NoComm() : Backend("none", 0, 1) {}
-  comm::BackendKind kind() const override { return comm::BackendKind::Mpi; }
-  int64_t max_tag() const override { return INT32_MAX; }
-
- protected:
-  comm::WorkPtr fail(const Call& c) { throw loom::Error("unexpected communication: " + c.what); }
-  comm::WorkPtr do_all_reduce(const at::Tensor&, comm::ReduceOp, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_reduce_scatter(const at::Tensor&, const at::Tensor&, comm::ReduceOp,
-                                  const Call& c) override { return fail(c); }
-  comm::WorkPtr do_all_gather(const at::Tensor&, const at::Tensor&, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_all_to_all(const at::Tensor&, const at::Tensor&, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_broadcast(const at::Tensor&, int, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_barrier(const Call& c) override { return fail(c); }
-  comm::WorkPtr do_send(const at::Tensor&, int, int, const Call& c) override { return fail(c); }
-  comm::WorkPtr do_recv(const at::Tensor&, int, int, const Call& c) override { return fail(c); }
-  std::unique_ptr<Backend> do_split(const std::vector<int>&, int, const std::string&) override {
-    throw loom::Error("unexpected split");
-  }
+  NoComm() : FakeBackend("none", 0, 1) {}
 };
 
 // Records every call as "<what> <stage>".

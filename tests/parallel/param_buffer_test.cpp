@@ -15,18 +15,11 @@
 #include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/param_buffer.h"
 
+#include "../support/fake_backend.h"
+
 using namespace loom;
 
 namespace {
-
-class DoneWork : public comm::Work {
- public:
-  DoneWork() : Work("mirror", std::chrono::milliseconds(1000)) {}
-
- protected:
-  bool completed() override { return true; }
-  bool block_until(std::chrono::steady_clock::time_point) override { return true; }
-};
 
 struct Recorded {
   std::string kind;
@@ -34,16 +27,13 @@ struct Recorded {
   const void* data;
 };
 
-class MirrorComm : public comm::Backend {
+class MirrorComm : public test::FakeBackend {
  public:
-  explicit MirrorComm(int size) : Backend("mirror", 0, size) {}
-  comm::BackendKind kind() const override { return comm::BackendKind::Mpi; }
-  int64_t max_tag() const override { return INT32_MAX; }
+  explicit MirrorComm(int size) : FakeBackend("mirror", 0, size) {}
   std::vector<Recorded> calls;
 
  protected:
   using Call_ = comm::Backend::Call;
-  comm::WorkPtr done() { return std::make_shared<DoneWork>(); }
   comm::WorkPtr do_all_reduce(const at::Tensor& t, comm::ReduceOp, const Call_&) override;
   comm::WorkPtr do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, comm::ReduceOp,
                                   const Call_&) override {
@@ -55,15 +45,6 @@ class MirrorComm : public comm::Backend {
     calls.push_back({"all_gather", out.numel(), out.data_ptr()});
     for (int r = 0; r < size(); ++r) out.narrow(0, r * in.numel(), in.numel()).copy_(in);
     return done();
-  }
-  comm::WorkPtr fail(const Call_& c) { throw loom::Error("unexpected communication: " + c.what); }
-  comm::WorkPtr do_all_to_all(const at::Tensor&, const at::Tensor&, const Call_& c) override { return fail(c); }
-  comm::WorkPtr do_broadcast(const at::Tensor&, int, const Call_& c) override { return fail(c); }
-  comm::WorkPtr do_barrier(const Call_& c) override { return fail(c); }
-  comm::WorkPtr do_send(const at::Tensor&, int, int, const Call_& c) override { return fail(c); }
-  comm::WorkPtr do_recv(const at::Tensor&, int, int, const Call_& c) override { return fail(c); }
-  std::unique_ptr<Backend> do_split(const std::vector<int>&, int, const std::string&) override {
-    throw loom::Error("unexpected split");
   }
 };
 

@@ -192,4 +192,9 @@ void Backend::reset_stats() {
   stats_ = Stats{};
 }
 
+double sum_over(Backend& c, double v) {
+  c.all_reduce(&v, 1, DType::Float64)->wait();
+  return v;
+}
+
 }  // namespace loom::comm

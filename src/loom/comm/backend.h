@@ -105,4 +105,7 @@ class Backend {
   Stats stats_;
 };
 
+// v summed over the ranks of `c` (a blocking all-reduce of one double).
+double sum_over(Backend& c, double v);
+
 }  // namespace loom::comm

@@ -6,15 +6,6 @@
 #include "loom/parallel/executor.h"
 
 namespace loom::train {
-namespace {
-
-double world_sum(comm::Backend& c, double v) {
-  c.all_reduce(&v, 1, comm::DType::Float64)->wait();
-  return v;
-}
-
-}  // namespace
-
 Evaluator::Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
                      DataFeed& feed, int m, int64_t micro_batch, bool classifier,
                      bool has_last_stage)
@@ -46,9 +37,9 @@ EvalResult Evaluator::run() {
     }
   }
   // Only the last stage's ranks (one per replica) contribute.
-  const double n_loss = world_sum(world_, count);
-  const double total = world_sum(world_, loss_sum);
-  const double acc = world_sum(world_, correct);
+  const double n_loss = comm::sum_over(world_, count);
+  const double total = comm::sum_over(world_, loss_sum);
+  const double acc = comm::sum_over(world_, correct);
   const double samples = n_loss * micro_batch_;
   return {n_loss > 0 ? total / n_loss : NAN, classifier_ && samples > 0 ? acc / samples : -1};
 }

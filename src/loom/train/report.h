@@ -1,12 +1,17 @@
 #pragma once
 // What rank 0 shows and writes: a progress line on a terminal, one JSON object per step in
 // metrics.jsonl, and a summary table at the end.
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace loom::train {
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 class JsonLine {
  public:

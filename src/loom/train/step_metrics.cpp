@@ -16,19 +16,6 @@ namespace loom::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double world_sum(comm::Backend& c, double v) {
-  c.all_reduce(&v, 1, comm::DType::Float64)->wait();
-  return v;
-}
-
-}  // namespace
-
 void ExposedDpWait::start() {
   for (auto& [s, y] : syncs_) y->reset_exposed();
 }
@@ -86,7 +73,7 @@ void RunMetrics::write(const std::string& line) { *file_ << line << "\n" << std:
 
 void RunMetrics::step(const StepSample& s, TrainResult* res) {
   // Measured bubble: the share of the step that an average rank did not spend computing.
-  const double bubble = 1.0 - world_sum(world_, s.compute_s) / world_.size() / s.step_s;
+  const double bubble = 1.0 - comm::sum_over(world_, s.compute_s) / world_.size() / s.step_s;
   const double dp_hidden = std::max(0.0, s.dp.busy_s - s.dp_exposed_s);
   steps_time_ += s.step_s;
   compute_s_ += s.compute_s;

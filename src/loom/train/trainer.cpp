@@ -32,19 +32,6 @@
 namespace loom::train {
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double world_sum(comm::Backend& c, double v) {
-  c.all_reduce(&v, 1, comm::DType::Float64)->wait();
-  return v;
-}
-
-}  // namespace
-
 struct Trainer::Impl {
   config::Config cfg;
   comm::Backend& base;
