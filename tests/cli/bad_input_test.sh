@@ -91,6 +91,15 @@ if [[ $mode == local ]]; then
     --model.kind cnn --data.kind synthetic --output.calibrate_every 2
   expect_usage missing_text "not found" -- train --config "$good" --nproc 2 --data.kind text \
     --data.path "$tmp/no-text"
+  # The --resume target is checked before any rank starts: one line, not one per rank.
+  expect_usage resume_missing "no checkpoint at" -- train --config "$good" --nproc 2 \
+    --resume "$tmp/no-checkpoint"
+  mkdir -p "$tmp/ckpt/step-000002"
+  printf '{"format": "loom-checkpoint-1", "step": 2, "world": 4, "dp": 4, "pp": 1, "loops": 1, "dp_mode": "allreduce", "model": "gpt", "schedule": "gpipe"}\n' \
+    >"$tmp/ckpt/step-000002/manifest.json"
+  echo step-000002 >"$tmp/ckpt/latest"
+  expect_usage resume_mismatch "was written with world=4" -- train --config "$good" --nproc 2 \
+    --resume "$tmp/ckpt"
   # Unwritable output folder: a path below a regular file can never be created.
   touch "$tmp/file"
   "$loom" train --config "$good" --nproc 2 --output.dir "$tmp/file/out" >"$tmp/stdout" 2>"$tmp/stderr"
