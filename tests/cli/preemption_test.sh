@@ -123,7 +123,8 @@ LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=7 timeout 120 "$loom" "${run[@]}" --output.dir
   --output.checkpoint_every 3 --max-restarts 1 >"$d.out" 2>"$d.err"
 rc=$?
 line=$(grep "restart 1 of 1" "$d.err")
-if [[ $rc -eq 0 ]] && grep -q "failed (.*signal 9.*); restart 1 of 1 from step-000006$" <<<"$line" &&
+# mpirun reports a killed rank as its exit code 137 = 128 + SIGKILL.
+if [[ $rc -eq 0 ]] && grep -q "failed (.*\(signal 9\|code 137\).*); restart 1 of 1 from step-000006$" <<<"$line" &&
    same_params "$d"; then
   ok "restart: $line"
 else

@@ -252,7 +252,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     const int max_restarts = flags::to_int("max-restarts", a.get("max-restarts", "0"), 0, 1000);
     const int stop_grace = flags::to_int("stop-grace", a.get("stop-grace", "300"), 1, 86400);
     config::Config cfg = load(a);
-    train::check_resume_target(cfg, train::preflight(cfg, n), n);
+    // The output folder is made last: a bad --resume target leaves nothing behind.
+    const bool resume = !cfg.output.resume.empty();
+    const train::Resolved r = train::preflight(cfg, n, /*check_output=*/!resume);
+    train::check_resume_target(cfg, r, n);
+    if (resume) train::preflight(cfg, n);
     warn_oversubscribed(n);
     // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;
