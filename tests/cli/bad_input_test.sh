@@ -100,6 +100,8 @@ if [[ $mode == local ]]; then
   echo step-000002 >"$tmp/ckpt/latest"
   expect_usage resume_mismatch "was written with world=4" -- train --config "$good" --nproc 2 \
     --resume "$tmp/ckpt"
+  expect_usage restarts_need_nproc "--max-restarts and --stop-grace need --nproc" -- train \
+    --config "$good" --max-restarts 1
   # Unwritable output folder: a path below a regular file can never be created.
   touch "$tmp/file"
   "$loom" train --config "$good" --nproc 2 --output.dir "$tmp/file/out" >"$tmp/stdout" 2>"$tmp/stderr"

@@ -117,6 +117,24 @@ else
   fails=$((fails + 1))
 fi
 
+# Ctrl-C twice: the second SIGINT stops at once, exit 130, no checkpoint line (slow steps: the
+# first one alone could not have finished its step in between).
+d="$tmp/int2"
+"$loom" "${run[@]}" --emulate.latency 200ms --output.dir "$d" >"$d.out" 2>"$d.err" &
+pid=$!
+wait_step "$d" 1
+kill -INT "$pid"
+sleep 0.05
+kill -INT "$pid"
+start=$SECONDS
+wait "$pid"
+rc=$?
+if [[ $rc -eq 130 && $((SECONDS - start)) -lt 10 ]] && ! grep -q "^loom: stopped" "$d.err"; then
+  ok "sigint_twice: exit 130 at once"
+else
+  fail "sigint_twice: rc=$rc (expected 130) after $((SECONDS - start)) s" "$d.err"
+fi
+
 # A rank killed at step 7 (first attempt only): one restart from the checkpoint of step 6.
 d="$tmp/restart"
 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=7 timeout 120 "$loom" "${run[@]}" --output.dir "$d" \

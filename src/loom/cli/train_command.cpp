@@ -154,7 +154,7 @@ launch::Outcome run_mpirun(int nproc, const std::string& self, const std::vector
     ::_exit(2);
   }
   launch::Outcome out;
-  int forwarded = 0, status = 0;
+  int forwarded = 0, first = 0, status = 0;
   auto kill_at = std::chrono::steady_clock::time_point::max();
   auto signal_ranks = [&](int sig) {
     for (pid_t k : children_of(pid)) ::kill(k, sig);
@@ -163,6 +163,7 @@ launch::Outcome run_mpirun(int nproc, const std::string& self, const std::vector
     if (g_signals > forwarded) {
       if (forwarded == 0) {
         out.stopped = true;
+        first = g_signal;
         signal_ranks(g_signal == SIGINT ? SIGINT : SIGTERM);
         kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(stop_grace_s);
       } else {
@@ -176,6 +177,7 @@ launch::Outcome run_mpirun(int nproc, const std::string& self, const std::vector
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   out.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  if (first && out.code != 0) out.code = 128 + first;
   out.stopped |= out.code == 128 + SIGTERM || out.code == 128 + SIGINT;
   if (out.code != 0)
     out.why = WIFSIGNALED(status) ? detail::concat("killed by signal ", WTERMSIG(status))
@@ -247,6 +249,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     print_help();
     return 0;
   }
+  if ((a.has("max-restarts") || a.has("stop-grace")) && (!a.has("nproc") || in_ranks) &&
+      problem.empty())
+    problem = "--max-restarts and --stop-grace need --nproc N outside a launcher (loom starts "
+              "and watches the ranks); drop them";
+  if (!problem.empty() && !in_ranks) throw UsageError(problem);
   if (a.has("nproc") && !in_ranks) {
     int n = flags::to_int("nproc", a.get("nproc"), 1, 4096);
     const int max_restarts = flags::to_int("max-restarts", a.get("max-restarts", "0"), 0, 1000);

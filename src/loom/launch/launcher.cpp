@@ -122,6 +122,7 @@ Outcome run_once(const Options& o) {
   Outcome out;
   bool stopping = false;
   int forwarded = 0;  // signals passed on to the ranks
+  int first = 0;      // the first of them
   auto kill_at = std::chrono::steady_clock::time_point::max();
   auto signal_all = [&](int sig) {
     for (auto& k : ranks)
@@ -140,6 +141,7 @@ Outcome run_once(const Options& o) {
     if (g_signals > forwarded) {
       if (forwarded == 0) {
         out.stopped = true;
+        first = g_signal;
         if (!stopping) stop_all(g_signal == SIGINT ? SIGINT : SIGTERM, o.stop_grace_s);
         else signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
       } else {
@@ -181,6 +183,7 @@ Outcome run_once(const Options& o) {
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
+  if (first && out.code != 0) out.code = 128 + first;  // as a shell reports it, even if killed
   return out;
 }
 
