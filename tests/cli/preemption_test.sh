@@ -37,9 +37,13 @@ fail() { echo "FAIL $1"; shift; cat "$@"; fails=$((fails + 1)); }
 ok() { echo "ok   $1"; passes=$((passes + 1)); }
 final() { echo "$1/checkpoint/step-$(printf %06d "$steps")"; }
 python="${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python"
-# same_params DIR: DIR's final checkpoint holds the uninterrupted run's parameters.
-same_params() {
-  "$python" -W ignore "$(dirname "$0")/same_params.py" "$(final "$tmp/ref")" "$(final "$1")"
+# Runs whose final parameters must equal the uninterrupted run's, with what to print; checked
+# together at the end (one Python start).
+compare_dirs=()
+compare_names=()
+compare() {
+  compare_dirs+=("$(final "$1")")
+  compare_names+=("$2")
 }
 # wait_step DIR K: until rank 0 has logged step K (at most 60 s).
 wait_step() {
@@ -75,14 +79,14 @@ stopped() {
   echo "$step"
 }
 
-# resumed NAME DIR STEP: --resume DIR/checkpoint ends with the reference parameters.
+# resumed DIR NAME STEP: --resume DIR/checkpoint runs to the end.
 resumed() {
   timeout 120 "$loom" "${run[@]}" --output.dir "$1" --resume "$1/checkpoint" >"$1.out2" 2>"$1.err2"
   local rc=$?
-  if [[ $rc -eq 0 ]] && same_params "$1"; then
-    ok "$2: stopped after step $3 (exit 143), resumed to the uninterrupted run's parameters"
+  if [[ $rc -eq 0 ]]; then
+    compare "$1" "$2: stopped after step $3 (exit 143), resumed to the uninterrupted run's parameters"
   else
-    fail "$2: resume rc=$rc or parameters differ from the uninterrupted run" "$1.err2"
+    fail "$2: resume rc=$rc" "$1.err2"
   fi
 }
 
@@ -142,12 +146,21 @@ LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=7 timeout 120 "$loom" "${run[@]}" --output.dir
 rc=$?
 line=$(grep "restart 1 of 1" "$d.err")
 # mpirun reports a killed rank as its exit code 137 = 128 + SIGKILL.
-if [[ $rc -eq 0 ]] && grep -q "failed (.*\(signal 9\|code 137\).*); restart 1 of 1 from step-000006$" <<<"$line" &&
-   same_params "$d"; then
-  ok "restart: $line"
+if [[ $rc -eq 0 ]] && grep -q "failed (.*\(signal 9\|code 137\).*); restart 1 of 1 from step-000006$" <<<"$line"; then
+  compare "$d" "restart: $line; the uninterrupted run's parameters"
 else
   fail "restart: rc=$rc, line '$line'" "$d.err"
 fi
+
+"$python" -W ignore "$(dirname "$0")/same_params.py" "$(final "$tmp/ref")" "${compare_dirs[@]}" \
+  >"$tmp/compare" 2>&1
+for i in "${!compare_dirs[@]}"; do
+  if grep -qF "${compare_dirs[$i]}" "$tmp/compare" || ! grep -q "^compared" "$tmp/compare"; then
+    fail "${compare_names[$i]%%:*}: parameters differ from the uninterrupted run's" "$tmp/compare"
+  else
+    ok "${compare_names[$i]}"
+  fi
+done
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -25,4 +25,5 @@ for other in map(pathlib.Path, sys.argv[2:]):
         if not a or diff or len(a) != len(b):
             print(f"{other / f.name}: differs from {f} in {diff[:3] or 'the names'}")
             bad += 1
+print(f"compared {len(sys.argv) - 2} runs, {bad} rank files differ")
 sys.exit(1 if bad else 0)

@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "loom/train/preemption.h"
+
 namespace loom::train {
 
 namespace {
@@ -36,9 +38,12 @@ void maybe_inject_fault(int rank, int64_t step) {
   const bool hang = fault_kind() == "hang";
   std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
                hang ? "hanging" : "killing", static_cast<long long>(step));
-  if (hang)
-    std::this_thread::sleep_for(std::chrono::hours(1));
-  else
+  if (hang) {
+    // Hung, but a SIGTERM from the launcher ends it as it would end the process without
+    // loom's stop handler (which only records it): no wait for the SIGKILL.
+    while (!local_stop_signal()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::_Exit(128 + local_stop_signal());
+  } else
     std::raise(SIGKILL);
 }
 

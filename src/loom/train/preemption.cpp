@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "loom/comm/backend.h"
+
 namespace loom::train {
 namespace {
 

@@ -4,7 +4,9 @@
 // so that a signal to a single rank stops all of them after the same step. The trainer then
 // checkpoints and returns; the rank exits with 128 + the signal (143 SIGTERM, 130 SIGINT).
 // A second SIGINT (Ctrl-C twice) exits at once with 130.
-#include "loom/comm/backend.h"
+namespace loom::comm {
+class Backend;
+}  // namespace loom::comm
 
 namespace loom::train {
 
