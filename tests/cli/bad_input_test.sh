@@ -111,6 +111,18 @@ if [[ $mode == local ]]; then
   else
     echo "FAIL unwritable_output: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
+  # More ranks than cores (here: one core allowed) is a one-line warning; the run goes on.
+  if command -v taskset >/dev/null; then
+    taskset -c 0 "$loom" train --config "$good" --nproc 2 --comm gloo --steps 1 \
+      --output.dir "$tmp/oversubscribed" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [[ $rc -eq 0 && $(grep -c "^loom: warning" "$tmp/stderr") -eq 1 ]] &&
+       grep -q "^loom: warning: 2 ranks on 1 core;" "$tmp/stderr"; then
+      echo "ok   oversubscribed: $(grep '^loom: warning' "$tmp/stderr")"; passes=$((passes + 1))
+    else
+      echo "FAIL oversubscribed: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+    fi
+  fi
   expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
   expect_usage bad_comm "parallel.comm" -- train --config "$good" --nproc 2 --comm infiniband
   expect_usage nccl_on_cpu "nccl needs CUDA tensors" -- train --config "$good" --nproc 2 --comm nccl

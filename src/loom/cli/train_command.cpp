@@ -217,8 +217,8 @@ void warn_oversubscribed(int nproc) {
   CPU_ZERO(&set);
   const int cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   if (cores > 0 && nproc > cores)
-    std::fprintf(stderr, "loom: warning: %d ranks on %d cores; every step will be slower\n", nproc,
-                 cores);
+    std::fprintf(stderr, "loom: warning: %d ranks on %d core%s; every step will be slower\n",
+                 nproc, cores, cores == 1 ? "" : "s");
 }
 
 // The backend the configuration asks for; "auto" follows the launch.
