@@ -191,7 +191,10 @@ launch::Outcome run_mpirun(int nproc, const std::string& self, const std::vector
 int run_with_restarts(const config::Config& cfg, const std::vector<std::string>& pass,
                       int max_restarts,
                       const std::function<launch::Outcome(const std::vector<std::string>&, int)>& once) {
-  const std::string root = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
+  namespace fs = std::filesystem;
+  const std::string root = (fs::path(cfg.output.dir) / "checkpoint").string();
+  // Only a checkpoint this job wrote: an older run's in the same folder is no resume point.
+  const auto started = fs::file_time_type::clock::now();
   std::vector<std::string> args = pass;
   for (int attempt = 0;; ++attempt) {
     const launch::Outcome o = once(args, attempt);
@@ -201,10 +204,13 @@ int run_with_restarts(const config::Config& cfg, const std::vector<std::string>&
     try {
       std::string dir;
       train::read_manifest(root, &dir);
-      from = std::filesystem::path(dir).filename().string();
-      args.push_back("--output.resume=" + root);
+      if (fs::last_write_time(fs::path(dir) / "manifest.json") >= started) {
+        from = fs::path(dir).filename().string();
+        args.push_back("--output.resume=" + root);
+      }
     } catch (const UsageError&) {  // no complete checkpoint yet
     }
+    if (from == "the start" && !cfg.output.resume.empty()) from = cfg.output.resume;
     const std::string who = o.failed_rank >= 0 ? detail::concat("rank ", o.failed_rank) : "mpirun";
     std::fprintf(stderr, "loom: %s failed (%s); restart %d of %d from %s\n", who.c_str(),
                  o.why.c_str(), attempt + 1, max_restarts, from.c_str());
