@@ -299,7 +299,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (problem.empty()) kind = chosen_backend(load(a));
   } catch (const UsageError&) {
   }
+  // A signal while the ranks meet is a stop after the first step, not a crash; installed again
+  // after init in case the communication library set its own.
+  train::install_stop_handlers();
   comm::init(kind, argc, argv);
+  train::install_stop_handlers();
   comm::Backend& w = comm::world();
   // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
   config::Config cfg;
@@ -320,7 +324,6 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     comm::finalize();
     return 2;
   }
-  train::install_stop_handlers();
   train::TrainResult res;
   {
     train::Trainer trainer(cfg, w);

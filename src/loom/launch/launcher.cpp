@@ -172,6 +172,8 @@ Outcome run_once(const Options& o) {
     }
     out.failed_rank = r;
     out.why = describe_exit(status);
+    // Killed by SIGTERM/SIGINT before it could stop cleanly: someone wants the job stopped.
+    out.stopped = WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
     // A usage error (exit 2) was already printed by the rank in one line.
     if (code != 2) {
       const std::string others =

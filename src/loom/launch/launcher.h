@@ -25,7 +25,7 @@ struct Outcome {
   int code = 0;          // as run_local returns
   int failed_rank = -1;  // the first rank that failed, -1 for none
   std::string why;       // "killed by signal 9", "exited with code 1"
-  bool stopped = false;  // preempted: the launcher or a rank got SIGTERM/SIGINT
+  bool stopped = false;  // the launcher or a rank got SIGTERM/SIGINT: no restart
 };
 
 // Runs the ranks to the end. Returns 0 when all exited with 0; otherwise the exit code of the
