@@ -2,15 +2,11 @@
 // a launcher: mpirun for the mpi backend, the built-in launcher for gloo and nccl) or train on
 // the ranks a launcher (mpirun, srun, torchrun, loom) started.
 #include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <thread>
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +16,7 @@
 #include "loom/cli/config_reference.h"
 #include "loom/comm/world.h"
 #include "loom/launch/launcher.h"
+#include "loom/launch/mpirun.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
@@ -86,103 +83,6 @@ void print_help() {
   for (const auto& f : config::fields())
     std::printf("  %-28s %-7s %-12s %s\n", (f.section + "." + f.name).c_str(), f.type.c_str(),
                 f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.help.c_str());
-}
-
-volatile sig_atomic_t g_signals = 0;
-volatile sig_atomic_t g_signal = 0;
-void remember_signal(int sig) {
-  g_signal = sig;
-  g_signals = g_signals + 1;
-}
-
-// The processes whose parent is `pid` (mpirun's: the ranks on this machine).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> kids;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    FILE* f = std::fopen((e.path() / "stat").c_str(), "r");
-    if (!f) continue;
-    int self = 0, parent = 0;
-    char state = 0;
-    // pid (comm) state ppid: comm may hold spaces, so scan past its closing parenthesis.
-    char buf[512];
-    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    buf[n] = 0;
-    const char* close = std::strrchr(buf, ')');
-    if (close && std::sscanf(buf, "%d", &self) == 1 &&
-        std::sscanf(close + 1, " %c %d", &state, &parent) == 2 && parent == pid)
-      kids.push_back(self);
-  }
-  return kids;
-}
-
-// One run of mpirun (forked and waited, so that a failure can be restarted). SIGTERM/SIGINT
-// to this process go straight to the ranks, once: signalled, mpirun itself would SIGKILL them
-// after odls_base_sigkill_timeout and sleep through all of it. A second signal kills them, as
-// does the end of `stop_grace_s`.
-launch::Outcome run_mpirun(int nproc, const std::string& self, const std::vector<std::string>& args,
-                           int attempt, int stop_grace_s) {
-  const std::string count = std::to_string(attempt);
-  setenv("LOOM_RESTART_COUNT", count.c_str(), 1);
-  setenv("OMP_NUM_THREADS", "1", 0);
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(nproc), "--oversubscribe",
-                                  "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS",
-                                  "-x", "LOOM_RESTART_COUNT"};
-  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.push_back(std::filesystem::read_symlink(self).string());  // mpirun must not run itself
-  cmd.push_back("train");
-  for (const auto& a : args) cmd.push_back(a);
-  std::vector<char*> argv;
-  for (auto& c : cmd) argv.push_back(c.data());
-  argv.push_back(nullptr);
-  g_signal = 0;
-  g_signals = 0;
-  struct sigaction sa = {}, old_int = {}, old_term = {};
-  sa.sa_handler = remember_signal;
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw Error(detail::concat("cannot start mpirun: fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the ranks once, through this process
-    ::execvp("mpirun", argv.data());
-    std::fprintf(stderr, "loom: error: cannot run mpirun (%s); install Open MPI with scripts/install-deps.sh\n",
-                 std::strerror(errno));
-    ::_exit(2);
-  }
-  launch::Outcome out;
-  int forwarded = 0, first = 0, status = 0;
-  auto kill_at = std::chrono::steady_clock::time_point::max();
-  auto signal_ranks = [&](int sig) {
-    for (pid_t k : children_of(pid)) ::kill(k, sig);
-  };
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (g_signals > forwarded) {
-      if (forwarded == 0) {
-        out.stopped = true;
-        first = g_signal;
-        signal_ranks(g_signal == SIGINT ? SIGINT : SIGTERM);
-        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(stop_grace_s);
-      } else {
-        signal_ranks(g_signal == SIGINT ? SIGINT : SIGKILL);  // a second SIGINT: they exit
-      }
-      forwarded = g_signals;
-    }
-    if (std::chrono::steady_clock::now() >= kill_at) signal_ranks(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  out.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-  if (first && out.code != 0) out.code = 128 + first;
-  out.stopped |= out.code == 128 + SIGTERM || out.code == 128 + SIGINT;
-  if (out.code != 0)
-    out.why = WIFSIGNALED(status) ? detail::concat("killed by signal ", WTERMSIG(status))
-                                  : detail::concat("exited with code ", out.code);
-  return out;
 }
 
 // Runs `once` (one attempt of the whole job) and, after a failure that is neither a usage
@@ -277,19 +177,16 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
     const comm::BackendKind kind = chosen_backend(cfg);
-    if (kind == comm::BackendKind::Mpi)
-      return run_with_restarts(cfg, pass, max_restarts, [&](const auto& args, int attempt) {
-        return run_mpirun(n, self, args, attempt, stop_grace);
-      });
     return run_with_restarts(cfg, pass, max_restarts, [&](const auto& args, int attempt) {
       launch::Options lo;
       lo.nproc = n;
       lo.comm = kind;
       lo.stop_grace_s = stop_grace;
       lo.attempt = attempt;
+      // The binary itself: mpirun must not find this name on PATH and run itself.
       lo.command = {std::filesystem::read_symlink(self).string(), "train"};
       lo.command.insert(lo.command.end(), args.begin(), args.end());
-      return launch::run_once(lo);
+      return kind == comm::BackendKind::Mpi ? launch::run_mpirun(lo) : launch::run_once(lo);
     });
   }
   // The backend comes from the configuration; if it does not parse, from the launch, so that
