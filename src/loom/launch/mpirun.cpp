@@ -55,9 +55,16 @@ Outcome run_mpirun(const Options& o) {
   setenv("LOOM_RESTART_COUNT", count.c_str(), 1);
   setenv("OMP_NUM_THREADS", "1", 0);
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(o.nproc), "--oversubscribe",
-                                  "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS",
-                                  "-x", "LOOM_RESTART_COUNT"};
+  std::vector<std::string> cmd = {"mpirun",
+                                  "-n",
+                                  std::to_string(o.nproc),
+                                  "--oversubscribe",
+                                  "-x",
+                                  "OMP_NUM_THREADS",
+                                  "-x",
+                                  "OPENBLAS_NUM_THREADS",
+                                  "-x",
+                                  "LOOM_RESTART_COUNT"};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.insert(cmd.end(), o.command.begin(), o.command.end());
   std::vector<char*> argv;
@@ -74,8 +81,10 @@ Outcome run_mpirun(const Options& o) {
   if (pid == 0) {
     ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the ranks once, through this process
     ::execvp("mpirun", argv.data());
-    std::fprintf(stderr, "loom: error: cannot run mpirun (%s); install Open MPI with scripts/install-deps.sh\n",
-                 std::strerror(errno));
+    std::fprintf(
+        stderr,
+        "loom: error: cannot run mpirun (%s); install Open MPI with scripts/install-deps.sh\n",
+        std::strerror(errno));
     ::_exit(2);
   }
   Outcome out;
@@ -109,6 +118,5 @@ Outcome run_mpirun(const Options& o) {
                                   : detail::concat("exited with code ", out.code);
   return out;
 }
-
 
 }  // namespace loom::launch

@@ -30,9 +30,13 @@ void install_stop_handlers() {
   g_installed = true;
 }
 
-bool stop_handlers_installed() { return g_installed; }
+bool stop_handlers_installed() {
+  return g_installed;
+}
 
-int local_stop_signal() { return g_stop; }
+int local_stop_signal() {
+  return g_stop;
+}
 
 int agree_stop_signal(comm::Backend& world) {
   int sig = g_stop;
