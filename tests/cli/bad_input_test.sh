@@ -94,12 +94,10 @@ if [[ $mode == local ]]; then
   # The --resume target is checked before any rank starts: one line, not one per rank.
   expect_usage resume_missing "no checkpoint at" -- train --config "$good" --nproc 2 \
     --resume "$tmp/no-checkpoint"
-  mkdir -p "$tmp/ckpt/step-000002"
-  printf '{"format": "loom-checkpoint-1", "step": 2, "world": 4, "dp": 4, "pp": 1, "loops": 1, "dp_mode": "allreduce", "model": "gpt", "schedule": "gpipe"}\n' \
-    >"$tmp/ckpt/step-000002/manifest.json"
-  echo step-000002 >"$tmp/ckpt/latest"
-  expect_usage resume_mismatch "was written with world=4" -- train --config "$good" --nproc 2 \
-    --resume "$tmp/ckpt"
+  "$loom" train --config "$good" --nproc 2 --comm gloo --steps 1 --output.dir "$tmp/ckpt" \
+    >"$tmp/stdout" 2>"$tmp/stderr" || { echo "FAIL resume_mismatch: first run"; cat "$tmp/stderr"; }
+  expect_usage resume_mismatch "was written with parallel.dp_mode = allreduce" -- train \
+    --config "$good" --nproc 2 --dp-mode zero3 --resume "$tmp/ckpt/checkpoint"
   expect_usage restarts_need_nproc "--max-restarts and --stop-grace need --nproc" -- train \
     --config "$good" --max-restarts 1
   # Unwritable output folder: a path below a regular file can never be created.

@@ -152,6 +152,21 @@ else
   fail "restart: rc=$rc, line '$line'" "$d.err"
 fi
 
+# Killed before any checkpoint (gloo only, the launcher is the same): the restart starts
+# afresh in the failed attempt's folder.
+if [[ $comm == gloo ]]; then
+  d="$tmp/fresh"
+  LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=1 timeout 120 "$loom" "${run[@]}" --output.dir "$d" \
+    --max-restarts 1 >"$d.out" 2>"$d.err"
+  rc=$?
+  line=$(grep "restart 1 of 1" "$d.err")
+  if [[ $rc -eq 0 ]] && grep -q "restart 1 of 1 from the start$" <<<"$line"; then
+    compare "$d" "restart_fresh: $line; the uninterrupted run's parameters"
+  else
+    fail "restart_fresh: rc=$rc, line '$line'" "$d.err"
+  fi
+fi
+
 "$python" -W ignore "$(dirname "$0")/same_params.py" "$(final "$tmp/ref")" "${compare_dirs[@]}" \
   >"$tmp/compare" 2>&1
 for i in "${!compare_dirs[@]}"; do

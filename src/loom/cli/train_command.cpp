@@ -111,6 +111,8 @@ int run_with_restarts(const config::Config& cfg, const std::vector<std::string>&
     } catch (const UsageError&) {  // no complete checkpoint yet
     }
     if (from == "the start" && !cfg.output.resume.empty()) from = cfg.output.resume;
+    // From the start: the folder holds the failed attempt's metrics, which may go.
+    if (from == "the start") args.push_back("--output.overwrite=true");
     const std::string who = o.failed_rank >= 0 ? detail::concat("rank ", o.failed_rank) : "mpirun";
     std::fprintf(stderr, "loom: %s failed (%s); restart %d of %d from %s\n", who.c_str(),
                  o.why.c_str(), attempt + 1, max_restarts, from.c_str());

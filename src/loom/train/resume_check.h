@@ -1,7 +1,7 @@
 #pragma once
 // The --resume target, checked before any rank starts (loom train --nproc): it exists, has a
-// manifest, and was written with this run's world size, mesh, loops, dp-mode and model. The
-// ranks check it again when they load it (Checkpointer::load).
+// manifest, and the run can continue it (check_resumable). The ranks check it again, with
+// the files' sizes and checksums, when they load it (Checkpointer::load).
 #include "loom/config/config.h"
 #include "loom/train/preflight.h"
 
