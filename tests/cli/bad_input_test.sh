@@ -91,6 +91,15 @@ if [[ $mode == local ]]; then
     --model.kind cnn --data.kind synthetic --output.calibrate_every 2
   expect_usage missing_text "not found" -- train --config "$good" --nproc 2 --data.kind text \
     --data.path "$tmp/no-text"
+  # The --resume target is checked before any rank starts: one line, not one per rank.
+  expect_usage resume_missing "no checkpoint at" -- train --config "$good" --nproc 2 \
+    --resume "$tmp/no-checkpoint"
+  "$loom" train --config "$good" --nproc 2 --comm gloo --steps 1 --output.dir "$tmp/ckpt" \
+    >"$tmp/stdout" 2>"$tmp/stderr" || { echo "FAIL resume_mismatch: first run"; cat "$tmp/stderr"; }
+  expect_usage resume_mismatch "was written with parallel.dp_mode = allreduce" -- train \
+    --config "$good" --nproc 2 --dp-mode zero3 --resume "$tmp/ckpt/checkpoint"
+  expect_usage restarts_need_nproc "--max-restarts and --stop-grace need --nproc" -- train \
+    --config "$good" --max-restarts 1
   # Unwritable output folder: a path below a regular file can never be created.
   touch "$tmp/file"
   "$loom" train --config "$good" --nproc 2 --output.dir "$tmp/file/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -99,6 +108,18 @@ if [[ $mode == local ]]; then
     echo "ok   unwritable_output: $(cat "$tmp/stderr")"; passes=$((passes + 1))
   else
     echo "FAIL unwritable_output: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  # More ranks than cores (here: one core allowed) is a one-line warning; the run goes on.
+  if command -v taskset >/dev/null; then
+    taskset -c 0 "$loom" train --config "$good" --nproc 2 --comm gloo --steps 1 \
+      --output.dir "$tmp/oversubscribed" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [[ $rc -eq 0 && $(grep -c "^loom: warning" "$tmp/stderr") -eq 1 ]] &&
+       grep -q "^loom: warning: 2 ranks on 1 core;" "$tmp/stderr"; then
+      echo "ok   oversubscribed: $(grep '^loom: warning' "$tmp/stderr")"; passes=$((passes + 1))
+    else
+      echo "FAIL oversubscribed: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+    fi
   fi
   expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
   expect_usage bad_comm "parallel.comm" -- train --config "$good" --nproc 2 --comm infiniband

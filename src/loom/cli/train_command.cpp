@@ -1,10 +1,12 @@
 // loom train: parse the configuration, check it, and either start the ranks (--nproc outside
 // a launcher: mpirun for the mpi backend, the built-in launcher for gloo and nccl) or train on
 // the ranks a launcher (mpirun, srun, torchrun, loom) started.
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +16,14 @@
 #include "loom/cli/config_reference.h"
 #include "loom/comm/world.h"
 #include "loom/launch/launcher.h"
+#include "loom/launch/mpirun.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/preemption.h"
 #include "loom/train/preflight.h"
+#include "loom/train/resume_check.h"
 #include "loom/train/trainer.h"
 
 namespace loom::cli {
@@ -38,6 +44,16 @@ examples:
   mpirun -n 4 loom train --config configs/gpt-fortunes.toml --pp 2 --schedule bfs --loops 2
   torchrun --nproc-per-node 4 --no-python loom train --config configs/gpt-fortunes.toml
   loom train --config configs/gpt-fortunes.toml --nproc 4 --resume runs/demo/checkpoint
+  loom train --config configs/gpt-fortunes.toml --nproc 4 --max-restarts 2
+
+with --nproc:
+  --max-restarts K   relaunch all ranks up to K times after a rank fails, resuming from the
+                     newest complete checkpoint in <output.dir>/checkpoint (default 0)
+  --stop-grace S     after SIGTERM/SIGINT, seconds the ranks get to finish the step and write
+                     a checkpoint before they are killed (default 300)
+
+SIGTERM or SIGINT (to the launcher or to any rank) stops every rank after the same step with
+a checkpoint; the exit code is then 143 (SIGTERM) or 130 (SIGINT). A second SIGINT stops at once.
 
 fields (section.name  type  default  help):
 )";
@@ -47,6 +63,8 @@ flags::Spec spec() {
   return {"train",
           {{"config", "configs/gpt-fortunes.toml"},
            {"nproc", "4"},
+           {"max-restarts", "1"},
+           {"stop-grace", "300"},
            // internal: the configuration reference as Markdown (docs/guide/configuration.md)
            {"help-markdown", "", true}},
           &config::flag_source()};
@@ -67,21 +85,48 @@ void print_help() {
                 f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.help.c_str());
 }
 
-[[noreturn]] void relaunch(int nproc, const std::string& self, const std::vector<std::string>& args) {
-  std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(nproc), "--oversubscribe",
-                                  "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"};
-  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.push_back(std::filesystem::read_symlink(self).string());  // mpirun must not run itself
-  cmd.push_back("train");
-  for (const auto& a : args) cmd.push_back(a);
-  setenv("OMP_NUM_THREADS", "1", 0);
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  std::vector<char*> argv;
-  for (auto& c : cmd) argv.push_back(c.data());
-  argv.push_back(nullptr);
-  ::execvp("mpirun", argv.data());
-  LOOM_USAGE("cannot run mpirun (", std::strerror(errno),
-             "); install Open MPI with scripts/install-deps.sh");
+// Runs `once` (one attempt of the whole job) and, after a failure that is neither a usage
+// error nor a preemption, again with --resume from the newest complete checkpoint, up to
+// `max_restarts` times.
+int run_with_restarts(const config::Config& cfg, const std::vector<std::string>& pass,
+                      int max_restarts,
+                      const std::function<launch::Outcome(const std::vector<std::string>&, int)>& once) {
+  namespace fs = std::filesystem;
+  const std::string root = (fs::path(cfg.output.dir) / "checkpoint").string();
+  // Only a checkpoint this job wrote: an older run's in the same folder is no resume point.
+  const auto started = fs::file_time_type::clock::now();
+  std::vector<std::string> args = pass;
+  for (int attempt = 0;; ++attempt) {
+    const launch::Outcome o = once(args, attempt);
+    if (o.code == 0 || o.code == 2 || o.stopped || attempt >= max_restarts) return o.code;
+    args = pass;
+    std::string from = "the start";
+    try {
+      std::string dir;
+      train::read_manifest(root, &dir);
+      if (fs::last_write_time(fs::path(dir) / "manifest.json") >= started) {
+        from = fs::path(dir).filename().string();
+        args.push_back("--output.resume=" + root);
+      }
+    } catch (const UsageError&) {  // no complete checkpoint yet
+    }
+    if (from == "the start" && !cfg.output.resume.empty()) from = cfg.output.resume;
+    // From the start: the folder holds the failed attempt's metrics, which may go.
+    if (from == "the start") args.push_back("--output.overwrite=true");
+    const std::string who = o.failed_rank >= 0 ? detail::concat("rank ", o.failed_rank) : "mpirun";
+    std::fprintf(stderr, "loom: %s failed (%s); restart %d of %d from %s\n", who.c_str(),
+                 o.why.c_str(), attempt + 1, max_restarts, from.c_str());
+  }
+}
+
+// More ranks than cores still trains, slowly: one line says so.
+void warn_oversubscribed(int nproc) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (cores > 0 && nproc > cores)
+    std::fprintf(stderr, "loom: warning: %d ranks on %d core%s; every step will be slower\n",
+                 nproc, cores, cores == 1 ? "" : "s");
 }
 
 // The backend the configuration asks for; "auto" follows the launch.
@@ -112,23 +157,39 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     print_help();
     return 0;
   }
+  if ((a.has("max-restarts") || a.has("stop-grace")) && (!a.has("nproc") || in_ranks) &&
+      problem.empty())
+    problem = "--max-restarts and --stop-grace need --nproc N outside a launcher (loom starts "
+              "and watches the ranks); drop them";
+  if (!problem.empty() && !in_ranks) throw UsageError(problem);
   if (a.has("nproc") && !in_ranks) {
     int n = flags::to_int("nproc", a.get("nproc"), 1, 4096);
+    const int max_restarts = flags::to_int("max-restarts", a.get("max-restarts", "0"), 0, 1000);
+    const int stop_grace = flags::to_int("stop-grace", a.get("stop-grace", "300"), 1, 86400);
     config::Config cfg = load(a);
-    train::preflight(cfg, n);
+    // The output folder is made last: a bad --resume target leaves nothing behind.
+    const bool resume = !cfg.output.resume.empty();
+    const train::Resolved r = train::preflight(cfg, n, /*check_output=*/!resume);
+    train::check_resume_target(cfg, r, n);
+    if (resume) train::preflight(cfg, n);
+    warn_oversubscribed(n);
     // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;
     if (a.has("config")) pass = {"--config", a.get("config")};
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
     const comm::BackendKind kind = chosen_backend(cfg);
-    if (kind == comm::BackendKind::Mpi) relaunch(n, self, pass);
-    launch::Options lo;
-    lo.nproc = n;
-    lo.comm = kind;
-    lo.command = {std::filesystem::read_symlink(self).string(), "train"};
-    lo.command.insert(lo.command.end(), pass.begin(), pass.end());
-    return launch::run_local(lo);
+    return run_with_restarts(cfg, pass, max_restarts, [&](const auto& args, int attempt) {
+      launch::Options lo;
+      lo.nproc = n;
+      lo.comm = kind;
+      lo.stop_grace_s = stop_grace;
+      lo.attempt = attempt;
+      // The binary itself: mpirun must not find this name on PATH and run itself.
+      lo.command = {std::filesystem::read_symlink(self).string(), "train"};
+      lo.command.insert(lo.command.end(), args.begin(), args.end());
+      return kind == comm::BackendKind::Mpi ? launch::run_mpirun(lo) : launch::run_once(lo);
+    });
   }
   // The backend comes from the configuration; if it does not parse, from the launch, so that
   // the ranks can agree below on who reports the problem.
@@ -137,7 +198,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (problem.empty()) kind = chosen_backend(load(a));
   } catch (const UsageError&) {
   }
+  // A signal while the ranks meet is a stop after the first step, not a crash; installed again
+  // after init in case the communication library set its own.
+  train::install_stop_handlers();
   comm::init(kind, argc, argv);
+  train::install_stop_handlers();
   comm::Backend& w = comm::world();
   // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
   config::Config cfg;
@@ -158,13 +223,19 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     comm::finalize();
     return 2;
   }
+  train::TrainResult res;
   {
     train::Trainer trainer(cfg, w);
-    trainer.run();
+    res = trainer.run();
   }
+  if (res.stop_signal && w.rank() == 0)
+    std::fprintf(stderr, "loom: stopped by %s after step %lld; checkpoint in %s; resume with --resume %s\n",
+                 train::stop_signal_name(res.stop_signal), static_cast<long long>(res.stop_step),
+                 res.stop_checkpoint.c_str(),
+                 (std::filesystem::path(cfg.output.dir) / "checkpoint").string().c_str());
   w.barrier()->wait();
   comm::finalize();
-  return 0;
+  return res.stop_signal ? 128 + res.stop_signal : 0;
 }
 
 }  // namespace loom::cli

@@ -1,6 +1,7 @@
 #include "loom/launch/launcher.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +22,11 @@ namespace loom::launch {
 namespace {
 
 volatile sig_atomic_t g_signal = 0;
-void remember_signal(int sig) { g_signal = sig; }
+volatile sig_atomic_t g_signals = 0;  // how many arrived
+void remember_signal(int sig) {
+  g_signal = sig;
+  g_signals = g_signals + 1;
+}
 
 struct Rank {
   pid_t pid = -1;
@@ -34,7 +39,9 @@ std::vector<std::string> rank_env(const Options& o, int rank, int port) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", r}, {"LOCAL_RANK", r}, {"WORLD_SIZE", n}, {"LOCAL_WORLD_SIZE", n},
       {"GROUP_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
-      {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(o.attempt)},
+      {"LOOM_RESTART_COUNT", std::to_string(o.attempt)},
       {"LOOM_COMM", std::string(comm::backend_name(o.comm))}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
@@ -57,9 +64,15 @@ pid_t spawn(const Options& o, int rank, int port) {
   envp.push_back(nullptr);
   for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw Error(detail::concat("cannot start rank ", rank, ": fork: ", std::strerror(errno)));
   if (pid > 0) return pid;
+  // Its own process group: a terminal's Ctrl-C reaches the rank once, through the launcher.
+  // If the launcher dies, the rank is told as if preempted.
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) ::_exit(1);
   ::execvpe(argv[0], argv.data(), envp.data());
   const char* why = std::strerror(errno);
   (void)!::write(2, "loom: error: cannot run ", 24);
@@ -73,9 +86,15 @@ pid_t spawn(const Options& o, int rank, int port) {
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status)) {
     const int s = WTERMSIG(status);
-    return detail::concat("was killed by signal ", s, " (", ::strsignal(s), ")");
+    return detail::concat("killed by signal ", s, " (", ::strsignal(s), ")");
   }
   return detail::concat("exited with code ", WEXITSTATUS(status));
+}
+
+// A rank that stopped on SIGTERM/SIGINT after its checkpoint (train/preemption.h).
+bool preempted(int status) {
+  return WIFEXITED(status) &&
+         (WEXITSTATUS(status) == 128 + SIGTERM || WEXITSTATUS(status) == 128 + SIGINT);
 }
 
 int exit_code(int status) {
@@ -84,9 +103,13 @@ int exit_code(int status) {
 
 }  // namespace
 
-int run_local(const Options& o) {
+int run_local(const Options& o) { return run_once(o).code; }
+
+Outcome run_once(const Options& o) {
   LOOM_CHECK(o.nproc >= 1 && !o.command.empty(), "launch needs ranks and a command");
   comm::StoreServer store;
+  g_signal = 0;
+  g_signals = 0;
   struct sigaction sa = {};
   sa.sa_handler = remember_signal;
   struct sigaction old_int = {}, old_term = {};
@@ -96,24 +119,36 @@ int run_local(const Options& o) {
   std::vector<Rank> ranks(o.nproc);
   for (int r = 0; r < o.nproc; ++r) ranks[r] = {spawn(o, r, store.port()), true};
   int running = o.nproc;
-  int result = 0;
+  Outcome out;
   bool stopping = false;
+  int forwarded = 0;  // signals passed on to the ranks
+  int first = 0;      // the first of them
   auto kill_at = std::chrono::steady_clock::time_point::max();
   auto signal_all = [&](int sig) {
     for (auto& k : ranks)
       if (k.running) ::kill(k.pid, sig);
   };
-  // Once: the others get `sig`, and SIGKILL if still running after the grace period.
-  auto stop_all = [&](int sig, int code) {
+  // Once: the others get `sig` (0: none), and SIGKILL if still running after `grace_s`.
+  auto stop_all = [&](int sig, int grace_s) {
     stopping = true;
-    result = code;
-    signal_all(sig);
-    kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.grace_s);
+    if (sig) signal_all(sig);
+    kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
   };
 
   while (running > 0) {
-    // A signal to the launcher is passed on once; the ranks decide how to stop.
-    if (g_signal && !stopping) stop_all(g_signal == SIGINT ? SIGINT : SIGTERM, 128 + g_signal);
+    // A signal to the launcher is passed on once; the ranks checkpoint and stop. A second
+    // one (Ctrl-C twice) kills them.
+    if (g_signals > forwarded) {
+      if (forwarded == 0) {
+        out.stopped = true;
+        first = g_signal;
+        if (!stopping) stop_all(g_signal == SIGINT ? SIGINT : SIGTERM, o.stop_grace_s);
+        else signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
+      } else {
+        signal_all(SIGKILL);
+      }
+      forwarded = g_signals;
+    }
     if (std::chrono::steady_clock::now() >= kill_at) signal_all(SIGKILL);
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -127,19 +162,31 @@ int run_local(const Options& o) {
     ranks[r].running = false;
     --running;
     const int code = exit_code(status);
-    if (code == 0 || stopping) continue;
+    if (code == 0) continue;
+    if (out.code == 0) out.code = code;
+    if (stopping) continue;
+    if (preempted(status)) {  // the others stop after the same step, as agreed
+      out.stopped = true;
+      stop_all(0, o.stop_grace_s);
+      continue;
+    }
+    out.failed_rank = r;
+    out.why = describe_exit(status);
+    // Killed by SIGTERM/SIGINT before it could stop cleanly: someone wants the job stopped.
+    out.stopped = WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
     // A usage error (exit 2) was already printed by the rank in one line.
     if (code != 2) {
       const std::string others =
           running ? detail::concat("; stopping the other ", running, running == 1 ? " rank" : " ranks") : "";
       std::fprintf(stderr, "loom: rank %d (pid %d) %s%s\n", r, static_cast<int>(pid),
-                   describe_exit(status).c_str(), others.c_str());
+                   (WIFSIGNALED(status) ? "was " + out.why : out.why).c_str(), others.c_str());
     }
-    stop_all(SIGTERM, code);
+    stop_all(SIGTERM, o.grace_s);
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
-  return result;
+  if (first && out.code != 0) out.code = 128 + first;  // as a shell reports it, even if killed
+  return out;
 }
 
 }  // namespace loom::launch

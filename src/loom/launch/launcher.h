@@ -15,11 +15,25 @@ struct Options {
   std::vector<std::string> command;  // argv; command[0] is found on PATH unless it has a '/'
   comm::BackendKind comm = comm::BackendKind::Gloo;  // passed to the ranks as LOOM_COMM
   int grace_s = 10;  // after a failure: seconds between SIGTERM and SIGKILL to the others
+  // After SIGTERM/SIGINT to the launcher, or a rank that stopped on one (exit 130 or 143):
+  // seconds the ranks get to finish the step and write a checkpoint before SIGKILL.
+  int stop_grace_s = 300;
+  int attempt = 0;  // restarts so far: LOOM_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT
+};
+
+struct Outcome {
+  int code = 0;          // as run_local returns
+  int failed_rank = -1;  // the first rank that failed, -1 for none
+  std::string why;       // "killed by signal 9", "exited with code 1"
+  bool stopped = false;  // the launcher or a rank got SIGTERM/SIGINT: no restart
 };
 
 // Runs the ranks to the end. Returns 0 when all exited with 0; otherwise the exit code of the
 // first rank that failed (128 + signal when it was killed), after stopping the others.
-// SIGINT/SIGTERM to this process are passed on to every rank.
+// SIGINT/SIGTERM to this process are passed on to every rank once (each rank is in its own
+// process group, so a terminal's Ctrl-C reaches the ranks only through here); a second one
+// kills them at once.
 int run_local(const Options& o);
+Outcome run_once(const Options& o);
 
 }  // namespace loom::launch

@@ -114,7 +114,7 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
 }
 
-void Checkpointer::save(int64_t steps_done) {
+std::string Checkpointer::save(int64_t steps_done) {
   const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
   const std::string name = step_name(steps_done);
   const fs::path dir = root / name;
@@ -164,6 +164,7 @@ void Checkpointer::save(int64_t steps_done) {
   }
   previous_ = steps_done;
   world_.barrier()->wait();
+  return dir.string();
 }
 
 int64_t Checkpointer::load(const std::string& path) {

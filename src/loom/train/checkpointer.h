@@ -36,8 +36,8 @@ class Checkpointer {
   Checkpointer(const config::Config& cfg, const Resolved& r, comm::Backend& world,
                const Stages& stages, const Syncs& syncs, const Optimizers& optimizers);
 
-  // <output.dir>/checkpoint/step-<steps_done>; collective over world.
-  void save(int64_t steps_done);
+  // <output.dir>/checkpoint/step-<steps_done>, returned; collective over world.
+  std::string save(int64_t steps_done);
   // Restores this rank's state from a checkpoint folder (or its parent with `latest`) written
   // with the same mesh and modes; returns the steps it had completed.
   int64_t load(const std::string& path);

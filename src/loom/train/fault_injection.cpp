@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "loom/train/preemption.h"
+
 namespace loom::train {
 
 namespace {
@@ -15,6 +17,8 @@ namespace {
 bool fault_here(int rank, int64_t step) {
   static const char* r = std::getenv("LOOM_FAULT_RANK");
   static const char* s = std::getenv("LOOM_FAULT_STEP");
+  static const char* restarts = std::getenv("LOOM_RESTART_COUNT");  // set by the launchers
+  if (restarts && std::atoi(restarts) > 0) return false;  // a restarted job runs clean
   return r && s && std::atoi(r) == rank && std::atoll(s) == step;
 }
 
@@ -34,9 +38,12 @@ void maybe_inject_fault(int rank, int64_t step) {
   const bool hang = fault_kind() == "hang";
   std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
                hang ? "hanging" : "killing", static_cast<long long>(step));
-  if (hang)
-    std::this_thread::sleep_for(std::chrono::hours(1));
-  else
+  if (hang) {
+    // Hung, but a SIGTERM from the launcher ends it as it would end the process without
+    // loom's stop handler (which only records it): no wait for the SIGKILL.
+    while (!local_stop_signal()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::_Exit(128 + local_stop_signal());
+  } else
     std::raise(SIGKILL);
 }
 

@@ -24,6 +24,7 @@
 #include "loom/train/evaluator.h"
 #include "loom/train/fault_injection.h"
 #include "loom/train/lr_schedule.h"
+#include "loom/train/preemption.h"
 #include "loom/train/preflight.h"
 #include "loom/train/run_trace.h"
 #include "loom/train/step_metrics.h"
@@ -61,7 +62,8 @@ struct Trainer::Impl {
   std::string schedule_name() const;
   void announce(RunMetrics& metrics) const;
   StepSample train_step(int64_t step);
-  void after_step(int64_t step, int64_t end, RunMetrics& metrics, TrainResult* res);
+  std::string after_step(int64_t step, int64_t end, RunMetrics& metrics, TrainResult* res);
+  bool stop_if_signalled(int64_t step, const std::string& saved, TrainResult* res);
   void finish(RunMetrics& metrics, TrainResult* res);
   TrainResult run(int64_t stop_after);
 };
@@ -221,8 +223,8 @@ StepSample Trainer::Impl::train_step(int64_t step) {
 }
 
 // Calibration, evaluation and checkpoints, each on its own period (the last step evaluates
-// and checkpoints always).
-void Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics, TrainResult* res) {
+// and checkpoints always). Returns the checkpoint folder written, or "".
+std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics, TrainResult* res) {
   const int64_t done = step + 1;
   if (calibration && done % cfg.output.calibrate_every == 0 && done < end) {
     const Calibration::Times t = calibration->run(base);
@@ -234,7 +236,19 @@ void Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics, T
     metrics.eval(done, e.loss, e.accuracy, res);
   }
   if ((cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0) || last)
-    checkpointer->save(done);
+    return checkpointer->save(done);
+  return "";
+}
+
+// Preemption: the ranks agree whether any was signalled; if so, all checkpoint this step.
+bool Trainer::Impl::stop_if_signalled(int64_t step, const std::string& saved, TrainResult* res) {
+  if (!stop_handlers_installed()) return false;
+  const int sig = agree_stop_signal(base);
+  if (!sig) return false;
+  res->stop_signal = sig;
+  res->stop_step = step + 1;
+  res->stop_checkpoint = saved.empty() ? checkpointer->save(step + 1) : saved;
+  return true;
 }
 
 // After the steps: the timeline, the final parameters and the summary.
@@ -270,7 +284,8 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
     exec->set_trace_origin(shared_trace_origin(base, [&] { return exec->trace_clock_us(); }));
   for (int64_t step = start_step; step < end; ++step) {
     metrics.step(train_step(step), &res);
-    after_step(step, end, metrics, &res);
+    const std::string saved = after_step(step, end, metrics, &res);
+    if (step + 1 < end && stop_if_signalled(step, saved, &res)) break;
   }
   finish(metrics, &res);
   return res;

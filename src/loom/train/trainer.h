@@ -36,6 +36,10 @@ struct TrainResult {
   // held at once, and persistent state (memory minus its working parts) + activations + those.
   int64_t peak_working_bytes = 0;
   int64_t peak_bytes = 0;
+  // Preempted (train/preemption.h): the signal, the steps completed and their checkpoint.
+  int stop_signal = 0;
+  int64_t stop_step = 0;
+  std::string stop_checkpoint;
 };
 
 class Trainer {

@@ -1,0 +1,122 @@
+#include "loom/launch/mpirun.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom/common/error.h"
+
+namespace loom::launch {
+namespace {
+
+volatile sig_atomic_t g_signals = 0;
+volatile sig_atomic_t g_signal = 0;
+void remember_signal(int sig) {
+  g_signal = sig;
+  g_signals = g_signals + 1;
+}
+
+// The processes whose parent is `pid` (mpirun's: the ranks on this machine).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> kids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    FILE* f = std::fopen((e.path() / "stat").c_str(), "r");
+    if (!f) continue;
+    int self = 0, parent = 0;
+    char state = 0;
+    // pid (comm) state ppid: comm may hold spaces, so scan past its closing parenthesis.
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    const char* close = std::strrchr(buf, ')');
+    if (close && std::sscanf(buf, "%d", &self) == 1 &&
+        std::sscanf(close + 1, " %c %d", &state, &parent) == 2 && parent == pid)
+      kids.push_back(self);
+  }
+  return kids;
+}
+
+}  // namespace
+
+Outcome run_mpirun(const Options& o) {
+  const std::string count = std::to_string(o.attempt);
+  setenv("LOOM_RESTART_COUNT", count.c_str(), 1);
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  std::vector<std::string> cmd = {"mpirun",
+                                  "-n",
+                                  std::to_string(o.nproc),
+                                  "--oversubscribe",
+                                  "-x",
+                                  "OMP_NUM_THREADS",
+                                  "-x",
+                                  "OPENBLAS_NUM_THREADS",
+                                  "-x",
+                                  "LOOM_RESTART_COUNT"};
+  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.insert(cmd.end(), o.command.begin(), o.command.end());
+  std::vector<char*> argv;
+  for (auto& c : cmd) argv.push_back(c.data());
+  argv.push_back(nullptr);
+  g_signal = 0;
+  g_signals = 0;
+  struct sigaction sa = {}, old_int = {}, old_term = {};
+  sa.sa_handler = remember_signal;
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(detail::concat("cannot start mpirun: fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the ranks once, through this process
+    ::execvp("mpirun", argv.data());
+    std::fprintf(
+        stderr,
+        "loom: error: cannot run mpirun (%s); install Open MPI with scripts/install-deps.sh\n",
+        std::strerror(errno));
+    ::_exit(2);
+  }
+  Outcome out;
+  int forwarded = 0, first = 0, status = 0;
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  auto signal_ranks = [&](int sig) {
+    for (pid_t k : children_of(pid)) ::kill(k, sig);
+  };
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (g_signals > forwarded) {
+      if (forwarded == 0) {
+        out.stopped = true;
+        first = g_signal;
+        signal_ranks(g_signal == SIGINT ? SIGINT : SIGTERM);
+        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(o.stop_grace_s);
+      } else {
+        signal_ranks(g_signal == SIGINT ? SIGINT : SIGKILL);  // a second SIGINT: they exit
+      }
+      forwarded = g_signals;
+    }
+    if (std::chrono::steady_clock::now() >= kill_at) signal_ranks(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  out.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  if (first && out.code != 0) out.code = 128 + first;
+  out.stopped |= out.code == 128 + SIGTERM || out.code == 128 + SIGINT;
+  if (out.code != 0)
+    out.why = WIFSIGNALED(status) ? detail::concat("killed by signal ", WTERMSIG(status))
+                                  : detail::concat("exited with code ", out.code);
+  return out;
+}
+
+}  // namespace loom::launch

@@ -1,0 +1,14 @@
+#pragma once
+// `mpirun -n N COMMAND` as a child of this process (not exec'd), so that loom train --nproc can
+// restart a failed job. SIGTERM/SIGINT to this process go straight to the ranks (mpirun's
+// children), once: signalled itself, mpirun would SIGKILL them after odls_base_sigkill_timeout
+// (1 s), too soon for a checkpoint, and sleep through that time in full. A second signal, or
+// the end of Options::stop_grace_s, kills them. The ranks get LOOM_RESTART_COUNT.
+#include "loom/launch/launcher.h"
+
+namespace loom::launch {
+
+// Uses nproc, command, attempt and stop_grace_s of `o`.
+Outcome run_mpirun(const Options& o);
+
+}  // namespace loom::launch

@@ -1,0 +1,25 @@
+#pragma once
+// Preemption: SIGTERM or SIGINT to a rank only sets a flag (async-signal-safe); at the end of
+// every step the ranks agree, with one all-reduce (max), whether any of them was signalled,
+// so that a signal to a single rank stops all of them after the same step. The trainer then
+// checkpoints and returns; the rank exits with 128 + the signal (143 SIGTERM, 130 SIGINT).
+// A second SIGINT (Ctrl-C twice) exits at once with 130.
+namespace loom::comm {
+class Backend;
+}  // namespace loom::comm
+
+namespace loom::train {
+
+// Installs the handlers (idempotent). Call after the communication backend is up, so that
+// no library replaces them.
+void install_stop_handlers();
+// Whether install_stop_handlers ran (the loom train ranks; not the in-process tests).
+bool stop_handlers_installed();
+// The signal this rank received, 0 for none.
+int local_stop_signal();
+// Collective over `world`: the largest signal any rank received, 0 for none.
+int agree_stop_signal(comm::Backend& world);
+// "SIGTERM", "SIGINT" or "signal N".
+const char* stop_signal_name(int sig);
+
+}  // namespace loom::train
