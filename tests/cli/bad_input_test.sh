@@ -51,15 +51,7 @@ expect_command_usage() {
 }
 
 good="$tmp/good.toml"
-cat >"$good" <<'TOML'
-[model]
-kind = "gpt"
-width = 32
-layers = 2
-heads = 2
-seq_len = 16
-[data]
-kind = "synthetic"
+cat "$(dirname "$0")/tiny_gpt.toml" - >"$good" <<'TOML'
 [train]
 steps = 3
 global_batch = 8

@@ -16,15 +16,7 @@ ok() { echo "ok   $1"; passes=$((passes + 1)); }
 fail() { echo "FAIL $1"; cat "$tmp/stderr" 2>/dev/null; fails=$((fails + 1)); }
 
 cfg="$tmp/tiny.toml"
-cat >"$cfg" <<'TOML'
-[model]
-kind = "gpt"
-width = 32
-layers = 2
-heads = 2
-seq_len = 16
-[data]
-kind = "synthetic"
+cat "$(dirname "$0")/tiny_gpt.toml" - >"$cfg" <<'TOML'
 synthetic_size = 256
 [train]
 steps = 4

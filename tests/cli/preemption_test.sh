@@ -15,15 +15,7 @@ fails=0
 passes=0
 steps=24
 cfg="$tmp/small.toml"
-cat >"$cfg" <<'TOML'
-[model]
-kind = "gpt"
-width = 32
-layers = 2
-heads = 2
-seq_len = 16
-[data]
-kind = "synthetic"
+cat "$(dirname "$0")/tiny_gpt.toml" - >"$cfg" <<'TOML'
 [train]
 global_batch = 8
 [output]

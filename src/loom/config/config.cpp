@@ -211,7 +211,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return out;
 }
 
-Rule one_of(std::vector<std::string> choices) {
+Rule one_of(const std::vector<std::string>& choices) {
   std::string text = "one of " + join(choices, "|");
   return {text, [=](const Ref& r) -> std::string {
             const std::string& v = *std::get<std::string*>(r);
@@ -222,7 +222,7 @@ Rule one_of(std::vector<std::string> choices) {
           }};
 }
 
-Rule int_one_of(std::vector<int64_t> choices) {
+Rule int_one_of(const std::vector<int64_t>& choices) {
   std::vector<std::string> names;
   for (int64_t c : choices) names.push_back(std::to_string(c));
   std::string text = "one of " + join(names, "|");
@@ -235,7 +235,8 @@ Rule int_one_of(std::vector<int64_t> choices) {
 }
 
 // A string rule from a predicate; `must` completes "must be ...".
-Rule string_rule(std::string text, std::string must, std::function<bool(const std::string&)> ok) {
+Rule string_rule(std::string text, const std::string& must,
+                 const std::function<bool(const std::string&)>& ok) {
   return {std::move(text), [=](const Ref& r) -> std::string {
             return ok(*std::get<std::string*>(r)) ? "" : "must be " + must;
           }};
