@@ -55,17 +55,23 @@ int main(int argc, char** argv) {
     char* end = nullptr;
     const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
     if (!f || i + 1 >= argc || *argv[i + 1] == '\0' || *end != '\0' || v < f->lo || v > f->hi) {
-      std::fprintf(stderr, "activation_reuse: bad flag or value at '%s'; usage at the top of "
-                   "bench/activation_reuse.cpp\n", argv[i]);
+      std::fprintf(stderr,
+                   "activation_reuse: bad flag or value at '%s'; usage at the top of "
+                   "bench/activation_reuse.cpp\n",
+                   argv[i]);
       return 2;
     }
     *f->value = static_cast<int>(v);
   }
   torch::set_num_threads(1);
   loom::config::ModelConfig cfg;
-  cfg.width = 128; cfg.seq_len = 64; cfg.heads = 4; cfg.layers = layers;
+  cfg.width = 128;
+  cfg.seq_len = 64;
+  cfg.heads = 4;
+  cfg.layers = layers;
   loom::model::Model m = loom::model::build(cfg, 1);
-  std::vector<std::shared_ptr<loom::model::Block>> stage(m.blocks.begin() + 1, m.blocks.begin() + 1 + layers);
+  std::vector<std::shared_ptr<loom::model::Block>> stage(m.blocks.begin() + 1,
+                                                         m.blocks.begin() + 1 + layers);
   std::vector<torch::Tensor> in, grad;
   for (int k = 0; k < live; ++k) {
     in.push_back(torch::randn({mb, cfg.seq_len, cfg.width}));
@@ -80,8 +86,10 @@ int main(int argc, char** argv) {
     }
     const double end = now() + gap_us * 1e-6;
     while (now() < end) {
-      if (spin == 1) std::this_thread::yield();
-      else if (spin == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (spin == 1)
+        std::this_thread::yield();
+      else if (spin == 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   };
   auto forward = [&](int k, Sums& s) {
@@ -112,14 +120,18 @@ int main(int argc, char** argv) {
     ys.clear();
     if (r < 3) continue;  // warm-up
     const double per = 1e3 / (live * layers);
-    af.push_back(adj.f * per); ab.push_back(adj.b * per);
-    pf.push_back(apart.f * per); pb.push_back(apart.b * per);
+    af.push_back(adj.f * per);
+    ab.push_back(adj.b * per);
+    pf.push_back(apart.f * per);
+    pb.push_back(apart.b * per);
   }
   using loom::model::median_of;
   std::printf("live %d, micro-batch %lld, %d layers, %d rounds; ms per layer (median)\n", live,
               static_cast<long long>(mb), layers, rounds);
-  std::printf("adjacent F %.3f B %.3f F+B %.3f\n", median_of(af), median_of(ab), median_of(af) + median_of(ab));
-  std::printf("apart    F %.3f B %.3f F+B %.3f\n", median_of(pf), median_of(pb), median_of(pf) + median_of(pb));
+  std::printf("adjacent F %.3f B %.3f F+B %.3f\n", median_of(af), median_of(ab),
+              median_of(af) + median_of(ab));
+  std::printf("apart    F %.3f B %.3f F+B %.3f\n", median_of(pf), median_of(pb),
+              median_of(pf) + median_of(pb));
   std::printf("apart / adjacent: F %.3f B %.3f F+B %.3f\n", median_of(pf) / median_of(af),
               median_of(pb) / median_of(ab),
               (median_of(pf) + median_of(pb)) / (median_of(af) + median_of(ab)));

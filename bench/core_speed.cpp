@@ -2,7 +2,8 @@
 // runs a small in-cache matrix product back to back for S seconds and prints, for every
 // window of 250 ms, its mean time over the fastest time that core ever showed (1.00 = full
 // speed). Memory plays no part (the data fits in L1), so a window above 1 means the core
-// itself ran slower: on a shared virtual machine, another tenant (docs/notes/planner-validation.md).
+// itself ran slower: on a shared virtual machine, another tenant
+// (docs/notes/planner-validation.md).
 //
 // usage: core_speed [--cores 0,1] [--seconds 10]
 //   e.g. `core_speed --cores 0` and then `core_speed --cores 0,1`: whether core 0 slows down
@@ -39,7 +40,9 @@ void run(int core, double total_s, Clock::time_point start, Trace* out) {
   CPU_ZERO(&set);
   CPU_SET(core, &set);
   if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
-    std::fprintf(stderr, "core_speed: cannot run on core %d; choose among the cores this process may use\n", core);
+    std::fprintf(stderr,
+                 "core_speed: cannot run on core %d; choose among the cores this process may use\n",
+                 core);
     std::exit(2);
   }
   std::vector<float> a(kN * kN), b(kN * kN, 0.5f), c(kN * kN, 0.f);
@@ -72,7 +75,8 @@ void run(int core, double total_s, Clock::time_point start, Trace* out) {
 }
 
 [[noreturn]] void usage_error(const std::string& why) {
-  std::fprintf(stderr, "core_speed: %s (usage: core_speed [--cores 0,1] [--seconds 10])\n", why.c_str());
+  std::fprintf(stderr, "core_speed: %s (usage: core_speed [--cores 0,1] [--seconds 10])\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -92,7 +96,8 @@ int main(int argc, char** argv) {
       while (std::getline(ss, item, ',')) {
         char* end = nullptr;
         long c = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end || c < 0 || c >= CPU_SETSIZE) usage_error("--cores wants core numbers such as 0,1; got '" + v + "'");
+        if (item.empty() || *end || c < 0 || c >= CPU_SETSIZE)
+          usage_error("--cores wants core numbers such as 0,1; got '" + v + "'");
         cores.push_back(int(c));
       }
     } else if (k == "--seconds") {
@@ -106,12 +111,14 @@ int main(int argc, char** argv) {
   std::vector<Trace> traces(cores.size());
   std::vector<std::thread> threads;
   const auto start = Clock::now();
-  for (size_t i = 0; i < cores.size(); ++i) threads.emplace_back(run, cores[i], total, start, &traces[i]);
+  for (size_t i = 0; i < cores.size(); ++i)
+    threads.emplace_back(run, cores[i], total, start, &traces[i]);
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < cores.size(); ++i) {
     const Trace& t = traces[i];
     int slow = 0;
-    std::printf("core %d (fastest %.1f us), mean / fastest per %.0f ms window:", cores[i], t.best * 1e6, kWindowS * 1e3);
+    std::printf("core %d (fastest %.1f us), mean / fastest per %.0f ms window:", cores[i],
+                t.best * 1e6, kWindowS * 1e3);
     for (double m : t.window_mean) {
       std::printf(" %.2f", m / t.best);
       slow += m / t.best > 1.3;

@@ -13,7 +13,9 @@ using namespace loom::comm;
 namespace {
 const std::vector<size_t> kCounts = {0, 1, 7, 1023, (1u << 20) + 3};
 
-float value(int rank, size_t i) { return static_cast<float>(rank + 1) * 0.5f + (i % 13); }
+float value(int rank, size_t i) {
+  return static_cast<float>(rank + 1) * 0.5f + (i % 13);
+}
 }  // namespace
 
 TEST(Comm, AllReduceSumMaxMin) {

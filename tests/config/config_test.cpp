@@ -64,8 +64,8 @@ class TempFile {
   explicit TempFile(const std::string& text) {
     static int counter = 0;
     path_ = (std::filesystem::temp_directory_path() /
-             ("loom_config_test_" + std::to_string(::getpid()) + "_" +
-              std::to_string(counter++) + ".toml"))
+             ("loom_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) +
+              ".toml"))
                 .string();
     std::ofstream(path_) << text;
   }
@@ -274,11 +274,11 @@ TEST(ConfigErrors, UnknownSectionOrField) {
   expect_toml_error("[model]\nlr = 0.1\n", {"'model.lr'", "did you mean 'train.lr'?"});
   expect_toml_error("[train]\noptimiser = \"sgd\"\n", {"did you mean 'train.optimizer'?"});
   expect_toml_error("[train]\nbatch = 8\n", {"did you mean 'train.global_batch'?"});
-  expect_toml_error("[quant]\nqqqqqqqq = 1\n", {"'quant.qqqqqqqq'", "fields of [quant]",
-                                                "bits, block"});
+  expect_toml_error("[quant]\nqqqqqqqq = 1\n",
+                    {"'quant.qqqqqqqq'", "fields of [quant]", "bits, block"});
   // Keys above every [section].
-  expect_toml_error("layers = 4\n", {"unknown field 'layers'", "belong in a section",
-                                     "'model.layers'"});
+  expect_toml_error("layers = 4\n",
+                    {"unknown field 'layers'", "belong in a section", "'model.layers'"});
   expect_toml_error("kind = \"gpt\"\n", {"'model.kind' or 'data.kind'"});
   expect_toml_error("[model.extra]\nx = 1\n", {"unknown field 'model.extra'"});
   expect_toml_error("model = 3\n", {"model must be a section [model], got 3"});
@@ -466,9 +466,8 @@ TEST(ConfigFlags, Errors) {
 // loom train reads its own flags and the fields in one pass of the flag parser.
 TEST(ConfigFlags, FieldsBesideACommandsOwnFlags) {
   flags::Spec spec{"train", {{"nproc", "4"}, {"config", "x.toml"}}, &flag_source()};
-  flags::Parsed p =
-      flags::parse({"--nproc", "4", "--layers", "3", "--config=x.toml", "--lr=0.1", "--seq-len", "8"},
-                   spec);
+  flags::Parsed p = flags::parse(
+      {"--nproc", "4", "--layers", "3", "--config=x.toml", "--lr=0.1", "--seq-len", "8"}, spec);
   Config c;
   for (const auto& item : p.items)
     if (item.from_source) set_flag(c, item.name, item.value, item.spelled);
@@ -480,10 +479,16 @@ TEST(ConfigFlags, FieldsBesideACommandsOwnFlags) {
   // Values are checked when set; an ambiguous name and a stray word never pass.
   expect_usage([&] { set_flag(c, "model.layers", "x", "layers"); }, {"model.layers", "--layers"});
   expect_usage([&] { flags::parse({"--kind", "gpt"}, spec); }, {"ambiguous"});
-  expect_usage([&] { flags::parse({"--nproc", "2", "extra"}, spec); },
-               {"unexpected argument 'extra' for loom train"});
-  expect_usage([&] { flags::parse({"--layer", "2"}, spec); },
-               {"unknown flag '--layer' for loom train; did you mean '--layers'?"});
+  expect_usage(
+      [&] {
+        flags::parse({"--nproc", "2", "extra"}, spec);
+      },
+      {"unexpected argument 'extra' for loom train"});
+  expect_usage(
+      [&] {
+        flags::parse({"--layer", "2"}, spec);
+      },
+      {"unknown flag '--layer' for loom train; did you mean '--layers'?"});
 }
 
 TEST(ConfigFlags, ShortNamesAreUniqueOrRejected) {
@@ -629,11 +634,29 @@ TEST(Config, ShippedConfigsLoad) {
 // The spellings: --dp-mode, --slim-core, --emulate-bandwidth (hyphens for "_" or ".").
 TEST(ConfigFlags, HyphenatedSpellings) {
   Config c;
-  apply_overrides(c, {"--dp-mode", "slim", "--slim-core", "0.3", "--slim-explore=0.05",
-                      "--slim-period", "2", "--slim-refresh", "5", "--slim-lambda", "0.5",
-                      "--slim-full-sync", "4", "--emulate-bandwidth", "1Gbit",
-                      "--emulate-latency", "50us", "--quant-bits", "4", "--global-batch", "32",
-                      "--slim.full-sync", "3"});
+  apply_overrides(c, {"--dp-mode",
+                      "slim",
+                      "--slim-core",
+                      "0.3",
+                      "--slim-explore=0.05",
+                      "--slim-period",
+                      "2",
+                      "--slim-refresh",
+                      "5",
+                      "--slim-lambda",
+                      "0.5",
+                      "--slim-full-sync",
+                      "4",
+                      "--emulate-bandwidth",
+                      "1Gbit",
+                      "--emulate-latency",
+                      "50us",
+                      "--quant-bits",
+                      "4",
+                      "--global-batch",
+                      "32",
+                      "--slim.full-sync",
+                      "3"});
   EXPECT_EQ(c.parallel.dp_mode, config::DpMode::Slim);
   EXPECT_DOUBLE_EQ(c.slim.core, 0.3);
   EXPECT_DOUBLE_EQ(c.slim.explore, 0.05);
@@ -680,8 +703,9 @@ TEST(ConfigEnums, SpellingsRoundTrip) {
   EXPECT_NE(toml.find("comm = \"gloo\"  # communication backend"), std::string::npos) << toml;
   EXPECT_NE(toml.find("one of auto|mpi|gloo|nccl"), std::string::npos) << toml;
   EXPECT_EQ(from_toml_string(toml), c);
-  expect_flag_error({"--comm", "tcp"},
-                    {"parallel.comm must be one of auto|mpi|gloo|nccl, got 'tcp' (from flag --comm)"});
+  expect_flag_error(
+      {"--comm", "tcp"},
+      {"parallel.comm must be one of auto|mpi|gloo|nccl, got 'tcp' (from flag --comm)"});
   std::ostringstream os;
   os << DpMode::Zero3;
   EXPECT_EQ(os.str(), "zero3");

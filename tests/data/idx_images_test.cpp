@@ -23,7 +23,9 @@ std::string be32(uint32_t v) {
           static_cast<char>(v)};
 }
 
-uint8_t pixel(int64_t image, int64_t p) { return static_cast<uint8_t>((image * 7 + p * 3) % 256); }
+uint8_t pixel(int64_t image, int64_t p) {
+  return static_cast<uint8_t>((image * 7 + p * 3) % 256);
+}
 
 std::string idx_images(uint32_t n, uint32_t rows = 28, uint32_t cols = 28,
                        uint32_t magic = 0x00000803) {

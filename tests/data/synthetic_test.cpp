@@ -50,15 +50,15 @@ TEST(SyntheticClassification, ShapesAndDeterminism) {
   const Batch alone = ds->get(std::vector<int64_t>{42});
   expect_same(alone, sample_within(*ds, 42, {1, 2, 3}, 0));
   expect_same(alone, sample_within(*ds, 42, {7, 900, 42, 0}, 3));
-  expect_same(alone, synthetic_classification({1, 28, 28}, 10, 1000, 5)->get(
-                         std::vector<int64_t>{42}));
+  expect_same(alone,
+              synthetic_classification({1, 28, 28}, 10, 1000, 5)->get(std::vector<int64_t>{42}));
   // Another seed gives other data.
-  EXPECT_NE(alone.input.f32,
-            synthetic_classification({1, 28, 28}, 10, 1000, 6)->get(std::vector<int64_t>{42})
-                .input.f32);
+  EXPECT_NE(
+      alone.input.f32,
+      synthetic_classification({1, 28, 28}, 10, 1000, 6)->get(std::vector<int64_t>{42}).input.f32);
   // Sample i does not depend on the dataset size either.
-  expect_same(alone, synthetic_classification({1, 28, 28}, 10, 50, 5)->get(
-                         std::vector<int64_t>{42}));
+  expect_same(alone,
+              synthetic_classification({1, 28, 28}, 10, 50, 5)->get(std::vector<int64_t>{42}));
 }
 
 TEST(SyntheticClassification, InputsLookNormalAndEveryClassOccurs) {

@@ -139,9 +139,9 @@ TEST(TextDataset, MissingOrEmpty) {
   EXPECT_NE(msg.find("data.path"), std::string::npos) << msg;
   fs::create_directories(dir.path() / "only_dat");
   write_file(dir / "only_dat/x.dat", "0123456789");
-  EXPECT_NE(usage_message([&] { open_text(dir / "only_dat", 2, Split::Train); })
-                .find("no text files"),
-            std::string::npos);
+  EXPECT_NE(
+      usage_message([&] { open_text(dir / "only_dat", 2, Split::Train); }).find("no text files"),
+      std::string::npos);
 }
 
 TEST(TextDataset, BadArguments) {

@@ -13,7 +13,10 @@ namespace loom::flags {
 namespace {
 
 const Spec kSimulate{"simulate",
-                     {{"layers", "24"}, {"seq-len", "2048"}, {"dp-mode", "zero3"}, {"json", ""},
+                     {{"layers", "24"},
+                      {"seq-len", "2048"},
+                      {"dp-mode", "zero3"},
+                      {"json", ""},
                       {"comm-child", "FILE", true}}};
 
 // The UsageError message of fn, checked to be one line; "" when nothing was thrown.
@@ -79,8 +82,9 @@ TEST(Flags, UnknownFlagSuggestsTheClosest) {
             "unknown flag '--layer' for loom simulate; did you mean '--layers'?");
   EXPECT_EQ(parse_error({"--seqlen=4"}),
             "unknown flag '--seqlen' for loom simulate; did you mean '--seq-len'?");
-  EXPECT_EQ(parse_error({"--zzzzzzzz"}), "unknown flag '--zzzzzzzz' for loom simulate; see loom "
-                                         "simulate --help");
+  EXPECT_EQ(parse_error({"--zzzzzzzz"}),
+            "unknown flag '--zzzzzzzz' for loom simulate; see loom "
+            "simulate --help");
   // Internal flags are accepted but never suggested.
   EXPECT_EQ(parse({"--comm-child", "f"}, kSimulate).get("comm-child"), "f");
   EXPECT_EQ(parse_error({"--comm-chil", "f"}).find("comm-child"), std::string::npos);

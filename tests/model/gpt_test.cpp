@@ -74,7 +74,8 @@ TEST(Gpt, MatchesTheReferenceForwardAndBackward) {
     Model::loss(ref, tgt).backward();
     for (auto& [n, p] : w) {
       ASSERT_TRUE(g[n].defined() && p.grad().defined()) << n;
-      const double rel = (g[n] - p.grad()).norm().item<double>() / (p.grad().norm().item<double>() + 1e-12);
+      const double rel =
+          (g[n] - p.grad()).norm().item<double>() / (p.grad().norm().item<double>() + 1e-12);
       EXPECT_LT(rel, 1e-5) << n << " t=" << t;
     }
   }

@@ -1,10 +1,11 @@
+#include "loom/model/partition.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
 #include "loom/common/error.h"
-#include "loom/model/partition.h"
 
 using loom::model::partition;
 using loom::model::Partition;

@@ -1,6 +1,8 @@
 // Stage boundary shapes on an interleaved layout (pp=2, loops=2: stages 0 and 2 on pipeline
 // rank 0, 1 and 3 on rank 1), one thread per rank over an in-process communicator; no MPI.
 // Each rank's specs must match a forward of the whole model.
+#include "loom/parallel/boundary_specs.h"
+
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -10,12 +12,10 @@
 #include <thread>
 #include <tuple>
 
+#include "../support/fake_backend.h"
 #include "loom/common/error.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
-#include "loom/parallel/boundary_specs.h"
-
-#include "../support/fake_backend.h"
 
 using namespace loom;
 

@@ -4,21 +4,21 @@
 // the lowered action list exactly: UNSHARD / RESHARD / REDUCE_GRAD where the list has them,
 // before_compute before every F/B/I/W (backward or not), on_last_backward right before the
 // stage's last backward of the step.
+#include "loom/parallel/executor.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "../support/fake_backend.h"
 #include "loom/comm/backend.h"
 #include "loom/common/error.h"
 #include "loom/model/model.h"
 #include "loom/parallel/dp_hooks.h"
-#include "loom/parallel/executor.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
-
-#include "../support/fake_backend.h"
 
 using namespace loom;
 using schedule::Kind;
@@ -37,7 +37,9 @@ class RecordingHooks : public parallel::DpHooks {
   RecordingHooks(int stage, std::vector<std::string>* log) : stage_(stage), log_(log) {}
   void unshard() override { note("unshard"); }
   void reshard() override { note("reshard"); }
-  void before_compute(bool backward) override { note(backward ? "compute-backward" : "compute-forward"); }
+  void before_compute(bool backward) override {
+    note(backward ? "compute-backward" : "compute-forward");
+  }
   void on_last_backward() override { note("last-backward"); }
   void reduce_grad() override { note("reduce"); }
 
@@ -51,12 +53,14 @@ class RecordingHooks : public parallel::DpHooks {
 std::vector<std::string> expected_calls(const std::vector<schedule::Action>& actions) {
   std::map<int, size_t> last_backward;
   for (size_t i = 0; i < actions.size(); ++i)
-    if (actions[i].kind == Kind::B || actions[i].kind == Kind::W) last_backward[actions[i].stage] = i;
+    if (actions[i].kind == Kind::B || actions[i].kind == Kind::W)
+      last_backward[actions[i].stage] = i;
   std::vector<std::string> out;
   for (size_t i = 0; i < actions.size(); ++i) {
     const auto& a = actions[i];
     const std::string s = " " + std::to_string(a.stage);
-    if (last_backward.count(a.stage) && last_backward[a.stage] == i) out.push_back("last-backward" + s);
+    if (last_backward.count(a.stage) && last_backward[a.stage] == i)
+      out.push_back("last-backward" + s);
     if (schedule::is_compute(a.kind))
       out.push_back((a.kind == Kind::F ? "compute-forward" : "compute-backward") + s);
     if (a.kind == Kind::UNSHARD) out.push_back("unshard" + s);

@@ -1,9 +1,9 @@
 // FusedAdamW against torch::optim::AdamW: same updates (to float rounding), same state, and
 // checkpoints that load into either.
+#include "loom/parallel/fused_adamw.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
-#include "loom/parallel/fused_adamw.h"
 
 namespace {
 

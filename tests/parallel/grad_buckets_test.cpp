@@ -1,10 +1,10 @@
 // Gradient bucketing, without MPI or libtorch: which parameters share a bucket, and when a
 // bucket is complete during the armed backward.
+#include "loom/parallel/grad_buckets.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
-#include "loom/parallel/grad_buckets.h"
 
 using loom::parallel::GradBuckets;
 

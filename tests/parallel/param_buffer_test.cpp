@@ -3,19 +3,19 @@
 // exactly this rank's data, so a sum is twice the input, a gather repeats this rank's shard,
 // and every call completes at once. It records what it is asked (kind, elements, where in the
 // buffer), which is what the tests check: views, bucket ranges, shards, bytes held.
+#include "loom/parallel/param_buffer.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "../support/fake_backend.h"
 #include "loom/comm/backend.h"
 #include "loom/comm/work.h"
 #include "loom/common/error.h"
 #include "loom/model/model.h"
 #include "loom/parallel/memory_tracker.h"
-#include "loom/parallel/param_buffer.h"
-
-#include "../support/fake_backend.h"
 
 using namespace loom;
 
@@ -155,7 +155,7 @@ TEST(ParamBuffer, BucketsAreRangesReducedInPlaceFromTheHooks) {
   }
   EXPECT_EQ(end, 0);
   const auto reduced = buf.grads().clone();  // two mirror ranks: twice the local sum
-  buf.start_grad_sync();  // REDUCE_GRAD: nothing left to start
+  buf.start_grad_sync();                     // REDUCE_GRAD: nothing left to start
   EXPECT_EQ(int(dp.calls.size()), b.size());
   buf.finish_grad_sync();  // mean over the two ranks
   EXPECT_TRUE(torch::equal(buf.grads(), reduced / 2));
@@ -226,7 +226,7 @@ TEST(ParamBuffer, ShardedPersistentKeepsFullParametersAndAMasterShard) {
   parallel::ParamBuffer buf(*net.stage, dp, o);
   const auto& l = buf.layout();
   EXPECT_TRUE(buf.params().defined());
-  EXPECT_NE(buf.shard_params().data_ptr(), buf.params().data_ptr());  // a copy
+  EXPECT_NE(buf.shard_params().data_ptr(), buf.params().data_ptr());              // a copy
   EXPECT_EQ(buf.shard_grads().data_ptr<float>(), buf.grads().data_ptr<float>());  // rank 0's view
   EXPECT_EQ(buf.shard_grads().numel(), l.shard);
   auto m = buf.memory();

@@ -59,7 +59,8 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
     // An all-to-all and an all-gather, each sending one quantized chunk to the other rank.
     EXPECT_EQ((pair->stats() - before).total_bytes(), uint64_t(2 * chunk));
     auto g = vec->w.grad();
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(g[i].item<float>(), mean[i]) << "step " << step << " i " << i;
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(g[i].item<float>(), mean[i]) << "step " << step << " i " << i;
     std::vector<float> e(4, 0.0f);
     if (pair->rank() == 0) {
       const float e1 = 0.03f - 0.03125f;
@@ -104,10 +105,13 @@ TEST_P(QuantBound, CloseToAllReduceAfterFiveSteps) {
   auto start = test::initial_params(c);
   double diff = test::max_update_diff(quant, ref, start);
   if (comm::world().rank() == 0)
-    std::printf("[ quant ] %d-bit blocks of %lld, %s dp=%d: max ||w_q - w_ar|| / ||w_ar - w_0|| = %.3g\n",
-                k.bits, static_cast<long long>(k.block), k.model.c_str(), k.dp, diff);
-  if (k.bits == 8) EXPECT_LE(diff, kQuantBound);
-  else EXPECT_LE(diff, 0.5);  // 4 bits: 1/14 of the block maximum per value; loose, reported
+    std::printf(
+        "[ quant ] %d-bit blocks of %lld, %s dp=%d: max ||w_q - w_ar|| / ||w_ar - w_0|| = %.3g\n",
+        k.bits, static_cast<long long>(k.block), k.model.c_str(), k.dp, diff);
+  if (k.bits == 8)
+    EXPECT_LE(diff, kQuantBound);
+  else
+    EXPECT_LE(diff, 0.5);  // 4 bits: 1/14 of the block maximum per value; loose, reported
 }
 
 INSTANTIATE_TEST_SUITE_P(All, QuantBound,

@@ -1,14 +1,14 @@
 // The quantizer of --dp-mode quant on hand-computed examples. Scales are powers of two where
 // possible so that every expected value is exact; where a value is not representable the
 // expectation is written as the float expression it must equal bit for bit.
+#include "loom/parallel/quantize.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#include "loom/parallel/quantize.h"
 
 using namespace loom::parallel::quant;
 

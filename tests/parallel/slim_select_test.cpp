@@ -1,14 +1,14 @@
 // How Slim-DP picks its coordinates: counts, significance, the core set, and the explorer
 // draw, whose uniformity over the non-core coordinates is checked by a chi-square test with a
 // fixed seed. The test is shown to reject two broken samplers, so it can fail.
+#include "loom/parallel/slim_select.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <vector>
-
-#include "loom/parallel/slim_select.h"
 
 using namespace loom::parallel::slim;
 
@@ -74,9 +74,9 @@ TEST(SlimSelect, SignificanceHandExample) {
   std::vector<float> g = {1.0f, -2.0f, 0.5f, 0.0f};
   std::vector<float> u = {0.0f, 1.0f, -3.0f, 4.0f};  // mean |u| = 2
   auto s = significance(g.data(), u.data(), 4, 2.0);
-  EXPECT_FLOAT_EQ(s[0], 1.0f);               // 1 * (1 + 2 * 0 / 2)
-  EXPECT_FLOAT_EQ(s[1], 2.0f * 2.0f);        // 2 * (1 + 2 * 1 / 2)
-  EXPECT_FLOAT_EQ(s[2], 0.5f * 4.0f);        // 0.5 * (1 + 2 * 3 / 2)
+  EXPECT_FLOAT_EQ(s[0], 1.0f);         // 1 * (1 + 2 * 0 / 2)
+  EXPECT_FLOAT_EQ(s[1], 2.0f * 2.0f);  // 2 * (1 + 2 * 1 / 2)
+  EXPECT_FLOAT_EQ(s[2], 0.5f * 4.0f);  // 0.5 * (1 + 2 * 3 / 2)
   EXPECT_FLOAT_EQ(s[3], 0.0f);
   auto mag = significance(g.data(), u.data(), 4, 0.0);  // lambda 0: magnitude only
   EXPECT_EQ(mag, (std::vector<float>{1.0f, 2.0f, 0.5f, 0.0f}));
@@ -148,11 +148,11 @@ TEST(SlimSelect, ChiSquareRejectsBrokenSamplers) {
   std::vector<int64_t> counts(s.pool.size(), 0);
   for (int64_t r = 0; r < kRounds; ++r) {
     auto e = draw(short_pool, s.m, explorer_seed(1234, 0, r));
-    for (auto i : e)
-      ++counts[std::lower_bound(s.pool.begin(), s.pool.end(), i) - s.pool.begin()];
+    for (auto i : e) ++counts[std::lower_bound(s.pool.begin(), s.pool.end(), i) - s.pool.begin()];
   }
   double x2;
-  EXPECT_FALSE(looks_uniform(counts, s.m, kRounds, &x2)) << "missed one coordinate, chi-square " << x2;
+  EXPECT_FALSE(looks_uniform(counts, s.m, kRounds, &x2))
+      << "missed one coordinate, chi-square " << x2;
   std::printf("[ slim ] chi-square of a sampler that misses one coordinate: %.1f (rejected)\n", x2);
   std::fill(counts.begin(), counts.end(), 0);
   const int64_t P = static_cast<int64_t>(s.pool.size());

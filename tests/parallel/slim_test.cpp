@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "loom/data/rng.h"
-#include "loom/parallel/slim_select.h"
 #include "loom/parallel/optimizer.h"
+#include "loom/parallel/slim_select.h"
 #include "loom/parallel/slim_sync.h"
 #include "sync_test_util.h"
 
@@ -55,8 +55,8 @@ INSTANTIATE_TEST_SUITE_P(All, SlimDegenerate,
                          ::testing::Values(EqCase{"cnn", 2, 1}, EqCase{"cnn", 4, 1},
                                            EqCase{"gpt", 2, 2}, EqCase{"gpt", 4, 2}),
                          [](const auto& info) {
-                           return info.param.model + "_dp" + std::to_string(info.param.dp) +
-                                  "_m" + std::to_string(info.param.m);
+                           return info.param.model + "_dp" + std::to_string(info.param.dp) + "_m" +
+                                  std::to_string(info.param.m);
                          });
 
 // One SlimSync on the whole world, on an MLP stage whose gradients differ on every rank.

@@ -8,11 +8,11 @@
 #include <map>
 #include <string>
 
+#include "../support/shared_tmp.h"
 #include "loom/comm/world.h"
 #include "loom/model/model.h"
 #include "loom/parallel/stage.h"
 #include "loom/train/trainer.h"
-#include "../support/shared_tmp.h"
 
 namespace loom::test {
 

@@ -1,17 +1,17 @@
 // Sharded data parallelism (zero1/2/3) inside pipelines: equivalence with single-process
 // training, exact resume, memory accounting and collective counts. 4 ranks.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
 
+#include "../support/shared_tmp.h"
 #include "loom/comm/world.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
 #include "loom/train/trainer.h"
-#include "../support/shared_tmp.h"
 
 using namespace loom;
 using loom::test::shared_tmp;
@@ -151,7 +151,9 @@ TEST_P(ZeroResume, ContinuesExactly) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, ZeroResume, ::testing::Values("zero1", "zero2", "zero3"));
 
-int64_t padded(int64_t n, int d) { return (n + d - 1) / d * d; }
+int64_t padded(int64_t n, int d) {
+  return (n + d - 1) / d * d;
+}
 
 // Memory at dp = 4 (pp = 1, one stage per rank), from the modes' and optimizers' accounting.
 // With P the stage's parameter count padded to a multiple of d, k = 2 AdamW values per
@@ -175,14 +177,16 @@ TEST(ZeroMemory, ShardedStateFallsAsOneOverDp) {
   EXPECT_EQ(z3.memory.working, 2 * P);
   EXPECT_EQ(z3.memory.total() - z3.memory.working, (2 + 2) * P / d);
   EXPECT_EQ(all.memory.total(), (2 + 2) * n * 4);
-  EXPECT_LE(z3.memory.total(), all.memory.total() / d + z3.memory.working + (2 + 2) * (P - n * 4) / d);
+  EXPECT_LE(z3.memory.total(),
+            all.memory.total() / d + z3.memory.working + (2 + 2) * (P - n * 4) / d);
   // The executor's concurrent peak of the working set cannot exceed the per-stage sum.
   EXPECT_GT(z3.peak_working_bytes, 0);
   EXPECT_LE(z3.peak_working_bytes, z3.memory.working);
   if (comm::world().rank() == 0)
-    std::printf("[ zero  ] dp=4 bytes per rank: allreduce %lld, zero3 %lld (sharded %lld + working %lld)\n",
-                (long long)all.memory.total(), (long long)z3.memory.total(),
-                (long long)(z3.memory.total() - z3.memory.working), (long long)z3.memory.working);
+    std::printf(
+        "[ zero  ] dp=4 bytes per rank: allreduce %lld, zero3 %lld (sharded %lld + working %lld)\n",
+        (long long)all.memory.total(), (long long)z3.memory.total(),
+        (long long)(z3.memory.total() - z3.memory.working), (long long)z3.memory.working);
 }
 
 // UNSHARD actions of pipeline rank `pp_rank` in the lowered schedule of c.
@@ -192,8 +196,8 @@ int unshards(const config::Config& c, int pp_rank) {
   lo.reshard_after_forward = c.parallel.reshard_after_forward;
   lo.max_unsharded = static_cast<int>(c.parallel.max_unsharded);
   auto s = schedule::lower(
-      schedule::generate(c.parallel.schedule, {int(c.parallel.pp), int(c.parallel.loops),
-                                               int(c.train.microbatches)}),
+      schedule::generate(c.parallel.schedule,
+                         {int(c.parallel.pp), int(c.parallel.loops), int(c.train.microbatches)}),
       lo);
   int n = 0;
   for (const auto& a : s.ranks[pp_rank]) n += a.kind == schedule::Kind::UNSHARD;
@@ -209,8 +213,12 @@ struct Counted {
 Counted count(const config::Config& c) {
   train::TrainResult r = train_on(c, 4);
   const auto& s = r.dp_last_step;
-  Counted k{s.calls[int(comm::OpKind::AllGather)], s.calls[int(comm::OpKind::ReduceScatter)],
-            s.calls[int(comm::OpKind::AllReduce)], s.total_bytes(), 0, 0};
+  Counted k{s.calls[int(comm::OpKind::AllGather)],
+            s.calls[int(comm::OpKind::ReduceScatter)],
+            s.calls[int(comm::OpKind::AllReduce)],
+            s.total_bytes(),
+            0,
+            0};
   for (auto& [name, t] : r.params) k.params += t.numel();
   k.padded = r.memory.optimizer / 2 / 4 * c.parallel.dp;  // AdamW: 2 values per shard element
   return k;
@@ -230,10 +238,11 @@ TEST(ZeroComm, BreadthFirstGathersTwicePerStage) {
   EXPECT_EQ(k.bytes, uint64_t(3 * k.padded * 4 * (d - 1) / d));
   EXPECT_NEAR(double(k.bytes), 3.0 * k.params * 4 * (d - 1) / d, 3.0 * v * 4 * (d - 1));
   if (w.rank() == 0)
-    std::printf("[ zero  ] bfs+zero3 rank 0: %llu all-gathers, %llu reduce-scatters, %llu bytes "
-                "(3P(d-1)/d = %.0f)\n",
-                (unsigned long long)k.gathers, (unsigned long long)k.scatters,
-                (unsigned long long)k.bytes, 3.0 * k.params * 4 * (d - 1) / d);
+    std::printf(
+        "[ zero  ] bfs+zero3 rank 0: %llu all-gathers, %llu reduce-scatters, %llu bytes "
+        "(3P(d-1)/d = %.0f)\n",
+        (unsigned long long)k.gathers, (unsigned long long)k.scatters, (unsigned long long)k.bytes,
+        3.0 * k.params * 4 * (d - 1) / d);
 }
 
 TEST(ZeroComm, KeepingParametersGatheredHalvesTheGathers) {
@@ -259,9 +268,10 @@ TEST(ZeroComm, InterleavedRegathersEveryVisit) {
   EXPECT_GT(expected, 2 * 2);  // more than breadth-first's 2 per stage
   EXPECT_EQ(k.scatters, 2u);
   if (w.rank() == 0)
-    std::printf("[ zero  ] interleaved+zero3 m=8 rank 0: %llu all-gathers (lowered UNSHARDs %d), "
-                "bfs would do 4\n",
-                (unsigned long long)k.gathers, expected);
+    std::printf(
+        "[ zero  ] interleaved+zero3 m=8 rank 0: %llu all-gathers (lowered UNSHARDs %d), "
+        "bfs would do 4\n",
+        (unsigned long long)k.gathers, expected);
 }
 
 TEST(ZeroComm, Zero2ScattersGradientsAndGathersParametersOncePerStage) {

@@ -62,10 +62,10 @@ TEST(Cluster, ErrorsNameTheKey) {
     t.erase(t.find(line), line.size());
     return t;
   };
-  EXPECT_EQ(error_of(without("memory_gb = 16\n")),
-            "x.toml: [device] memory_gb is missing; add it");
-  EXPECT_NE(error_of(without("[intra]\nbandwidth_gbs = 10\nlatency_us = 2\n")).find("[intra] is missing"),
-            std::string::npos);
+  EXPECT_EQ(error_of(without("memory_gb = 16\n")), "x.toml: [device] memory_gb is missing; add it");
+  EXPECT_NE(
+      error_of(without("[intra]\nbandwidth_gbs = 10\nlatency_us = 2\n")).find("[intra] is missing"),
+      std::string::npos);
   std::string bad = text;
   bad.replace(bad.find("devices = 2"), 11, "devices = 0");
   EXPECT_NE(error_of(bad).find("[node] devices must be in [1,"), std::string::npos);

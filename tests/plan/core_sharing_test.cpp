@@ -12,12 +12,12 @@ namespace loom::plan {
 namespace {
 
 TEST(CoreSharing, RateOfOneRank) {
-  EXPECT_DOUBLE_EQ(CoreSharing::rate(1, 2, 1.8), 1.0);              // alone
-  EXPECT_DOUBLE_EQ(CoreSharing::rate(2, 2, 1.8), 1.0 / 1.8);        // every core busy
+  EXPECT_DOUBLE_EQ(CoreSharing::rate(1, 2, 1.8), 1.0);                  // alone
+  EXPECT_DOUBLE_EQ(CoreSharing::rate(2, 2, 1.8), 1.0 / 1.8);            // every core busy
   EXPECT_DOUBLE_EQ(CoreSharing::rate(3, 4, 2.0), 1.0 / (1 + 2.0 / 3));  // in between
-  EXPECT_DOUBLE_EQ(CoreSharing::rate(4, 2, 1.8), 0.5 / 1.8);        // time-shared
+  EXPECT_DOUBLE_EQ(CoreSharing::rate(4, 2, 1.8), 0.5 / 1.8);            // time-shared
   EXPECT_DOUBLE_EQ(CoreSharing::rate(2, 1, 1.0), 0.5);
-  EXPECT_DOUBLE_EQ(CoreSharing::rate(2, 2, 0.5), 1.0);              // slowdown below 1 = 1
+  EXPECT_DOUBLE_EQ(CoreSharing::rate(2, 2, 0.5), 1.0);  // slowdown below 1 = 1
 }
 
 // Two jobs on one core: A (work 2) from 0, B (work 1) from 1. A alone 0..1 (1 left), then

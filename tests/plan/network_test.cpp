@@ -29,8 +29,8 @@ TEST(Network, Placement) {
 TEST(Network, PointToPoint) {
   Cluster c = two_level();
   Network n(c);
-  EXPECT_DOUBLE_EQ(n.p2p_s(1e9, 0, 3), 1e-6 + 0.01);   // same node
-  EXPECT_DOUBLE_EQ(n.p2p_s(1e9, 3, 4), 10e-6 + 0.1);   // across nodes
+  EXPECT_DOUBLE_EQ(n.p2p_s(1e9, 0, 3), 1e-6 + 0.01);  // same node
+  EXPECT_DOUBLE_EQ(n.p2p_s(1e9, 3, 4), 10e-6 + 0.1);  // across nodes
   EXPECT_DOUBLE_EQ(n.p2p_s(1e9, 2, 2), 0.0);
 }
 
@@ -39,7 +39,8 @@ TEST(Network, FlatRings) {
   Network n(c);
   // 4 ranks of one node, 1 GB: all-reduce 2*3 steps of (1 us + 0.25 GB / 100 GB/s).
   EXPECT_NEAR(n.collective_s(Collective::AllReduce, 1e9, {0, 1, 2, 3}), 6 * (1e-6 + 2.5e-3), 1e-15);
-  EXPECT_NEAR(n.collective_s(Collective::ReduceScatter, 1e9, {0, 1, 2, 3}), 3 * (1e-6 + 2.5e-3), 1e-15);
+  EXPECT_NEAR(n.collective_s(Collective::ReduceScatter, 1e9, {0, 1, 2, 3}), 3 * (1e-6 + 2.5e-3),
+              1e-15);
   EXPECT_NEAR(n.collective_s(Collective::AllGather, 1e9, {0, 1, 2, 3}), 3 * (1e-6 + 2.5e-3), 1e-15);
   // One rank per node on 2 nodes: 2 steps of (10 us + 0.5 GB / 10 GB/s).
   EXPECT_NEAR(n.collective_s(Collective::AllReduce, 1e9, {0, 4}), 2 * (10e-6 + 0.05), 1e-15);

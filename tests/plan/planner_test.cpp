@@ -6,7 +6,9 @@
 namespace loom::plan {
 namespace {
 
-Cluster a100() { return load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/a100-80gb.toml"); }
+Cluster a100() {
+  return load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/a100-80gb.toml");
+}
 
 PlanRequest small_request() {
   PlanRequest req;

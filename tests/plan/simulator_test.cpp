@@ -52,9 +52,10 @@ TEST(Simulator, BubblesOfSmallGrids) {
     schedule::Shape shape;
     double makespan_units;
   } cases[] = {
-      {"gpipe", {4, 1, 8}, 8 + 3},  {"1f1b", {4, 1, 8}, 8 + 3},   {"1f1b", {2, 1, 2}, 2 + 1},
-      {"bfs", {2, 2, 4}, 2 * 4 + 1}, {"bfs", {4, 2, 2}, 4 * 2 + 2 - 1},
-      {"interleaved", {2, 2, 4}, 2 * 4 + 1}, {"bfs", {3, 3, 5}, 3 * 5 + 2},
+      {"gpipe", {4, 1, 8}, 8 + 3},       {"1f1b", {4, 1, 8}, 8 + 3},
+      {"1f1b", {2, 1, 2}, 2 + 1},        {"bfs", {2, 2, 4}, 2 * 4 + 1},
+      {"bfs", {4, 2, 2}, 4 * 2 + 2 - 1}, {"interleaved", {2, 2, 4}, 2 * 4 + 1},
+      {"bfs", {3, 3, 5}, 3 * 5 + 2},
   };
   for (const Case& k : cases) {
     ConstantCostModel c(k.shape.stages());
@@ -128,8 +129,7 @@ TEST(Simulator, Zero3GathersBeforeCompute) {
   c.all_gather_s = 0.5;
   c.reduce_scatter_s = 0.25;
   c.optimizer = 0.1;
-  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2,
-                    DpMode::Zero3);
+  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2, DpMode::Zero3);
   EXPECT_DOUBLE_EQ(r.step_s, 4.35);
   EXPECT_DOUBLE_EQ(r.ranks[0].dp_s, 1.25);
   EXPECT_DOUBLE_EQ(r.ranks[0].optimizer_s, 0.1);
@@ -169,8 +169,7 @@ TEST(Simulator, GatheredParametersAndGradientBuffer) {
   c.mem.grad_buffer = 4;
   c.all_gather_s = 0.5;
   c.reduce_scatter_s = 0.25;
-  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2,
-                    DpMode::Zero3);
+  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2, DpMode::Zero3);
   EXPECT_DOUBLE_EQ(r.ranks[0].peak.params, 9.0);
   EXPECT_DOUBLE_EQ(r.ranks[0].peak.grads, 4.0);
 }

@@ -37,9 +37,9 @@ TEST(Transformer, FlopsNarayanan) {
   // the layers; the head is not recomputed).
   for (bool rc : {false, true}) {
     const double B = 1536, b = 1;
-    const double by_parts =
-        B / b * ((rc ? 4 : 3) * kGpt3.layers * layer_forward_flops(kGpt3, b) +
-                 3 * head_forward_flops(kGpt3, b));
+    const double by_parts = B / b *
+                            ((rc ? 4 : 3) * kGpt3.layers * layer_forward_flops(kGpt3, b) +
+                             3 * head_forward_flops(kGpt3, b));
     EXPECT_NEAR(iteration_flops(kGpt3, B, rc) / by_parts, 1.0, 1e-12) << rc;
   }
   EXPECT_NEAR(layer_params(kGpt3) * kGpt3.layers / 1e9, 174.0, 0.5);
@@ -52,7 +52,9 @@ TEST(Transformer, StateBytesPerDpMode) {
   EXPECT_DOUBLE_EQ(state_bytes_per_param(DpMode::Zero3, 8).total(), 2.0);
 }
 
-Cluster a100() { return load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/a100-80gb.toml"); }
+Cluster a100() {
+  return load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/a100-80gb.toml");
+}
 
 // The cost model's per-rank memory follows the byte counts and shards over dp.
 TEST(TransformerModel, MemoryPerDpMode) {
@@ -135,7 +137,8 @@ TEST(TransformerModel, ProfiledInputWeightSplit) {
   Transformer m{2, 128, 4, 64, 256, false};
   for (const char* kind : {"embedding", "layer", "head"}) {
     const bool emb = std::string(kind) == "embedding";
-    c.blocks.push_back({kind, 128, 64, 4, 256, 2, 0.002, 0.004, emb ? 0.0 : 0.003, emb ? 0.0 : 0.002});
+    c.blocks.push_back(
+        {kind, 128, 64, 4, 256, 2, 0.002, 0.004, emb ? 0.0 : 0.003, emb ? 0.0 : 0.002});
     // (I + W = 5 ms > B = 4 ms for the layers and the head)
   }
   Parallel p;

@@ -10,7 +10,9 @@
 namespace loom::schedule {
 
 // GoogleTest prints actions as "2F0".
-inline void PrintTo(const Action& a, std::ostream* os) { *os << to_string(a); }
+inline void PrintTo(const Action& a, std::ostream* os) {
+  *os << to_string(a);
+}
 
 }  // namespace loom::schedule
 

@@ -35,11 +35,19 @@ class FakeBackend : public comm::Backend {
   [[noreturn]] static comm::WorkPtr fail(const Call& c) {
     throw loom::Error("unexpected communication: " + c.what);
   }
-  comm::WorkPtr do_all_reduce(const at::Tensor&, comm::ReduceOp, const Call& c) override { fail(c); }
+  comm::WorkPtr do_all_reduce(const at::Tensor&, comm::ReduceOp, const Call& c) override {
+    fail(c);
+  }
   comm::WorkPtr do_reduce_scatter(const at::Tensor&, const at::Tensor&, comm::ReduceOp,
-                                  const Call& c) override { fail(c); }
-  comm::WorkPtr do_all_gather(const at::Tensor&, const at::Tensor&, const Call& c) override { fail(c); }
-  comm::WorkPtr do_all_to_all(const at::Tensor&, const at::Tensor&, const Call& c) override { fail(c); }
+                                  const Call& c) override {
+    fail(c);
+  }
+  comm::WorkPtr do_all_gather(const at::Tensor&, const at::Tensor&, const Call& c) override {
+    fail(c);
+  }
+  comm::WorkPtr do_all_to_all(const at::Tensor&, const at::Tensor&, const Call& c) override {
+    fail(c);
+  }
   comm::WorkPtr do_broadcast(const at::Tensor&, int, const Call& c) override { fail(c); }
   comm::WorkPtr do_barrier(const Call& c) override { fail(c); }
   comm::WorkPtr do_send(const at::Tensor&, int, int, const Call& c) override { fail(c); }

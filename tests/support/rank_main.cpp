@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
   int rc = RUN_ALL_TESTS();
   int any = rc;
-  loom::comm::world().all_reduce(&any, 1, loom::comm::DType::Int32, loom::comm::ReduceOp::Max)->wait();
+  loom::comm::world()
+      .all_reduce(&any, 1, loom::comm::DType::Int32, loom::comm::ReduceOp::Max)
+      ->wait();
   loom::comm::finalize();
   return any;
 }

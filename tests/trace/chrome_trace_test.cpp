@@ -1,7 +1,8 @@
+#include "loom/trace/chrome_trace.h"
+
 #include <gtest/gtest.h>
 
 #include "loom/common/error.h"
-#include "loom/trace/chrome_trace.h"
 
 using namespace loom;
 
@@ -13,14 +14,17 @@ TEST(ChromeTrace, OneEventPerLine) {
   t.thread_name(0, 1, "rank 1");
   t.complete({"1F0", "F", 1000, 250.5}, 0, 1, {{"stage", 1}, {"microbatch", 0}});
   t.complete({"wait:1B0", "wait", 12.34, 3}, 2, 0);
-  EXPECT_EQ(t.json(),
-            "{\"traceEvents\":[\n"
-            "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"run \\\"a\\\"\"}},\n"
-            "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"rank 1\"}},\n"
-            "{\"name\":\"1F0\",\"cat\":\"F\",\"ph\":\"X\",\"ts\":1000,\"dur\":250.5,\"pid\":0,\"tid\":1,"
-            "\"args\":{\"stage\":1,\"microbatch\":0}},\n"
-            "{\"name\":\"wait:1B0\",\"cat\":\"wait\",\"ph\":\"X\",\"ts\":12.3,\"dur\":3,\"pid\":2,\"tid\":0}\n"
-            "]}\n");
+  EXPECT_EQ(
+      t.json(),
+      "{\"traceEvents\":[\n"
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"run \\\"a\\\"\"}},\n"
+      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"rank "
+      "1\"}},\n"
+      "{\"name\":\"1F0\",\"cat\":\"F\",\"ph\":\"X\",\"ts\":1000,\"dur\":250.5,\"pid\":0,\"tid\":1,"
+      "\"args\":{\"stage\":1,\"microbatch\":0}},\n"
+      "{\"name\":\"wait:1B0\",\"cat\":\"wait\",\"ph\":\"X\",\"ts\":12.3,\"dur\":3,\"pid\":2,"
+      "\"tid\":0}\n"
+      "]}\n");
 }
 
 TEST(ChromeTrace, EmptyTraceIsValid) {
@@ -32,8 +36,8 @@ TEST(ChromeTrace, EscapesNames) {
 }
 
 TEST(ChromeTrace, PackRoundTrips) {
-  std::vector<trace::Event> events = {{"0F0", "F", 1.5, 2.25}, {"", "", -3, 0},
-                                      {"wait:dp:1B3", "dp_wait", 1e9, 0.125}};
+  std::vector<trace::Event> events = {
+      {"0F0", "F", 1.5, 2.25}, {"", "", -3, 0}, {"wait:dp:1B3", "dp_wait", 1e9, 0.125}};
   std::vector<trace::Event> back = trace::unpack(trace::pack(events));
   ASSERT_EQ(back.size(), events.size());
   for (size_t i = 0; i < events.size(); ++i) {

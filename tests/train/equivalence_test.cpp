@@ -2,6 +2,7 @@
 // batches. Every rank computes the single-process reference itself (tiny models), then the
 // first k ranks train in parallel and each compares the parameters of the stages it holds.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,13 +10,12 @@
 #include <fstream>
 #include <map>
 #include <numeric>
-#include <unistd.h>
 
+#include "../support/other_backend.h"
+#include "../support/shared_tmp.h"
 #include "loom/comm/world.h"
 #include "loom/schedule/generate.h"
 #include "loom/train/trainer.h"
-#include "../support/other_backend.h"
-#include "../support/shared_tmp.h"
 
 using namespace loom;
 using loom::test::shared_tmp;
@@ -145,12 +145,10 @@ std::vector<Case> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, DataParallel, ::testing::ValuesIn(cases()),
-                         [](const auto& info) {
-                           const Case& k = info.param;
-                           return k.model + "_" + k.opt + "_dp" + std::to_string(k.dp) + "_m" +
-                                  std::to_string(k.m);
-                         });
+INSTANTIATE_TEST_SUITE_P(All, DataParallel, ::testing::ValuesIn(cases()), [](const auto& info) {
+  const Case& k = info.param;
+  return k.model + "_" + k.opt + "_dp" + std::to_string(k.dp) + "_m" + std::to_string(k.m);
+});
 
 // The all-reduce of a bucket starts from the gradient hooks while the backward still runs.
 TEST(Overlap, BucketsStartDuringTheLastBackward) {
@@ -165,7 +163,8 @@ TEST(Overlap, BucketsStartDuringTheLastBackward) {
   double buckets = res.sync_metrics.at("buckets.0");
   double early = res.sync_metrics.at("buckets_overlapped.0");
   if (comm::world().rank() == 0)
-    std::printf("[ overlap ] %g of %g buckets started by hooks during the backward\n", early, buckets);
+    std::printf("[ overlap ] %g of %g buckets started by hooks during the backward\n", early,
+                buckets);
   EXPECT_GT(buckets, 4);
   // Every bucket whose parameters all receive gradients is started by the hooks.
   EXPECT_GE(early, buckets - 1);
@@ -245,7 +244,8 @@ TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
     EXPECT_NE(line.find("\"calib_micro_batch\": 8"), std::string::npos) << line;  // 16 / 2
     for (int q = 0; q < n; ++q)
       for (const char* what : {"layer", "loaded"}) {
-        const std::string key = "\"calib_" + std::string(what) + "_s_r" + std::to_string(q) + "\": ";
+        const std::string key =
+            "\"calib_" + std::string(what) + "_s_r" + std::to_string(q) + "\": ";
         size_t at = line.find(key);
         ASSERT_NE(at, std::string::npos) << line;
         EXPECT_GT(std::stod(line.substr(at + key.size())), 0.0) << line;
@@ -279,13 +279,15 @@ TEST(Trace, RanksShareOneTimeOrigin) {
     const size_t at = line.find("{\"name\":\"");
     if (at == std::string::npos || line.find("\"ph\":\"X\"") == std::string::npos) continue;
     const size_t ts_at = line.find("\"ts\":");
-    if (std::sscanf(line.c_str() + at, "{\"name\":\"%63[^\"]", name) == 1 && ts_at != std::string::npos &&
+    if (std::sscanf(line.c_str() + at, "{\"name\":\"%63[^\"]", name) == 1 &&
+        ts_at != std::string::npos &&
         std::sscanf(line.c_str() + ts_at, "\"ts\":%lf,\"dur\":%lf", &ts, &dur) == 2)
       span[name] = {ts, ts + dur};
   }
   for (int mb = 0; mb < 2; ++mb) {
     const std::string first = "0F" + std::to_string(mb), second = "1F" + std::to_string(mb);
-    ASSERT_TRUE(span.count(first) && span.count(second)) << "trace lacks " << first << " or " << second;
+    ASSERT_TRUE(span.count(first) && span.count(second))
+        << "trace lacks " << first << " or " << second;
     EXPECT_GE(span[second].first, span[first].second - 200.0)  // barrier skew: < 0.2 ms
         << second << " starts before " << first << " ends";
   }
@@ -325,9 +327,10 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
   sgd.train.lr = 0.05;
   double same_split = parallel_diff(sgd, k.pp * k.dp, k.dp * k.m);
   if (w.rank() == 0)
-    std::printf("[ equiv ] %s pp=%d loops=%d m=%d dp=%d max relative difference %.3g "
-                "(sgd vs same micro-batches %.3g)\n",
-                k.schedule.c_str(), k.pp, k.loops, k.m, k.dp, diff, same_split);
+    std::printf(
+        "[ equiv ] %s pp=%d loops=%d m=%d dp=%d max relative difference %.3g "
+        "(sgd vs same micro-batches %.3g)\n",
+        k.schedule.c_str(), k.pp, k.loops, k.m, k.dp, diff, same_split);
   // AdamW against one process on the whole batch: per-tensor relative differences of 3e-5 to
   // 1.2e-4 (the largest at m=2 with OpenBLAS's SkylakeX kernels, whose sums split differently
   // from the generic ones): float rounding that AdamW's g/sqrt(v) turns into whole-lr steps for
@@ -383,7 +386,8 @@ TEST(CustomSchedule, CsvRunsAndMatches) {
   c.parallel.dp = 1;
   c.parallel.schedule_file = path;
   double diff = parallel_diff(c, 2);
-  if (w.rank() == 0) std::printf("[ equiv ] custom csv pp=2 m=3 max relative difference %.3g\n", diff);
+  if (w.rank() == 0)
+    std::printf("[ equiv ] custom csv pp=2 m=3 max relative difference %.3g\n", diff);
   EXPECT_LE(diff, 1e-4);
 }
 

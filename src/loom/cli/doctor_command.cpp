@@ -111,8 +111,9 @@ int doctor_command(const std::vector<std::string>& args) {
             << "  MPI                 " << mpi << "\n"
             << "  BLAS in use         " << blas << "\n"
             << "  cores               " << cores << "\n"
-            << "  threads per rank    " << torch::get_num_threads() << " (OMP_NUM_THREADS="
-            << (omp ? omp : "unset") << ", MKL_NUM_THREADS=" << (mkl ? mkl : "unset") << ")\n"
+            << "  threads per rank    " << torch::get_num_threads()
+            << " (OMP_NUM_THREADS=" << (omp ? omp : "unset")
+            << ", MKL_NUM_THREADS=" << (mkl ? mkl : "unset") << ")\n"
             << "  matmul 512x512      " << gf << " GFLOP/s on one thread\n";
   int warnings = 0;
   if (blas.find("openblas") == std::string::npos && blas.find("mkl") == std::string::npos) {

@@ -11,7 +11,8 @@
 namespace loom::cli {
 namespace {
 
-const char* kLaunchHelp = R"(usage: loom launch --nproc N [--comm gloo|nccl|mpi] [--] COMMAND [ARGS ...]
+const char* kLaunchHelp =
+    R"(usage: loom launch --nproc N [--comm gloo|nccl|mpi] [--] COMMAND [ARGS ...]
 
 Starts N ranks of COMMAND on this machine, each with the torchrun environment (RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and LOOM_COMM set to the

@@ -28,16 +28,17 @@ using flags::to_int64;
 
 // The model and the cluster, for simulate and plan.
 const std::vector<Flag> kModelFlags = {
-    {"model", "gpt"}, {"layers", "24"}, {"width", "2048"}, {"heads", "16"}, {"seq-len", "2048"},
-    {"vocab", "51200"}, {"no-dropout", ""}, {"precision", "bf16"},
-    {"cluster", "clusters/a100-80gb.toml"}};
+    {"model", "gpt"},   {"layers", "24"},      {"width", "2048"},
+    {"heads", "16"},    {"seq-len", "2048"},   {"vocab", "51200"},
+    {"no-dropout", ""}, {"precision", "bf16"}, {"cluster", "clusters/a100-80gb.toml"}};
 
 std::vector<Flag> with_model_flags(std::vector<Flag> own) {
   own.insert(own.begin(), kModelFlags.begin(), kModelFlags.end());
   return own;
 }
 
-const char* kSimulateHelp = R"(usage: loom simulate --cluster FILE (model flags | --from-config FILE) [configuration]
+const char* kSimulateHelp =
+    R"(usage: loom simulate --cluster FILE (model flags | --from-config FILE) [configuration]
 
 Predicts one training step of a GPT: step time, pipeline bubble, exposed communication and
 peak memory per rank, by simulating the lowered schedule every rank runs.
@@ -62,7 +63,8 @@ example:
     --global-batch 512 --micro-batch-size 1 --dp-mode zero3 --recompute
 )";
 
-const char* kPlanHelp = R"(usage: loom plan --cluster FILE --gpus N --global-batch G (model flags) [options]
+const char* kPlanHelp =
+    R"(usage: loom plan --cluster FILE --gpus N --global-batch G (model flags) [options]
 
 Searches dp x pp x tp (tp inside a node), micro-batch size, micro-batch count, loops,
 schedule, dp-mode and recomputation; drops what does not fit in memory; ranks the rest by
@@ -93,8 +95,8 @@ void write_file(const std::string& path, const std::string& text, const std::str
 
 plan::Transformer model_from_flags(const flags::Parsed& a) {
   if (a.get("model", "gpt") != "gpt")
-    LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '",
-               a.get("model"), "'");
+    LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '", a.get("model"),
+               "'");
   for (const char* k : {"layers", "width", "heads", "seq-len"})
     if (!a.has(k)) LOOM_USAGE("--", k, " is required (or use --from-config FILE)");
   plan::Transformer m;
@@ -109,8 +111,9 @@ plan::Transformer model_from_flags(const flags::Parsed& a) {
 
 plan::Cluster cluster_from_flags(const flags::Parsed& a) {
   if (!a.has("cluster"))
-    LOOM_USAGE("--cluster is required: one of clusters/*.toml, or write one with "
-               "loom profile --out clusters/this-machine.toml");
+    LOOM_USAGE(
+        "--cluster is required: one of clusters/*.toml, or write one with "
+        "loom profile --out clusters/this-machine.toml");
   return plan::load_cluster(a.get("cluster"));
 }
 
@@ -151,13 +154,13 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
                  " but --global-batch is ", G, "; give two of the three");
     if (!has_b && has_m) {
       if (G % (int64_t(p.dp) * p.microbatches))
-        LOOM_USAGE("--global-batch ", G, " is not divisible by dp x microbatches = ",
-                   p.dp * p.microbatches);
+        LOOM_USAGE("--global-batch ", G,
+                   " is not divisible by dp x microbatches = ", p.dp * p.microbatches);
       p.micro_batch = G / (int64_t(p.dp) * p.microbatches);
     } else if (!has_m) {
       if (G % (int64_t(p.dp) * p.micro_batch))
-        LOOM_USAGE("--global-batch ", G, " is not divisible by dp x micro-batch-size = ",
-                   p.dp * p.micro_batch);
+        LOOM_USAGE("--global-batch ", G,
+                   " is not divisible by dp x micro-batch-size = ", p.dp * p.micro_batch);
       p.microbatches = static_cast<int>(G / (int64_t(p.dp) * p.micro_batch));
     }
   } else if (!has_m) {
@@ -166,10 +169,12 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
 }
 
 // A `loom train` configuration resolved as the trainer resolves it.
-void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p, std::vector<int>* cut) {
+void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p,
+                 std::vector<int>* cut) {
   config::Config cfg = config::load_file(a.get("from-config"));
   if (cfg.model.kind != config::ModelKind::Gpt)
-    LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind, "'");
+    LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind,
+               "'");
   if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
   if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
   if (a.has("loops")) cfg.parallel.loops = to_int("loops", a.get("loops"), 1, 1024);
@@ -181,8 +186,8 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
     cfg.train.global_batch = to_int64("global-batch", a.get("global-batch"), 1, 1 << 30);
   const int dp = cfg.parallel.dp > 0 ? static_cast<int>(cfg.parallel.dp) : 1;
   train::Resolved r = train::preflight(cfg, dp * static_cast<int>(cfg.parallel.pp), false);
-  *m = {cfg.model.layers, cfg.model.width, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
-        false};
+  *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
+        cfg.model.seq_len, cfg.model.vocab, false};
   p->dp = r.dp;
   p->pp = r.pp;
   p->loops = r.loops;
@@ -212,8 +217,9 @@ std::string json_line(const plan::Evaluation& e) {
      << ",\"rank0_grads_bytes\":" << r0.peak.grads
      << ",\"rank0_optimizer_bytes\":" << r0.peak.optimizer
      << ",\"rank0_activation_bytes\":" << r0.peak.activations
-     << ",\"rank0_compute_s\":" << r0.compute_s << ",\"rank0_dp_bytes\":" << r0.dp_bytes << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes
-     << ",\"compute_source\":\"" << e.compute_source << "\"}\n";
+     << ",\"rank0_compute_s\":" << r0.compute_s << ",\"rank0_dp_bytes\":" << r0.dp_bytes
+     << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes << ",\"compute_source\":\"" << e.compute_source
+     << "\"}\n";
   return os.str();
 }
 
@@ -221,15 +227,25 @@ std::string json_line(const plan::Evaluation& e) {
 
 int simulate_command(const std::vector<std::string>& args) {
   const flags::Parsed a = flags::parse(
-      args, {"simulate",
-             with_model_flags({{"from-config", "configs/gpt-fortunes.toml"}, {"gpus", "8"},
-                               {"dp", "2"}, {"pp", "2"}, {"tp", "2"}, {"loops", "2"},
-                               {"schedule", "bfs"}, {"microbatches", "8"},
-                               {"micro-batch-size", "1"}, {"global-batch", "64"},
-                               {"dp-mode", "zero3"}, {"recompute", ""},
-                               {"sequence-parallel", ""}, {"max-unsharded", "2"},
-                               {"no-reshard-after-forward", ""}, {"rank-speed", "1.2,1"},
-                               {"svg", "step.svg"}, {"trace", "step.json"}, {"json", ""}})});
+      args, {"simulate", with_model_flags({{"from-config", "configs/gpt-fortunes.toml"},
+                                           {"gpus", "8"},
+                                           {"dp", "2"},
+                                           {"pp", "2"},
+                                           {"tp", "2"},
+                                           {"loops", "2"},
+                                           {"schedule", "bfs"},
+                                           {"microbatches", "8"},
+                                           {"micro-batch-size", "1"},
+                                           {"global-batch", "64"},
+                                           {"dp-mode", "zero3"},
+                                           {"recompute", ""},
+                                           {"sequence-parallel", ""},
+                                           {"max-unsharded", "2"},
+                                           {"no-reshard-after-forward", ""},
+                                           {"rank-speed", "1.2,1"},
+                                           {"svg", "step.svg"},
+                                           {"trace", "step.json"},
+                                           {"json", ""}})});
   if (a.help) {
     std::cout << kSimulateHelp;
     return 0;
@@ -251,8 +267,10 @@ int simulate_command(const std::vector<std::string>& args) {
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
     if (*end != '\0' || !(x > 0 && x < 1e6))
-      LOOM_USAGE("--rank-speed takes positive numbers separated by commas (one per pipeline "
-                 "rank), got '", v, "'");
+      LOOM_USAGE(
+          "--rank-speed takes positive numbers separated by commas (one per pipeline "
+          "rank), got '",
+          v, "'");
     eo.rank_speed.push_back(x);
   }
   if (a.has("rank-speed") && eo.rank_speed.empty())
@@ -274,13 +292,18 @@ int simulate_command(const std::vector<std::string>& args) {
 }
 
 int plan_command(const std::vector<std::string>& args) {
-  const flags::Parsed a = flags::parse(
-      args, {"plan",
-             with_model_flags({{"gpus", "64"}, {"global-batch", "512"}, {"top", "10"},
-                               {"time-budget", "30s"}, {"memory-limit", "70GB"},
-                               {"schedules", "1f1b,bfs"}, {"dp-modes", "allreduce,zero3"},
-                               {"micro-batch-sizes", "1,2,4"}, {"loops", "1,2"},
-                               {"recompute", "both"}, {"json", ""}})});
+  const flags::Parsed a =
+      flags::parse(args, {"plan", with_model_flags({{"gpus", "64"},
+                                                    {"global-batch", "512"},
+                                                    {"top", "10"},
+                                                    {"time-budget", "30s"},
+                                                    {"memory-limit", "70GB"},
+                                                    {"schedules", "1f1b,bfs"},
+                                                    {"dp-modes", "allreduce,zero3"},
+                                                    {"micro-batch-sizes", "1,2,4"},
+                                                    {"loops", "1,2"},
+                                                    {"recompute", "both"},
+                                                    {"json", ""}})});
   if (a.help) {
     std::cout << kPlanHelp;
     return 0;
@@ -305,41 +328,49 @@ int plan_command(const std::vector<std::string>& args) {
   for (const std::string& s : flags::split_list(a.get("schedules"))) {
     bool known_name = false;
     for (const std::string& g : schedule::generator_names()) known_name = known_name || g == s;
-    if (!known_name) LOOM_USAGE("--schedules: unknown schedule '", s, "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1");
+    if (!known_name)
+      LOOM_USAGE("--schedules: unknown schedule '", s,
+                 "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1");
     req.schedules.push_back(s);
   }
-  for (const std::string& s : flags::split_list(a.get("dp-modes"))) req.dp_modes.push_back(plan::parse_dp_mode(s));
+  for (const std::string& s : flags::split_list(a.get("dp-modes")))
+    req.dp_modes.push_back(plan::parse_dp_mode(s));
   for (const std::string& s : flags::split_list(a.get("micro-batch-sizes")))
     req.micro_batches.push_back(to_int64("micro-batch-sizes", s, 1, 1 << 20));
-  for (const std::string& s : flags::split_list(a.get("loops"))) req.loops.push_back(to_int("loops", s, 1, 1024));
+  for (const std::string& s : flags::split_list(a.get("loops")))
+    req.loops.push_back(to_int("loops", s, 1, 1024));
   const std::string rc = a.get("recompute", "both");
-  if (rc == "on") req.recompute = {true};
-  else if (rc == "off") req.recompute = {false};
-  else if (rc != "both") LOOM_USAGE("--recompute must be on, off or both, got '", rc, "'");
+  if (rc == "on")
+    req.recompute = {true};
+  else if (rc == "off")
+    req.recompute = {false};
+  else if (rc != "both")
+    LOOM_USAGE("--recompute must be on, off or both, got '", rc, "'");
   const int top = to_int("top", a.get("top", "10"), 1, 100000);
 
   plan::PlanResult r = plan::plan(req, cluster);
   if (a.has("json")) {
     for (int i = 0; i < std::min<int>(top, static_cast<int>(r.ranked.size())); ++i) {
       const plan::Candidate& c = r.ranked[i];
-      std::printf("{\"rank\":%d,\"configuration\":\"%s\",\"step_s\":%.6g,\"tflops_per_device\":%.6g,"
-                  "\"model_tflops_per_device\":%.6g,\"bubble\":%.4g,\"exposed_comm_s\":%.6g,\"peak_bytes\":%.6g,\"dp\":%d,\"pp\":%d,"
-                  "\"tp\":%d,\"loops\":%d,\"m\":%d,\"b\":%lld,\"schedule\":\"%s\",\"dp_mode\":\"%s\","
-                  "\"recompute\":%s}\n",
-                  i + 1, c.par.describe().c_str(), c.step_s, c.tflops_per_gpu, c.model_tflops_per_gpu,
-                  c.bubble, c.exposed_s,
-                  c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops, c.par.microbatches,
-                  (long long)c.par.micro_batch, c.par.schedule.c_str(),
-                  config::name_of(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false");
+      std::printf(
+          "{\"rank\":%d,\"configuration\":\"%s\",\"step_s\":%.6g,\"tflops_per_device\":%.6g,"
+          "\"model_tflops_per_device\":%.6g,\"bubble\":%.4g,\"exposed_comm_s\":%.6g,\"peak_bytes\":"
+          "%.6g,\"dp\":%d,\"pp\":%d,"
+          "\"tp\":%d,\"loops\":%d,\"m\":%d,\"b\":%lld,\"schedule\":\"%s\",\"dp_mode\":\"%s\","
+          "\"recompute\":%s}\n",
+          i + 1, c.par.describe().c_str(), c.step_s, c.tflops_per_gpu, c.model_tflops_per_gpu,
+          c.bubble, c.exposed_s, c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops,
+          c.par.microbatches, (long long)c.par.micro_batch, c.par.schedule.c_str(),
+          config::name_of(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false");
     }
     return 0;
   }
-  std::printf("loom plan: GPT l=%lld h=%lld a=%lld s=%lld V=%lld on %d devices of %s, global "
-              "batch %lld, memory limit %s\n\n",
-              (long long)req.model.layers, (long long)req.model.hidden,
-              (long long)req.model.heads, (long long)req.model.seq_len,
-              (long long)req.model.vocab, req.gpus, cluster.name.c_str(),
-              (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
+  std::printf(
+      "loom plan: GPT l=%lld h=%lld a=%lld s=%lld V=%lld on %d devices of %s, global "
+      "batch %lld, memory limit %s\n\n",
+      (long long)req.model.layers, (long long)req.model.hidden, (long long)req.model.heads,
+      (long long)req.model.seq_len, (long long)req.model.vocab, req.gpus, cluster.name.c_str(),
+      (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
   std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
   std::printf("(searched in %.1f s)\n", r.elapsed_s);
   return 0;

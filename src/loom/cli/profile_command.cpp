@@ -11,7 +11,8 @@
 namespace loom::cli {
 namespace {
 
-const char* kProfileHelp = R"(usage: loom profile [--out clusters/this-machine.toml] [--config configs/gpt-fortunes.toml]
+const char* kProfileHelp =
+    R"(usage: loom profile [--out clusters/this-machine.toml] [--config configs/gpt-fortunes.toml]
                     [--micro-batch-sizes 1,2,4,8,16] [--seconds 1] [--no-comm] [--alone]
 
 Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
@@ -27,12 +28,17 @@ machine: what else runs is measured too.
 }  // namespace
 
 int profile_command(const std::vector<std::string>& args) {
-  const flags::Parsed a = flags::parse(
-      args, {"profile",
-             {{"out", "clusters/this-machine.toml"}, {"config", "configs/gpt-fortunes.toml"},
-              {"micro-batch-sizes", "1,2,4"}, {"seconds", "1"}, {"no-comm", ""}, {"alone", ""},
-              // internal: the ranks of the link measurement (profile::LinkChild)
-              {"comm-child", "FILE", true}, {"slowdown-mb", "4", true}}});
+  const flags::Parsed a =
+      flags::parse(args, {"profile",
+                          {{"out", "clusters/this-machine.toml"},
+                           {"config", "configs/gpt-fortunes.toml"},
+                           {"micro-batch-sizes", "1,2,4"},
+                           {"seconds", "1"},
+                           {"no-comm", ""},
+                           {"alone", ""},
+                           // internal: the ranks of the link measurement (profile::LinkChild)
+                           {"comm-child", "FILE", true},
+                           {"slowdown-mb", "4", true}}});
   if (a.help) {
     std::cout << kProfileHelp;
     return 0;

@@ -15,18 +15,24 @@
 namespace loom::cli {
 
 int schedule_command(const std::vector<std::string>& args) {
-  const flags::Parsed a = flags::parse(
-      args, {"schedule",
-             {{"schedule", "bfs"}, {"pp", "4"}, {"loops", "2"}, {"microbatches", "8"},
-              {"format", "ascii"}, {"out", "schedule.svg"}, {"file", "schedule.csv"},
-              {"dp-mode", "zero3"}, {"lower", ""}}});
+  const flags::Parsed a = flags::parse(args, {"schedule",
+                                              {{"schedule", "bfs"},
+                                               {"pp", "4"},
+                                               {"loops", "2"},
+                                               {"microbatches", "8"},
+                                               {"format", "ascii"},
+                                               {"out", "schedule.svg"},
+                                               {"file", "schedule.csv"},
+                                               {"dp-mode", "zero3"},
+                                               {"lower", ""}}});
   if (a.help) {
-    std::cout << "usage: loom schedule [--schedule NAME | --file FILE.csv] [--pp P] [--loops V]\n"
-                 "                     [--microbatches M] [--format ascii|svg|trace|csv]\n"
-                 "                     [--lower [--dp-mode allreduce|zero3]] [--out FILE]\n\n"
-                 "Generates a pipeline schedule (gpipe, 1f1b, interleaved, bfs, zb-h1), validates\n"
-                 "it and prints it. --lower adds the sends, receives and data-parallel actions the\n"
-                 "runtime executes. --file loads a hand-written CSV schedule instead.\n";
+    std::cout
+        << "usage: loom schedule [--schedule NAME | --file FILE.csv] [--pp P] [--loops V]\n"
+           "                     [--microbatches M] [--format ascii|svg|trace|csv]\n"
+           "                     [--lower [--dp-mode allreduce|zero3]] [--out FILE]\n\n"
+           "Generates a pipeline schedule (gpipe, 1f1b, interleaved, bfs, zb-h1), validates\n"
+           "it and prints it. --lower adds the sends, receives and data-parallel actions the\n"
+           "runtime executes. --file loads a hand-written CSV schedule instead.\n";
     return 0;
   }
   schedule::Schedule s;
@@ -43,8 +49,8 @@ int schedule_command(const std::vector<std::string>& args) {
     schedule::LowerOptions lo;
     // "none": one replica (no data-parallel actions); a mode: its actions on several.
     const std::string mode = a.get("dp-mode", "allreduce");
-    lo.dp_mode = mode == "none" ? schedule::DpMode::None
-                                : plan::lowering_mode(plan::parse_dp_mode(mode), 2);
+    lo.dp_mode =
+        mode == "none" ? schedule::DpMode::None : plan::lowering_mode(plan::parse_dp_mode(mode), 2);
     s = schedule::lower(s, lo);
     schedule::validate(s);
   }

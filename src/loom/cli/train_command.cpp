@@ -4,22 +4,21 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-
-#include <cstdio>
-#include <cstdlib>
 #include <iostream>
 
 #include "loom/cli/commands.h"
 #include "loom/cli/config_reference.h"
 #include "loom/comm/world.h"
-#include "loom/launch/launcher.h"
-#include "loom/launch/mpirun.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
+#include "loom/launch/launcher.h"
+#include "loom/launch/mpirun.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/preemption.h"
 #include "loom/train/preflight.h"
@@ -88,9 +87,9 @@ void print_help() {
 // Runs `once` (one attempt of the whole job) and, after a failure that is neither a usage
 // error nor a preemption, again with --resume from the newest complete checkpoint, up to
 // `max_restarts` times.
-int run_with_restarts(const config::Config& cfg, const std::vector<std::string>& pass,
-                      int max_restarts,
-                      const std::function<launch::Outcome(const std::vector<std::string>&, int)>& once) {
+int run_with_restarts(
+    const config::Config& cfg, const std::vector<std::string>& pass, int max_restarts,
+    const std::function<launch::Outcome(const std::vector<std::string>&, int)>& once) {
   namespace fs = std::filesystem;
   const std::string root = (fs::path(cfg.output.dir) / "checkpoint").string();
   // Only a checkpoint this job wrote: an older run's in the same folder is no resume point.
@@ -125,8 +124,8 @@ void warn_oversubscribed(int nproc) {
   CPU_ZERO(&set);
   const int cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   if (cores > 0 && nproc > cores)
-    std::fprintf(stderr, "loom: warning: %d ranks on %d core%s; every step will be slower\n",
-                 nproc, cores, cores == 1 ? "" : "s");
+    std::fprintf(stderr, "loom: warning: %d ranks on %d core%s; every step will be slower\n", nproc,
+                 cores, cores == 1 ? "" : "s");
 }
 
 // The backend the configuration asks for; "auto" follows the launch.
@@ -159,8 +158,9 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   }
   if ((a.has("max-restarts") || a.has("stop-grace")) && (!a.has("nproc") || in_ranks) &&
       problem.empty())
-    problem = "--max-restarts and --stop-grace need --nproc N outside a launcher (loom starts "
-              "and watches the ranks); drop them";
+    problem =
+        "--max-restarts and --stop-grace need --nproc N outside a launcher (loom starts "
+        "and watches the ranks); drop them";
   if (!problem.empty() && !in_ranks) throw UsageError(problem);
   if (a.has("nproc") && !in_ranks) {
     int n = flags::to_int("nproc", a.get("nproc"), 1, 4096);
@@ -229,7 +229,8 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     res = trainer.run();
   }
   if (res.stop_signal && w.rank() == 0)
-    std::fprintf(stderr, "loom: stopped by %s after step %lld; checkpoint in %s; resume with --resume %s\n",
+    std::fprintf(stderr,
+                 "loom: stopped by %s after step %lld; checkpoint in %s; resume with --resume %s\n",
                  train::stop_signal_name(res.stop_signal), static_cast<long long>(res.stop_step),
                  res.stop_checkpoint.c_str(),
                  (std::filesystem::path(cfg.output.dir) / "checkpoint").string().c_str());

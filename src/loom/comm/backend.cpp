@@ -12,12 +12,18 @@ namespace {
 
 torch::Dtype torch_dtype(DType t) {
   switch (t) {
-    case DType::Float32: return torch::kFloat32;
-    case DType::Float64: return torch::kFloat64;
-    case DType::Int32: return torch::kInt32;
-    case DType::Int64: return torch::kInt64;
-    case DType::UInt8: return torch::kUInt8;
-    case DType::BFloat16: return torch::kBFloat16;
+    case DType::Float32:
+      return torch::kFloat32;
+    case DType::Float64:
+      return torch::kFloat64;
+    case DType::Int32:
+      return torch::kInt32;
+    case DType::Int64:
+      return torch::kInt64;
+    case DType::UInt8:
+      return torch::kUInt8;
+    case DType::BFloat16:
+      return torch::kBFloat16;
   }
   return torch::kUInt8;
 }
@@ -50,7 +56,9 @@ void check_blocks(const char* op, const at::Tensor& whole, const at::Tensor& blo
   LOOM_CHECK(whole.scalar_type() == block.scalar_type(), op, ": input and output types differ");
 }
 
-uint64_t nbytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
+uint64_t nbytes(const at::Tensor& t) {
+  return static_cast<uint64_t>(t.numel()) * t.element_size();
+}
 
 }  // namespace
 
@@ -62,8 +70,8 @@ Backend::~Backend() = default;
 WorkPtr Backend::counted(OpKind op, std::string detail, uint64_t bytes, const Options& o,
                          const std::function<WorkPtr(const Call&)>& post) {
   std::ostringstream what;
-  what << op_name(op) << "(" << detail << ") on communicator '" << name_ << "' (rank "
-       << rank_ << " of " << size_ << ", " << backend_name(kind()) << ")";
+  what << op_name(op) << "(" << detail << ") on communicator '" << name_ << "' (rank " << rank_
+       << " of " << size_ << ", " << backend_name(kind()) << ")";
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.calls[static_cast<int>(op)] += 1;
@@ -139,8 +147,8 @@ WorkPtr Backend::recv(const at::Tensor& t, int src, int tag, const Options& o) {
   LOOM_CHECK(src >= 0 && src < size_, "recv from rank ", src, " of ", size_);
   LOOM_CHECK(tag >= 0 && tag <= max_tag(), "tag ", tag, " beyond the backend's ", max_tag());
   return counted(OpKind::Recv,
-                 describe(t) + " from " + std::to_string(src) + " tag " + std::to_string(tag), 0,
-                 o, [&](const Call& c) { return do_recv(t, src, tag, c); });
+                 describe(t) + " from " + std::to_string(src) + " tag " + std::to_string(tag), 0, o,
+                 [&](const Call& c) { return do_recv(t, src, tag, c); });
 }
 
 WorkPtr Backend::all_reduce(void* buf, size_t count, DType t, ReduceOp op, const Options& o) {
@@ -154,8 +162,7 @@ WorkPtr Backend::all_gather(const void* send, void* recv, size_t send_count, DTy
                             const Options& o) {
   return all_gather(host(send, send_count, t), host(recv, send_count * size_, t), o);
 }
-WorkPtr Backend::all_to_all(const void* send, void* recv, size_t count, DType t,
-                            const Options& o) {
+WorkPtr Backend::all_to_all(const void* send, void* recv, size_t count, DType t, const Options& o) {
   return all_to_all(host(send, count * size_, t), host(recv, count * size_, t), o);
 }
 WorkPtr Backend::broadcast(void* buf, size_t count, DType t, int root, const Options& o) {

@@ -40,8 +40,8 @@ class Backend {
   // In place.
   WorkPtr all_reduce(const at::Tensor& t, ReduceOp op = ReduceOp::Sum, const Options& o = {});
   // `in` holds size() blocks of out.numel(); this rank gets block rank() reduced into `out`.
-  WorkPtr reduce_scatter(const at::Tensor& in, const at::Tensor& out,
-                         ReduceOp op = ReduceOp::Sum, const Options& o = {});
+  WorkPtr reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op = ReduceOp::Sum,
+                         const Options& o = {});
   // `out` gets size() blocks of in.numel(), block i from rank i.
   WorkPtr all_gather(const at::Tensor& in, const at::Tensor& out, const Options& o = {});
   // `in` holds size() blocks, block j for rank j; `out` gets block i from rank i.

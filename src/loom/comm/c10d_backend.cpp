@@ -1,12 +1,12 @@
 #include "loom/comm/c10d_backend.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include <cstdlib>
 #include <exception>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "loom/comm/c10d_groups.h"
 #include "loom/common/error.h"
@@ -18,9 +18,12 @@ using Clock = std::chrono::steady_clock;
 
 c10d::ReduceOp c10d_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return c10d::ReduceOp::SUM;
-    case ReduceOp::Max: return c10d::ReduceOp::MAX;
-    case ReduceOp::Min: return c10d::ReduceOp::MIN;
+    case ReduceOp::Sum:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::Max:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::Min:
+      return c10d::ReduceOp::MIN;
   }
   return c10d::ReduceOp::SUM;
 }
@@ -39,7 +42,8 @@ class C10dWork : public Work {
     return true;
   }
   bool block_until(Clock::time_point deadline) override {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     try {
       // Gloo blocks the host; NCCL makes the current CUDA stream wait (events), not the host.
       return w_->wait(std::max(left, std::chrono::milliseconds(1)));
@@ -159,8 +163,8 @@ class C10dBackend : public Backend {
     for (size_t i = 0; i < members.size(); ++i)
       if (members[i] == rank()) me = static_cast<int>(i);
     LOOM_CHECK_GE(me, 0, "split: this rank is not among its color's members");
-    return std::make_unique<C10dBackend>(kind_, name, me, static_cast<int>(members.size()),
-                                         store, host_, timeout_);
+    return std::make_unique<C10dBackend>(kind_, name, me, static_cast<int>(members.size()), store,
+                                         host_, timeout_);
   }
 
  private:
@@ -247,6 +251,8 @@ StoreServer::StoreServer(std::chrono::milliseconds timeout) : impl_(std::make_un
 
 StoreServer::~StoreServer() = default;
 
-int StoreServer::port() const { return impl_->store->getPort(); }
+int StoreServer::port() const {
+  return impl_->store->getPort();
+}
 
 }  // namespace loom::comm

@@ -2,11 +2,10 @@
 // Inside comm/ only: creating c10d process groups (gloo_group.cpp, nccl_group.cpp). Includes
 // c10d headers, so only translation units that already use the precompiled torch header may
 // include it.
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace loom::comm {
 

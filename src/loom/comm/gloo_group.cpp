@@ -2,9 +2,8 @@
 // loom only passes gloo objects by pointer (devices, the store), so their layout never matters
 // here and nothing from libgloo is linked: the code is libtorch's.
 #define USE_C10D_GLOO 1
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
 #include <cstdlib>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "loom/comm/c10d_groups.h"
 

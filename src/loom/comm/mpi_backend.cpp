@@ -22,12 +22,18 @@ int size_of(MPI_Comm c) {
 
 MPI_Datatype mpi_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return MPI_FLOAT;
-    case at::kDouble: return MPI_DOUBLE;
-    case at::kInt: return MPI_INT32_T;
-    case at::kLong: return MPI_INT64_T;
-    case at::kByte: return MPI_UINT8_T;
-    default: break;
+    case at::kFloat:
+      return MPI_FLOAT;
+    case at::kDouble:
+      return MPI_DOUBLE;
+    case at::kInt:
+      return MPI_INT32_T;
+    case at::kLong:
+      return MPI_INT64_T;
+    case at::kByte:
+      return MPI_UINT8_T;
+    default:
+      break;
   }
   throw Error(detail::concat("the mpi backend cannot reduce or move ", t.scalar_type(),
                              " tensors; use --comm gloo or nccl"));
@@ -35,9 +41,12 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return MPI_SUM;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -56,13 +65,13 @@ struct Staged {
 };
 Staged stage(const at::Tensor& t, bool input, bool output) {
   if (t.device().is_cpu()) return {t, {}, output};
-  at::Tensor h = input ? t.to(torch::kCPU) : torch::empty(t.sizes(), t.options().device(torch::kCPU));
+  at::Tensor h =
+      input ? t.to(torch::kCPU) : torch::empty(t.sizes(), t.options().device(torch::kCPU));
   return {h, t, output};
 }
 
 // Posts one MPI call on the engine thread; `keep` holds the buffers alive until completion.
-WorkPtr post(const Backend::Call& c, std::vector<Staged> keep,
-             std::function<MPI_Request()> call) {
+WorkPtr post(const Backend::Call& c, std::vector<Staged> keep, std::function<MPI_Request()> call) {
   auto work = std::make_shared<EngineWork>(c.what, c.options.timeout, c.delay_s);
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;
   std::vector<at::Tensor> alive;
@@ -173,15 +182,17 @@ WorkPtr MpiBackend::do_barrier(const Call& c) {
 }
 
 WorkPtr MpiBackend::do_send(const at::Tensor& t, int dst, int tag, const Call& c) {
-  return post_one(c, t, true, false, [this, dst, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
-    MPI_Isend(b, n, y, dst, tag, comm_, q);
-  });
+  return post_one(c, t, true, false,
+                  [this, dst, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+                    MPI_Isend(b, n, y, dst, tag, comm_, q);
+                  });
 }
 
 WorkPtr MpiBackend::do_recv(const at::Tensor& t, int src, int tag, const Call& c) {
-  return post_one(c, t, false, true, [this, src, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
-    MPI_Irecv(b, n, y, src, tag, comm_, q);
-  });
+  return post_one(c, t, false, true,
+                  [this, src, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+                    MPI_Irecv(b, n, y, src, tag, comm_, q);
+                  });
 }
 
 std::unique_ptr<Backend> MpiBackend::do_split(const std::vector<int>& members, int color,

@@ -104,8 +104,7 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (active.empty())
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (active.empty()) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_ && queue_.empty() && active.empty()) return;
       while (!queue_.empty()) {
         Op op = std::move(queue_.front());
@@ -154,9 +153,8 @@ void Engine::loop() {
     }
     // Nobody blocked: back off so the compute thread keeps its core.
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::microseconds(idle_us), [&] {
-      return stopping_ || !queue_.empty() || waiters().load() > 0;
-    });
+    cv_.wait_for(lock, std::chrono::microseconds(idle_us),
+                 [&] { return stopping_ || !queue_.empty() || waiters().load() > 0; });
     idle_us = std::min(2 * idle_us, kIdleMaxUs);
   }
 }

@@ -2,13 +2,13 @@
 // streams of its own; a Work's wait() makes the caller's current stream wait for them (events),
 // so compute issued after wait() sees the result without a host synchronisation.
 #include "loom/comm/c10d_groups.h"
-
 #include "loom/common/error.h"
 
 #if LOOM_HAVE_CUDA
 #define USE_C10D_NCCL 1
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/cuda.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 namespace loom::comm {

@@ -10,7 +10,14 @@ namespace loom::comm {
 enum class DType : uint8_t { Float32, Float64, Int32, Int64, UInt8, BFloat16 };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 enum class OpKind : uint8_t {
-  AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv, AllToAll
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  Broadcast,
+  Barrier,
+  Send,
+  Recv,
+  AllToAll
 };
 constexpr int kOpKinds = 8;
 

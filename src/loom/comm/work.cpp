@@ -53,13 +53,13 @@ void Work::wait() {
   if (ok) std::this_thread::sleep_until(ready_at_);
   waited_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (!failure.empty())
-    throw Error(detail::concat("[rank ", log::rank(), "] communication failed: ", what_, ": ",
-                               failure));
+    throw Error(
+        detail::concat("[rank ", log::rank(), "] communication failed: ", what_, ": ", failure));
   if (!ok)
-    throw Error(detail::concat(
-        "[rank ", log::rank(), "] communication timeout: ", what_, " did not complete within ",
-        timeout_.count() / 1000.0, " s (a peer rank died or waits on a different operation; ",
-        "raise LOOM_COMM_TIMEOUT_S if the machine is just slow)"));
+    throw Error(detail::concat("[rank ", log::rank(), "] communication timeout: ", what_,
+                               " did not complete within ", timeout_.count() / 1000.0,
+                               " s (a peer rank died or waits on a different operation; ",
+                               "raise LOOM_COMM_TIMEOUT_S if the machine is just slow)"));
   complete_once();
   finished_ = true;
   if (finish_) finish_();

@@ -26,8 +26,9 @@ void init_mpi(int* argc, char*** argv) {
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE)
-      throw Error("the MPI library does not provide MPI_THREAD_MULTIPLE; rebuild Open MPI with "
-                  "thread support");
+      throw Error(
+          "the MPI library does not provide MPI_THREAD_MULTIPLE; rebuild Open MPI with "
+          "thread support");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   }
   g_mpi = true;
@@ -63,7 +64,9 @@ bool launched_by_mpi() {
   return false;
 }
 
-bool launched_by_env() { return std::getenv("RANK") && std::getenv("WORLD_SIZE"); }
+bool launched_by_env() {
+  return std::getenv("RANK") && std::getenv("WORLD_SIZE");
+}
 
 BackendKind launch_backend() {
   if (const char* c = std::getenv("LOOM_COMM"); c && *c) return parse_backend(c);
@@ -76,8 +79,9 @@ void init(BackendKind kind, int* argc, char*** argv) {
   LOOM_CHECK(!g_world, "loom::comm::init() called twice");
   if (kind == BackendKind::Mpi) {
     if (launched_by_env() && !launched_by_mpi() && std::atoi(std::getenv("WORLD_SIZE")) > 1)
-      LOOM_USAGE("--comm mpi needs ranks started by mpirun or srun; under torchrun or "
-                 "`loom launch` use --comm gloo (CPU) or nccl (GPU)");
+      LOOM_USAGE(
+          "--comm mpi needs ranks started by mpirun or srun; under torchrun or "
+          "`loom launch` use --comm gloo (CPU) or nccl (GPU)");
     init_mpi(argc, argv);
     g_world = std::make_unique<MpiBackend>(MPI_COMM_WORLD, "world", false);
     Engine::instance().start();
@@ -90,7 +94,9 @@ void init(BackendKind kind, int* argc, char*** argv) {
   log::set_rank(g_world->rank());
 }
 
-bool initialized() { return g_world != nullptr; }
+bool initialized() {
+  return g_world != nullptr;
+}
 
 void finalize() {
   if (g_mpi) Engine::instance().stop();

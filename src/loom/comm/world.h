@@ -28,10 +28,10 @@ void finalize();
 bool initialized();
 // Brings every rank down (after printing the caller's message): MPI_Abort on the world under
 // MPI; elsewhere this process exits and its launcher stops the others.
-[[noreturn]] // Ends a process that is not part of a job of several ranks (never initialized, or a world
-// of one) with `code`, quietly.
+[[noreturn]] void abort_all(int code);
+// Ends a process that is not part of a job of several ranks (never initialized, or a world of
+// one) with `code`, quietly.
 [[noreturn]] void exit_alone(int code);
-void abort_all(int code);
 
 Backend& world();
 
@@ -52,6 +52,8 @@ struct Mesh {
 
 // Builds the mesh; throws UsageError when dp * pp != world size.
 Mesh make_mesh(Backend& base, int dp, int pp);
-inline Mesh make_mesh(int dp, int pp) { return make_mesh(world(), dp, pp); }
+inline Mesh make_mesh(int dp, int pp) {
+  return make_mesh(world(), dp, pp);
+}
 
 }  // namespace loom::comm

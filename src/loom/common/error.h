@@ -33,23 +33,22 @@ std::string concat(const Args&... args) {
 
 }  // namespace loom
 
-#define LOOM_CHECK(cond, ...)                                                   \
-  do {                                                                          \
-    if (!(cond))                                                                \
-      ::loom::detail::check_failed(__FILE__, __LINE__,                          \
-                                   ::loom::detail::concat("check failed: " #cond " ", \
-                                                          ##__VA_ARGS__));      \
+#define LOOM_CHECK(cond, ...)                                                                     \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      ::loom::detail::check_failed(                                                               \
+          __FILE__, __LINE__, ::loom::detail::concat("check failed: " #cond " ", ##__VA_ARGS__)); \
   } while (0)
 
-#define LOOM_CHECK_OP(a, op, b, ...)                                            \
-  do {                                                                          \
-    const auto& loom_a_ = (a);                                                  \
-    const auto& loom_b_ = (b);                                                  \
-    if (!(loom_a_ op loom_b_))                                                  \
-      ::loom::detail::check_failed(                                             \
-          __FILE__, __LINE__,                                                   \
-          ::loom::detail::concat("check failed: " #a " " #op " " #b " (", loom_a_, \
-                                 " vs ", loom_b_, ") ", ##__VA_ARGS__));        \
+#define LOOM_CHECK_OP(a, op, b, ...)                                                       \
+  do {                                                                                     \
+    const auto& loom_a_ = (a);                                                             \
+    const auto& loom_b_ = (b);                                                             \
+    if (!(loom_a_ op loom_b_))                                                             \
+      ::loom::detail::check_failed(                                                        \
+          __FILE__, __LINE__,                                                              \
+          ::loom::detail::concat("check failed: " #a " " #op " " #b " (", loom_a_, " vs ", \
+                                 loom_b_, ") ", ##__VA_ARGS__));                           \
   } while (0)
 
 #define LOOM_CHECK_EQ(a, b, ...) LOOM_CHECK_OP(a, ==, b, ##__VA_ARGS__)

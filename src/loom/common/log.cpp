@@ -15,10 +15,18 @@ void emit(const char* level, const std::string& msg) {
 }
 }  // namespace
 
-void set_rank(int r) { g_rank = r; }
-int rank() { return g_rank; }
-void info(const std::string& msg) { emit("", msg); }
-void warn(const std::string& msg) { emit("warning: ", msg); }
+void set_rank(int r) {
+  g_rank = r;
+}
+int rank() {
+  return g_rank;
+}
+void info(const std::string& msg) {
+  emit("", msg);
+}
+void warn(const std::string& msg) {
+  emit("warning: ", msg);
+}
 void info0(const std::string& msg) {
   if (g_rank <= 0) emit("", msg);
 }

@@ -26,7 +26,9 @@ std::string escape(std::string_view s) {
   return out;
 }
 
-std::string quote(std::string_view s, char q) { return q + escape(s) + q; }
+std::string quote(std::string_view s, char q) {
+  return q + escape(s) + q;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);

@@ -3,6 +3,8 @@
 // all walk that one table, so adding a field means adding one line there.
 #include "loom/config/config.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -15,7 +17,6 @@
 #include <optional>
 #include <sstream>
 #include <system_error>
-#include <toml++/toml.h>
 #include <variant>
 
 #include "loom/common/error.h"
@@ -168,8 +169,8 @@ std::string type_name(const Ref& r) {
 
 Rule int_range(int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max()) {
   const bool open_top = hi == std::numeric_limits<int64_t>::max();
-  std::string text = open_top ? ">= " + std::to_string(lo)
-                              : std::to_string(lo) + ".." + std::to_string(hi);
+  std::string text =
+      open_top ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
   return {text, [=](const Ref& r) -> std::string {
             int64_t v = *std::get<int64_t*>(r);
             if (v >= lo && v <= hi) return "";
@@ -195,8 +196,8 @@ Rule float_range(double lo, bool lo_open, double hi = kNoLimit, bool hi_open = t
   if (hi == kNoLimit) {
     text = (lo_open ? "> " : ">= ") + number_text(lo);
   } else {
-    text = std::string("in ") + (lo_open ? "(" : "[") + number_text(lo) + ", " +
-           number_text(hi) + (hi_open ? ")" : "]");
+    text = std::string("in ") + (lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) +
+           (hi_open ? ")" : "]");
   }
   return {text, [=](const Ref& r) -> std::string {
             double v = *std::get<double*>(r);
@@ -278,7 +279,7 @@ bool parses_or_empty(const std::string& s) {
 
 // Section, name and accessor from one spelling, so the three cannot drift apart.
 #define LOOM_FIELD(section, member) \
-  #section, #member, [](Config& c) -> Ref { return to_ref(&c.section.member); }
+#section, #member, [](Config & c) -> Ref { return to_ref(&c.section.member); }
 
 const std::vector<Field>& schema() {
   static const std::vector<Field> table = {
@@ -286,14 +287,12 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(model, vocab), "vocabulary size (gpt; 256 = bytes)", int_range(2, 65536)},
       {LOOM_FIELD(model, seq_len), "context length T (gpt)", int_range(1)},
       {LOOM_FIELD(model, width), "model width D (gpt) or hidden units (mlp)", int_range(1)},
-      {LOOM_FIELD(model, layers), "transformer blocks (gpt) or hidden layers (mlp)",
-       int_range(1)},
+      {LOOM_FIELD(model, layers), "transformer blocks (gpt) or hidden layers (mlp)", int_range(1)},
       {LOOM_FIELD(model, heads), "attention heads (gpt); must divide width", int_range(1)},
       {LOOM_FIELD(model, classes), "output classes (mlp, cnn)", int_range(2)},
 
       {LOOM_FIELD(data, kind), "data set", {}},
-      {LOOM_FIELD(data, path), "text: file or folder; fashion-mnist: folder; empty = default",
-       {}},
+      {LOOM_FIELD(data, path), "text: file or folder; fashion-mnist: folder; empty = default", {}},
       {LOOM_FIELD(data, synthetic_size), "samples in the synthetic data set", int_range(1)},
       {LOOM_FIELD(data, test_fraction), "held-out tail of the text", float_range(0, true, 1)},
 
@@ -318,8 +317,10 @@ const std::vector<Field>& schema() {
        int_range(1)},
       {LOOM_FIELD(train, seed), "random seed", seed_range()},
       {LOOM_FIELD(train, threads), "compute threads per rank", int_range(1)},
-      {LOOM_FIELD(train, on_nan), "a step whose loss or gradient norm is not finite: stop "
-       "(exit 1 naming the step, before its update) or skip (no update for that step)", {}},
+      {LOOM_FIELD(train, on_nan),
+       "a step whose loss or gradient norm is not finite: stop "
+       "(exit 1 naming the step, before its update) or skip (no update for that step)",
+       {}},
 
       {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / pp", int_range(0)},
       {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1)},
@@ -327,7 +328,8 @@ const std::vector<Field>& schema() {
        int_range(1)},
       {LOOM_FIELD(parallel, schedule), "pipeline schedule",
        one_of({"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"})},
-      {LOOM_FIELD(parallel, schedule_file), "custom CSV schedule, overrides schedule; empty = none",
+      {LOOM_FIELD(parallel, schedule_file),
+       "custom CSV schedule, overrides schedule; empty = none",
        {}},
       {LOOM_FIELD(parallel, partition), "how blocks are cut into stages",
        string_rule("flops|uniform|increasing block indices like 2,5,9",
@@ -335,16 +337,22 @@ const std::vector<Field>& schema() {
                    "like 2,5,9",
                    valid_partition)},
       {LOOM_FIELD(parallel, dp_mode), "data-parallel gradient exchange", {}},
-      {LOOM_FIELD(parallel, comm), "communication backend; auto = mpi under mpirun or "
-       "--nproc, gloo under torchrun", {}},
+      {LOOM_FIELD(parallel, comm),
+       "communication backend; auto = mpi under mpirun or "
+       "--nproc, gloo under torchrun",
+       {}},
       {LOOM_FIELD(parallel, bucket_mib), "gradient bucket size in MiB", float_range(0, true)},
-      {LOOM_FIELD(parallel, reshard_after_forward), "zero3: free gathered parameters after "
-       "forward", {}},
-      {LOOM_FIELD(parallel, max_unsharded), "zero3: stages gathered at once per rank (prefetch bound)",
-       int_range(1)},
+      {LOOM_FIELD(parallel, reshard_after_forward),
+       "zero3: free gathered parameters after "
+       "forward",
+       {}},
+      {LOOM_FIELD(parallel, max_unsharded),
+       "zero3: stages gathered at once per rank (prefetch bound)", int_range(1)},
 
-      {LOOM_FIELD(slim, core), "c: fraction of coordinates in the core set (core + explore "
-       "in (0, 1])", float_range(0, false, 1, false)},
+      {LOOM_FIELD(slim, core),
+       "c: fraction of coordinates in the core set (core + explore "
+       "in (0, 1])",
+       float_range(0, false, 1, false)},
       {LOOM_FIELD(slim, explore), "e: fraction of coordinates in the explorer set",
        float_range(0, false, 1, false)},
       {LOOM_FIELD(slim, period), "tau: steps between syncs", int_range(1)},
@@ -370,15 +378,18 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(output, checkpoint_every), "steps between checkpoints; 0 = only at the end",
        int_range(0)},
       {LOOM_FIELD(output, keep), "complete checkpoints kept, the newest ones", int_range(1)},
-      {LOOM_FIELD(output, overwrite), "start a new run in a folder that holds another run, "
-       "deleting its metrics and checkpoints", {}},
+      {LOOM_FIELD(output, overwrite),
+       "start a new run in a folder that holds another run, "
+       "deleting its metrics and checkpoints",
+       {}},
       {LOOM_FIELD(output, progress), "progress bar when stderr is a terminal", {}},
       {LOOM_FIELD(output, resume), "checkpoint folder to resume from; empty = fresh start", {}},
-      {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none",
-       {}},
-      {LOOM_FIELD(output, calibrate_every), "steps between speed calibrations (each rank in turn "
+      {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none", {}},
+      {LOOM_FIELD(output, calibrate_every),
+       "steps between speed calibrations (each rank in turn "
        "times a transformer layer alone, then all at once, outside the step time, into "
-       "metrics.jsonl; gpt only); 0 = off", int_range(0)},
+       "metrics.jsonl; gpt only); 0 = off",
+       int_range(0)},
   };
   return table;
 }
@@ -386,7 +397,9 @@ const std::vector<Field>& schema() {
 #undef LOOM_FIELD
 
 // The schema only reads through this; the const_cast saves a second, const accessor.
-Ref ref(const Config& c, const Field& f) { return f.get(const_cast<Config&>(c)); }
+Ref ref(const Config& c, const Field& f) {
+  return f.get(const_cast<Config&>(c));
+}
 
 const Config& defaults() {
   static const Config c;
@@ -499,46 +512,45 @@ std::string location(const std::string& origin, const toml::node& node) {
 
 void set_from_node(Config& c, const Field& f, const toml::node& node, const std::string& where) {
   Ref r = f.get(c);
-  bool ok = std::visit(
-      Overloaded{
-          [&](int64_t* p) {
-            auto v = node.as_integer();
-            if (v) *p = v->get();
-            return v != nullptr;
-          },
-          [&](uint64_t* p) {
-            auto v = node.as_integer();
-            if (!v || v->get() < 0) return false;
-            *p = static_cast<uint64_t>(v->get());
-            return true;
-          },
-          [&](double* p) {
-            // Integers are fine where a float is expected: "lr = 1" means 1.0.
-            if (auto v = node.as_integer()) {
-              *p = static_cast<double>(v->get());
-              return true;
-            }
-            auto v = node.as_floating_point();
-            if (!v || !std::isfinite(v->get())) return false;
-            *p = v->get();
-            return true;
-          },
-          [&](std::string* p) {
-            auto v = node.as_string();
-            if (v) *p = v->get();
-            return v != nullptr;
-          },
-          [&](bool* p) {
-            auto v = node.as_boolean();
-            if (v) *p = v->get();
-            return v != nullptr;
-          },
-          [&](const EnumRef& e) {
-            auto v = node.as_string();
-            return v && e.assign(v->get());
-          },
-      },
-      r);
+  bool ok = std::visit(Overloaded{
+                           [&](int64_t* p) {
+                             auto v = node.as_integer();
+                             if (v) *p = v->get();
+                             return v != nullptr;
+                           },
+                           [&](uint64_t* p) {
+                             auto v = node.as_integer();
+                             if (!v || v->get() < 0) return false;
+                             *p = static_cast<uint64_t>(v->get());
+                             return true;
+                           },
+                           [&](double* p) {
+                             // Integers are fine where a float is expected: "lr = 1" means 1.0.
+                             if (auto v = node.as_integer()) {
+                               *p = static_cast<double>(v->get());
+                               return true;
+                             }
+                             auto v = node.as_floating_point();
+                             if (!v || !std::isfinite(v->get())) return false;
+                             *p = v->get();
+                             return true;
+                           },
+                           [&](std::string* p) {
+                             auto v = node.as_string();
+                             if (v) *p = v->get();
+                             return v != nullptr;
+                           },
+                           [&](bool* p) {
+                             auto v = node.as_boolean();
+                             if (v) *p = v->get();
+                             return v != nullptr;
+                           },
+                           [&](const EnumRef& e) {
+                             auto v = node.as_string();
+                             return v && e.assign(v->get());
+                           },
+                       },
+                       r);
   // An unknown name reads like any other bad value: 'name', as check_rule() shows it.
   const auto* text = node.as_string();
   if (!ok && text && std::holds_alternative<EnumRef>(r))
@@ -686,8 +698,8 @@ Config from_toml_string(const std::string& text, const std::string& origin) {
     if (!has_section(section)) {
       if (!node.is_table()) {
         // "layers = 4" above every [section]: the section header is missing.
-        std::string what = "unknown field " + quote(section) + " in " + origin +
-                           "; fields belong in a section";
+        std::string what =
+            "unknown field " + quote(section) + " in " + origin + "; fields belong in a section";
         auto guess = suggest_short(section);
         if (guess.empty()) LOOM_USAGE(what, " such as [model]");
         LOOM_USAGE(what, ", did you mean ", text::alternatives(guess), "?");
@@ -746,7 +758,8 @@ void apply_overrides(Config& c, const std::vector<std::string>& args) {
   flags::Spec spec;
   spec.source = &flag_source();
   flags::Parsed parsed = flags::parse(args, spec);
-  if (parsed.help) LOOM_USAGE("-h/--help is no configuration field; run loom train --help for them");
+  if (parsed.help)
+    LOOM_USAGE("-h/--help is no configuration field; run loom train --help for them");
   for (const auto& item : parsed.items) set_flag(c, item.name, item.value, item.spelled);
 }
 
@@ -761,14 +774,14 @@ void validate(const Config& c) {
     while (above <= m.width && m.width % above != 0) ++above;
     std::string options = std::to_string(below);
     if (above <= m.width) options += " or " + std::to_string(above);
-    LOOM_USAGE("model.heads (", m.heads, ") must divide model.width (", m.width,
-               "); use heads ", options, ", or change width");
+    LOOM_USAGE("model.heads (", m.heads, ") must divide model.width (", m.width, "); use heads ",
+               options, ", or change width");
   }
 
   const double sum = c.slim.core + c.slim.explore;
   if (!(sum > 0 && sum <= 1)) {
-    LOOM_USAGE("slim.core + slim.explore must be in (0, 1], got ", number_text(c.slim.core),
-               " + ", number_text(c.slim.explore), " = ", number_text(sum), "; ",
+    LOOM_USAGE("slim.core + slim.explore must be in (0, 1], got ", number_text(c.slim.core), " + ",
+               number_text(c.slim.explore), " = ", number_text(sum), "; ",
                sum > 0 ? "lower" : "raise", " slim.core or slim.explore");
   }
 
@@ -777,9 +790,8 @@ void validate(const Config& c) {
                     c.data.kind == (text_model ? DataKind::Text : DataKind::FashionMnist);
   if (!fits) {
     LOOM_USAGE("model.kind ", quote(name_of(m.kind)), " does not fit data.kind ",
-               quote(name_of(c.data.kind)),
-               ": ", m.kind, " needs data.kind ", text_model ? "text" : "fashion-mnist",
-               "|synthetic; change model.kind or data.kind");
+               quote(name_of(c.data.kind)), ": ", m.kind, " needs data.kind ",
+               text_model ? "text" : "fashion-mnist", "|synthetic; change model.kind or data.kind");
   }
 }
 

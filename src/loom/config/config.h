@@ -65,7 +65,9 @@ struct Names<NanPolicy> {
 };
 
 template <typename E>
-concept Choice = std::is_enum_v<E> && requires { Names<E>::list; };
+concept Choice = std::is_enum_v<E> && requires {
+  Names<E>::list;
+};
 
 template <Choice E>
 std::string name_of(E e) {
@@ -90,19 +92,19 @@ inline int zero_level(DpMode m) {
 
 struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
-  int64_t vocab = 256;       // gpt: byte-level
-  int64_t seq_len = 128;     // gpt: T
-  int64_t width = 256;       // gpt: D; mlp: hidden units
-  int64_t layers = 4;        // gpt: transformer blocks; mlp: hidden layers
-  int64_t heads = 4;         // gpt: attention heads (must divide width)
-  int64_t classes = 10;      // mlp/cnn
+  int64_t vocab = 256;    // gpt: byte-level
+  int64_t seq_len = 128;  // gpt: T
+  int64_t width = 256;    // gpt: D; mlp: hidden units
+  int64_t layers = 4;     // gpt: transformer blocks; mlp: hidden layers
+  int64_t heads = 4;      // gpt: attention heads (must divide width)
+  int64_t classes = 10;   // mlp/cnn
 
   bool operator==(const ModelConfig&) const = default;
 };
 
 struct DataConfig {
   DataKind kind = DataKind::Text;
-  std::string path;           // text: file or folder; fashion-mnist: folder; "" = default
+  std::string path;  // text: file or folder; fashion-mnist: folder; "" = default
   int64_t synthetic_size = 65536;
   double test_fraction = 0.05;  // text: held-out tail
 
@@ -118,14 +120,14 @@ struct TrainConfig {
   double min_lr = 0.0;
   int64_t warmup = 0;  // steps of linear warm-up
   LrSchedule lr_schedule = LrSchedule::Cosine;
-  double momentum = 0.9;      // sgd
+  double momentum = 0.9;  // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
-  double clip = 0.0;          // global-norm clipping; 0 = off
-  int64_t eval_every = 0;     // steps; 0 = only at the end
-  int64_t eval_batches = 8;   // batches of global_batch samples per evaluation
+  double clip = 0.0;                              // global-norm clipping; 0 = off
+  int64_t eval_every = 0;                         // steps; 0 = only at the end
+  int64_t eval_batches = 8;                       // batches of global_batch samples per evaluation
   uint64_t seed = 1234;
-  int64_t threads = 1;        // compute threads per rank
+  int64_t threads = 1;  // compute threads per rank
   NanPolicy on_nan = NanPolicy::Stop;
 
   bool operator==(const TrainConfig&) const = default;
@@ -135,8 +137,8 @@ struct ParallelConfig {
   int64_t dp = 0;  // 0 = world / pp
   int64_t pp = 1;
   int64_t loops = 1;
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | bfs | zb-h1
-  std::string schedule_file;      // custom CSV schedule (overrides schedule)
+  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | bfs | zb-h1
+  std::string schedule_file;        // custom CSV schedule (overrides schedule)
   std::string partition = "flops";  // flops | uniform | "2,5,9" cut points (block indices)
   DpMode dp_mode = DpMode::AllReduce;
   CommChoice comm = CommChoice::Auto;
@@ -159,8 +161,8 @@ struct SlimConfig {
 };
 
 struct QuantConfig {
-  int64_t bits = 8;       // 8 | 4
-  int64_t block = 256;    // values per scale
+  int64_t bits = 8;     // 8 | 4
+  int64_t block = 256;  // values per scale
 
   bool operator==(const QuantConfig&) const = default;
 };

@@ -46,8 +46,8 @@ double parse_bandwidth(const std::string& text) {
         {"k", 1e3},     {"m", 1e6},        {"g", 1e9},           {"t", 1e12},
         {"", 1.0}};
     static const std::pair<std::string_view, double> suffixes[] = {
-        {"bit", 0.125},  {"bits", 0.125}, {"bit/s", 0.125}, {"bits/s", 0.125},
-        {"bps", 0.125},  {"b/s", 1.0},    {"byte/s", 1.0},  {"bytes/s", 1.0}};
+        {"bit", 0.125}, {"bits", 0.125}, {"bit/s", 0.125}, {"bits/s", 0.125},
+        {"bps", 0.125}, {"b/s", 1.0},    {"byte/s", 1.0},  {"bytes/s", 1.0}};
     for (const auto& [prefix, scale] : prefixes) {
       if (unit.compare(0, prefix.size(), prefix) != 0) continue;
       std::string_view rest = std::string_view(unit).substr(prefix.size());
@@ -59,7 +59,8 @@ double parse_bandwidth(const std::string& text) {
   }
   double value = number * factor;
   if (!ok || factor == 0 || !(value > 0) || !std::isfinite(value)) {
-    LOOM_USAGE("bandwidth ", text::quote(text), " is not understood; use a positive number "
+    LOOM_USAGE("bandwidth ", text::quote(text),
+               " is not understood; use a positive number "
                "with a unit such as 1Gbit, 100Mbit, 1Gbps or 125MB/s (a bare number is bytes/s)");
   }
   return value;
@@ -73,14 +74,15 @@ double parse_duration(const std::string& text) {
   if (ok) {
     // "\u00b5s" is the micro sign, "\u03bcs" the Greek mu; both are seen in the wild.
     static const std::pair<std::string_view, double> units[] = {
-        {"", 1.0},       {"s", 1.0},           {"ms", 1e-3},         {"us", 1e-6},
+        {"", 1.0},         {"s", 1.0},        {"ms", 1e-3}, {"us", 1e-6},
         {"\u00b5s", 1e-6}, {"\u03bcs", 1e-6}, {"ns", 1e-9}};
     for (const auto& [name, scale] : units) {
       if (unit == name) factor = scale;
     }
   }
   if (!ok || factor == 0) {
-    LOOM_USAGE("duration ", text::quote(text), " is not understood; use a non-negative "
+    LOOM_USAGE("duration ", text::quote(text),
+               " is not understood; use a non-negative "
                "number with a unit such as 50us, 1ms or 0.5s (a bare number is seconds)");
   }
   return number * factor;

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <utility>
 
@@ -39,7 +39,7 @@ void walk(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>& seen_dirs,
   if (ec) LOOM_USAGE("text: cannot list ", dir.string(), " (", ec.message(), "); ", kFix);
   for (const fs::directory_entry& entry : it) {
     const fs::file_status st = fs::status(entry.path(), ec);  // follows symlinks
-    if (ec) continue;  // broken symlink
+    if (ec) continue;                                         // broken symlink
     if (fs::is_directory(st)) {
       walk(entry.path(), seen_dirs, files);
     } else if (fs::is_regular_file(st) && !is_index_file(entry.path())) {

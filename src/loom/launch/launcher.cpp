@@ -5,15 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <string>
-#include <utility>
-#include <vector>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "loom/comm/c10d_backend.h"
 #include "loom/common/error.h"
@@ -37,8 +36,13 @@ struct Rank {
 std::vector<std::string> rank_env(const Options& o, int rank, int port) {
   const std::string n = std::to_string(o.nproc), r = std::to_string(rank);
   std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK", r}, {"LOCAL_RANK", r}, {"WORLD_SIZE", n}, {"LOCAL_WORLD_SIZE", n},
-      {"GROUP_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
+      {"RANK", r},
+      {"LOCAL_RANK", r},
+      {"WORLD_SIZE", n},
+      {"LOCAL_WORLD_SIZE", n},
+      {"GROUP_RANK", "0"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", std::to_string(port)},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(o.attempt)},
       {"LOOM_RESTART_COUNT", std::to_string(o.attempt)},
@@ -66,7 +70,8 @@ pid_t spawn(const Options& o, int rank, int port) {
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) throw Error(detail::concat("cannot start rank ", rank, ": fork: ", std::strerror(errno)));
+  if (pid < 0)
+    throw Error(detail::concat("cannot start rank ", rank, ": fork: ", std::strerror(errno)));
   if (pid > 0) return pid;
   // Its own process group: a terminal's Ctrl-C reaches the rank once, through the launcher.
   // If the launcher dies, the rank is told as if preempted.
@@ -103,7 +108,9 @@ int exit_code(int status) {
 
 }  // namespace
 
-int run_local(const Options& o) { return run_once(o).code; }
+int run_local(const Options& o) {
+  return run_once(o).code;
+}
 
 Outcome run_once(const Options& o) {
   LOOM_CHECK(o.nproc >= 1 && !o.command.empty(), "launch needs ranks and a command");
@@ -142,8 +149,10 @@ Outcome run_once(const Options& o) {
       if (forwarded == 0) {
         out.stopped = true;
         first = g_signal;
-        if (!stopping) stop_all(g_signal == SIGINT ? SIGINT : SIGTERM, o.stop_grace_s);
-        else signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
+        if (!stopping)
+          stop_all(g_signal == SIGINT ? SIGINT : SIGTERM, o.stop_grace_s);
+        else
+          signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
       } else {
         signal_all(SIGKILL);
       }
@@ -173,11 +182,13 @@ Outcome run_once(const Options& o) {
     out.failed_rank = r;
     out.why = describe_exit(status);
     // Killed by SIGTERM/SIGINT before it could stop cleanly: someone wants the job stopped.
-    out.stopped = WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
+    out.stopped =
+        WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
     // A usage error (exit 2) was already printed by the rank in one line.
     if (code != 2) {
-      const std::string others =
-          running ? detail::concat("; stopping the other ", running, running == 1 ? " rank" : " ranks") : "";
+      const std::string others = running ? detail::concat("; stopping the other ", running,
+                                                          running == 1 ? " rank" : " ranks")
+                                         : "";
       std::fprintf(stderr, "loom: rank %d (pid %d) %s%s\n", r, static_cast<int>(pid),
                    (WIFSIGNALED(status) ? "was " + out.why : out.why).c_str(), others.c_str());
     }

@@ -5,7 +5,8 @@
 
 namespace loom::model {
 
-torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input, const torch::Tensor& target) {
+torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input,
+                                 const torch::Tensor& target) {
   torch::Tensor x = input.is_floating_point() ? input.detach().requires_grad_(true) : input;
   torch::Tensor y = block.forward(x);
   if (target.defined()) y = Model::loss(y, target);

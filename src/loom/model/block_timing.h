@@ -13,7 +13,8 @@ namespace loom::model {
 // The block's output for `input` (activations, or token ids for the embedding); for the head
 // (`target` defined: its token ids) the loss instead. Float inputs get requires_grad, so the
 // backward computes the input gradient as a pipeline stage does.
-torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input, const torch::Tensor& target);
+torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input,
+                                 const torch::Tensor& target);
 
 // Seconds of forward + backward. The backward starts from the loss (head) or from `grad`, the
 // output gradient; an undefined `grad` is drawn (standard normal) on first use and kept.

@@ -37,9 +37,9 @@ class TransformerLayer : public Block {
     fc_ = register_module("fc", torch::nn::Linear(width, 4 * width));
     out_ = register_module("out", torch::nn::Linear(4 * width, width));
     // Additive causal mask: 0 on and below the diagonal, -inf above.
-    mask_ = torch::zeros({seq_len, seq_len})
-                .masked_fill(torch::triu(torch::ones({seq_len, seq_len}, torch::kBool), 1),
-                             -INFINITY);
+    mask_ =
+        torch::zeros({seq_len, seq_len})
+            .masked_fill(torch::triu(torch::ones({seq_len, seq_len}, torch::kBool), 1), -INFINITY);
   }
   torch::Tensor forward(const torch::Tensor& x) override {
     auto b = x.size(0), t = x.size(1), hd = width_ / heads_;

@@ -11,8 +11,7 @@ Model build_cnn(const config::ModelConfig& c);
 
 torch::Tensor Model::loss(const torch::Tensor& logits, const torch::Tensor& target) {
   auto classes = logits.size(-1);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, classes}),
-                                              target.reshape({-1}));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, classes}), target.reshape({-1}));
 }
 
 double Model::flops_per_sample() const {
@@ -32,13 +31,19 @@ Model build(const config::ModelConfig& cfg, uint64_t seed) {
   torch::manual_seed(seed);
   Model m;
   switch (cfg.kind) {
-    case config::ModelKind::Gpt: m = build_gpt(cfg); break;
-    case config::ModelKind::Mlp: m = build_mlp(cfg); break;
-    case config::ModelKind::Cnn: m = build_cnn(cfg); break;
+    case config::ModelKind::Gpt:
+      m = build_gpt(cfg);
+      break;
+    case config::ModelKind::Mlp:
+      m = build_mlp(cfg);
+      break;
+    case config::ModelKind::Cnn:
+      m = build_cnn(cfg);
+      break;
   }
   const ModelSpec spec = spec_of(cfg);
-  LOOM_CHECK(static_cast<int>(m.blocks.size()) == spec.blocks, "model/spec.cpp says ",
-             spec.blocks, " blocks for ", cfg.kind, ", the builder made ", m.blocks.size());
+  LOOM_CHECK(static_cast<int>(m.blocks.size()) == spec.blocks, "model/spec.cpp says ", spec.blocks,
+             " blocks for ", cfg.kind, ", the builder made ", m.blocks.size());
   m.classifier = spec.classifier;
   return m;
 }

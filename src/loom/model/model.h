@@ -34,7 +34,7 @@ struct Model {
   std::vector<std::shared_ptr<Block>> blocks;
   // Cross entropy over the last dimension of logits, mean over all positions.
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target);
-  bool classifier = false;  // report accuracy
+  bool classifier = false;          // report accuracy
   double flops_per_sample() const;  // forward; training ~ 3x
   int64_t num_parameters() const;
 };

@@ -54,7 +54,8 @@ Partition balanced(const std::vector<double>& costs, int stages) {
 
 std::string Partition::describe() const {
   std::ostringstream os;
-  for (int s = 0; s < int(first.size()); ++s) os << (s ? " " : "") << "[" << begin(s) << "," << end(s) << ")";
+  for (int s = 0; s < int(first.size()); ++s)
+    os << (s ? " " : "") << "[" << begin(s) << "," << end(s) << ")";
   return os.str();
 }
 

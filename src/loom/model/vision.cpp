@@ -27,8 +27,8 @@ class Dense : public Block {
 class ConvPool : public Block {
  public:
   ConvPool(int64_t in, int64_t out, int64_t size) : in_(in), out_(out), size_(size) {
-    conv_ = register_module("conv",
-                            torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)));
+    conv_ =
+        register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)));
   }
   torch::Tensor forward(const torch::Tensor& x) override {
     return torch::max_pool2d(torch::relu(conv_(x)), 2);

@@ -12,6 +12,7 @@ BufferOptions replicated_buckets(const config::Config& cfg) {
 
 }  // namespace
 
-AllReduceSync::AllReduceSync(const SyncContext& ctx) : DataParallel(ctx, replicated_buckets(*ctx.cfg)) {}
+AllReduceSync::AllReduceSync(const SyncContext& ctx)
+    : DataParallel(ctx, replicated_buckets(*ctx.cfg)) {}
 
 }  // namespace loom::parallel

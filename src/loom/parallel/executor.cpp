@@ -50,8 +50,8 @@ void Executor::post_recv(const schedule::Action& a) {
   int from_stage = k.dir == 0 ? a.stage - 1 : a.stage + 1;
   // The gradient of a stage's output has the shape of the next stage's input.
   const ActivationSpec& spec = boundary_.at(k.dir == 0 ? a.stage : a.stage + 1);
-  torch::Tensor buf = torch::empty(spec.shape, torch::TensorOptions().dtype(
-                                                   k.dir == 0 ? spec.dtype : torch::kFloat32));
+  torch::Tensor buf = torch::empty(
+      spec.shape, torch::TensorOptions().dtype(k.dir == 0 ? spec.dtype : torch::kFloat32));
   auto w = pp_.recv(buf, shape_.rank_of(from_stage), tag(k));
   inbox_.emplace(k, std::make_pair(buf, w));
 }
@@ -113,7 +113,8 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     };
     switch (a.kind) {
       case Kind::F: {
-        torch::Tensor in = st.is_first() ? inputs.at(a.microbatch) : take_timed({a.stage, a.microbatch, 0});
+        torch::Tensor in =
+            st.is_first() ? inputs.at(a.microbatch) : take_timed({a.stage, a.microbatch, 0});
         torch::Tensor tgt = st.is_last() ? targets.at(a.microbatch) : torch::Tensor();
         torch::Tensor out = st.forward(a.microbatch, in, tgt, loss_scale);
         if (!st.is_last()) deliver(a.stage + 1, a.microbatch, 0, out);
@@ -122,8 +123,8 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
       case Kind::B:
       case Kind::I: {
         torch::Tensor g = st.is_last() ? torch::Tensor() : take_timed({a.stage, a.microbatch, 1});
-        torch::Tensor gi = a.kind == Kind::B ? st.backward(a.microbatch, g)
-                                             : st.backward_input(a.microbatch, g);
+        torch::Tensor gi =
+            a.kind == Kind::B ? st.backward(a.microbatch, g) : st.backward_input(a.microbatch, g);
         if (!st.is_first()) deliver(a.stage - 1, a.microbatch, 1, gi);
         break;
       }
@@ -135,7 +136,8 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
         Key k = a.kind == Kind::SEND_F ? Key{a.stage + 1, a.microbatch, 0}
                                        : Key{a.stage - 1, a.microbatch, 1};
         auto it = outbox_.find(k);
-        LOOM_CHECK(it != outbox_.end(), schedule::to_string(a), " before the compute that produces it");
+        LOOM_CHECK(it != outbox_.end(), schedule::to_string(a),
+                   " before the compute that produces it");
         torch::Tensor t = std::move(it->second);
         outbox_.erase(it);
         auto w = pp_.send(t, shape_.rank_of(k.stage), tag(k));
@@ -178,7 +180,8 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     rep.p2p_wait_s += wait_us * 1e-6;
     if (tracing_) {
       if (dp_wait_us > 1.0)
-        trace_.push_back({"wait:dp:" + schedule::to_string(a), "dp_wait", t0 - origin_us_, dp_wait_us});
+        trace_.push_back(
+            {"wait:dp:" + schedule::to_string(a), "dp_wait", t0 - origin_us_, dp_wait_us});
       const double tw = t0 + dp_wait_us;
       if (wait_us > 1.0)
         trace_.push_back({"wait:" + schedule::to_string(a), "wait", tw - origin_us_, wait_us});

@@ -9,7 +9,8 @@ FlatLayout FlatLayout::of(const std::vector<torch::Tensor>& params, int parts) {
   FlatLayout l;
   l.parts = parts;
   for (const auto& p : params) {
-    LOOM_CHECK(p.scalar_type() == torch::kFloat32, "sharded data parallelism needs fp32 parameters");
+    LOOM_CHECK(p.scalar_type() == torch::kFloat32,
+               "sharded data parallelism needs fp32 parameters");
     l.slots.push_back({l.numel, p.numel(), p.sizes().vec()});
     l.numel += p.numel();
   }

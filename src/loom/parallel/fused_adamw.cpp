@@ -51,9 +51,9 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       const double bc1 = 1.0 - std::pow(beta1, double(st.step()));
       const double bc2 = 1.0 - std::pow(beta2, double(st.step()));
       adamw_update(p.data_ptr<float>(), p.grad().data_ptr<float>(), st.exp_avg().data_ptr<float>(),
-             st.exp_avg_sq().data_ptr<float>(), p.numel(),
-             float(1.0 - o.lr() * o.weight_decay()), float(beta1), float(beta2),
-             float(o.lr() / bc1), float(std::sqrt(bc2)), float(o.eps()));
+                   st.exp_avg_sq().data_ptr<float>(), p.numel(),
+                   float(1.0 - o.lr() * o.weight_decay()), float(beta1), float(beta2),
+                   float(o.lr() / bc1), float(std::sqrt(bc2)), float(o.eps()));
     }
   }
   return loss;

@@ -10,8 +10,7 @@ GradBuckets::GradBuckets(const std::vector<int64_t>& numels, int64_t cap) {
   LOOM_CHECK_GE(cap, 1, "a gradient bucket holds at least one element");
   bucket_of_.assign(numels.size(), -1);
   for (int i = static_cast<int>(numels.size()) - 1; i >= 0; --i) {
-    if (buckets_.empty() || buckets_.back().numel + numels[i] > cap)
-      buckets_.emplace_back();
+    if (buckets_.empty() || buckets_.back().numel + numels[i] > cap) buckets_.emplace_back();
     buckets_.back().params.push_back(i);
     buckets_.back().numel += numels[i];
     bucket_of_[i] = size() - 1;

@@ -77,9 +77,17 @@ void MemoryTracker::install() {
   c10::SetCPUAllocator(&tracker, /*priority=*/100);
 }
 
-bool MemoryTracker::installed() { return g_installed.load(); }
-int64_t MemoryTracker::live_bytes() { return g_live.load(std::memory_order_relaxed); }
-int64_t MemoryTracker::peak_bytes() { return g_peak.load(std::memory_order_relaxed); }
-void MemoryTracker::reset_peak() { g_peak.store(g_live.load()); }
+bool MemoryTracker::installed() {
+  return g_installed.load();
+}
+int64_t MemoryTracker::live_bytes() {
+  return g_live.load(std::memory_order_relaxed);
+}
+int64_t MemoryTracker::peak_bytes() {
+  return g_peak.load(std::memory_order_relaxed);
+}
+void MemoryTracker::reset_peak() {
+  g_peak.store(g_live.load());
+}
 
 }  // namespace loom::parallel

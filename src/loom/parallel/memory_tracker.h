@@ -9,10 +9,10 @@ namespace loom::parallel {
 
 class MemoryTracker {
  public:
-  static void install();             // idempotent
+  static void install();  // idempotent
   static bool installed();
-  static int64_t live_bytes();       // currently allocated through libtorch's CPU allocator
-  static int64_t peak_bytes();       // since the last reset_peak()
+  static int64_t live_bytes();  // currently allocated through libtorch's CPU allocator
+  static int64_t peak_bytes();  // since the last reset_peak()
   static void reset_peak();
 };
 

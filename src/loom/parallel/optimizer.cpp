@@ -46,7 +46,11 @@ int64_t StageOptimizer::state_bytes() const {
   return values_per_element_ * n * 4;
 }
 
-void StageOptimizer::save(torch::serialize::OutputArchive& ar) const { opt_->save(ar); }
-void StageOptimizer::load(torch::serialize::InputArchive& ar) { opt_->load(ar); }
+void StageOptimizer::save(torch::serialize::OutputArchive& ar) const {
+  opt_->save(ar);
+}
+void StageOptimizer::load(torch::serialize::InputArchive& ar) {
+  opt_->load(ar);
+}
 
 }  // namespace loom::parallel

@@ -49,7 +49,8 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
       d_(dp.size()),
       rank_(dp.rank()) {
   LOOM_CHECK(sharded_ || !transient_grads_, "transient gradients need a sharded buffer");
-  LOOM_CHECK(transient_grads_ || !transient_params_, "transient parameters need transient gradients");
+  LOOM_CHECK(transient_grads_ || !transient_params_,
+             "transient parameters need transient gradients");
   LOOM_CHECK(!(o.buckets && transient_grads_), "buckets reduce persistent gradients only");
   for (const auto& p : stage.params()) tensors_.push_back(p.tensor);
   layout_ = FlatLayout::of(tensors_, sharded_ ? d_ : 1);
@@ -206,8 +207,8 @@ torch::Tensor ParamBuffer::gathered_copy() {
     return params_;
   }
   torch::Tensor flat = torch::empty({layout_.padded}, torch::kFloat32);
-  comm::WorkPtr w = dp_.all_gather(master_.data_ptr<float>(), flat.data_ptr<float>(),
-                                   layout_.shard, comm::DType::Float32);
+  comm::WorkPtr w = dp_.all_gather(master_.data_ptr<float>(), flat.data_ptr<float>(), layout_.shard,
+                                   comm::DType::Float32);
   wait(w);
   return flat;
 }

@@ -54,18 +54,18 @@ class ParamBuffer {
   const torch::Tensor& shard_grads() const { return shard_grads_; }
 
   // ---- gradients
-  void ensure_grads();       // full gradient allocated (zero), parameters' .grad are its views
-  void arm();                // the stage's last backward begins: hooks start full buckets
-  void start_grad_sync();    // starts every reduction not started yet
-  void finish_grad_sync();   // waits; shard_grads() is then the mean over dp
-  void zero_grads();         // after the update: persistent gradients back to zero
+  void ensure_grads();         // full gradient allocated (zero), parameters' .grad are its views
+  void arm();                  // the stage's last backward begins: hooks start full buckets
+  void start_grad_sync();      // starts every reduction not started yet
+  void finish_grad_sync();     // waits; shard_grads() is then the mean over dp
+  void zero_grads();           // after the update: persistent gradients back to zero
   double grad_sq_sum() const;  // squared norm of shard_grads()
   int buckets_started_by_hooks() const { return started_by_hooks_; }
 
   // ---- parameters
-  void start_param_sync();   // all-gather of the master shards (transient: into a new buffer)
-  void finish_param_sync();  // waits; the stage's parameters are views of params()
-  void drop_params();        // transient: parameters empty, buffer freed
+  void start_param_sync();        // all-gather of the master shards (transient: into a new buffer)
+  void finish_param_sync();       // waits; the stage's parameters are views of params()
+  void drop_params();             // transient: parameters empty, buffer freed
   torch::Tensor gathered_copy();  // full parameters, gathered now if absent (collective)
 
   // ---- accounting
@@ -87,7 +87,7 @@ class ParamBuffer {
   const int d_, rank_;
   FlatLayout layout_;
   torch::Tensor params_, grads_, master_, shard_grads_;
-  bool bound_ = false;       // parameters currently point into params_
+  bool bound_ = false;  // parameters currently point into params_
   bool grad_sync_started_ = false;
   comm::WorkPtr gather_, scatter_;
   GradBuckets plan_;

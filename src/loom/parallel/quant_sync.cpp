@@ -53,13 +53,15 @@ void QuantSync::reduce_grad() {
 void QuantSync::finish_grad_sync() {
   const int d = dp_->size();
   if (d == 1) return;
-  LOOM_CHECK(exchange_ != nullptr, "finish_grad_sync() before reduce_grad() on stage ", stage_->index());
+  LOOM_CHECK(exchange_ != nullptr, "finish_grad_sync() before reduce_grad() on stage ",
+             stage_->index());
   exchange_->wait();
   exposed_s_ += exchange_->waited_s();
   exchange_.reset();
   // This rank's shard: the mean of every rank's dequantized piece, summed in fp32.
   std::fill(sum_.begin(), sum_.end(), 0.0f);
-  for (int r = 0; r < d; ++r) quant::decode_add(recv_.data() + r * chunk_, shard_, fmt_, sum_.data());
+  for (int r = 0; r < d; ++r)
+    quant::decode_add(recv_.data() + r * chunk_, shard_, fmt_, sum_.data());
   const float inv = 1.0f / static_cast<float>(d);
   for (auto& v : sum_) v *= inv;
   quant::encode(sum_.data(), shard_, fmt_, mine_.data());
@@ -82,7 +84,7 @@ std::vector<std::pair<std::string, double>> QuantSync::step_metrics() const {
 MemoryBytes QuantSync::memory() const {
   MemoryBytes m = buffer_.memory();  // parameters and their gradient
   m.grads += static_cast<int64_t>(x_.size() + sum_.size()) * 4 +
-            static_cast<int64_t>(send_.size() + recv_.size() + mine_.size() + gathered_.size());
+             static_cast<int64_t>(send_.size() + recv_.size() + mine_.size() + gathered_.size());
   m.optimizer = static_cast<int64_t>(e_.size()) * 4;  // residual (the optimizer's own: trainer)
   return m;
 }
@@ -96,7 +98,8 @@ void QuantSync::save(torch::serialize::OutputArchive& ar) const {
 void QuantSync::load(torch::serialize::InputArchive& ar) {
   torch::Tensor t;
   ar.read("residual", t);
-  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(e_.size()), "checkpoint residual has the wrong size");
+  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(e_.size()),
+                "checkpoint residual has the wrong size");
   if (!e_.empty()) std::memcpy(e_.data(), t.contiguous().data_ptr<float>(), e_.size() * 4);
 }
 

@@ -14,7 +14,9 @@ void check(const Format& f) {
   LOOM_CHECK(f.block >= 1, "quantization block must be >= 1, got ", f.block);
 }
 
-int64_t code_bytes(int64_t count, int bits) { return (count * bits + 7) / 8; }
+int64_t code_bytes(int64_t count, int bits) {
+  return (count * bits + 7) / 8;
+}
 
 // round(x / s) half away from zero, clamped to [-q, q]; NaN gives 0. Written without a libm
 // call so that the loop vectorizes: for 0 <= a <= q, a - trunc(a) is exact, so comparing it
@@ -62,9 +64,13 @@ void decode_impl(const uint8_t* in, int64_t count, const Format& f, float* out) 
 
 }  // namespace
 
-int qmax(int bits) { return (1 << (bits - 1)) - 1; }
+int qmax(int bits) {
+  return (1 << (bits - 1)) - 1;
+}
 
-int64_t num_blocks(int64_t count, const Format& f) { return (count + f.block - 1) / f.block; }
+int64_t num_blocks(int64_t count, const Format& f) {
+  return (count + f.block - 1) / f.block;
+}
 
 int64_t encoded_bytes(int64_t count, const Format& f) {
   check(f);

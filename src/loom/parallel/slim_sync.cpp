@@ -18,17 +18,21 @@ constexpr float kDecay = 0.9f;
 
 torch::Tensor vector_tensor(const std::vector<float>& v) {
   return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())},
-                          torch::kFloat32).clone();
+                          torch::kFloat32)
+      .clone();
 }
 
 void tensor_vector(const torch::Tensor& t, std::vector<float>& v, const char* what) {
-  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(v.size()), "checkpoint ", what, " has the wrong size");
+  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(v.size()), "checkpoint ", what,
+                " has the wrong size");
   auto c = t.to(torch::kFloat32).contiguous();
   std::memcpy(v.data(), c.data_ptr<float>(), v.size() * sizeof(float));
 }
 
 // sqrt(num / den): the drift ||w_r - g|| / ||g|| from its squared terms.
-double ratio(double num, double den) { return den > 0 ? std::sqrt(std::max(0.0, num) / den) : 0.0; }
+double ratio(double num, double den) {
+  return den > 0 ? std::sqrt(std::max(0.0, num) / den) : 0.0;
+}
 
 }  // namespace
 
@@ -50,7 +54,9 @@ void SlimSync::measure_drift() {
   }
 }
 
-double SlimSync::grad_norm_sq() { return buffer_.grad_sq_sum() / dp_->size(); }
+double SlimSync::grad_norm_sq() {
+  return buffer_.grad_sq_sum() / dp_->size();
+}
 
 void SlimSync::before_step() {
   step_start_ = std::chrono::steady_clock::now();
@@ -130,18 +136,14 @@ void SlimSync::sync() {
 }
 
 std::vector<std::pair<std::string, double>> SlimSync::step_metrics() const {
-  return {{"slim_bytes", bytes_},
-          {"slim_sync_fraction", fraction_},
-          {"slim_drift_pre", drift_pre_},
-          {"slim_drift", drift_},
-          {"slim_step_s", work_s_},
-          {"slim_wait_s", wait_s_}};
+  return {{"slim_bytes", bytes_}, {"slim_sync_fraction", fraction_}, {"slim_drift_pre", drift_pre_},
+          {"slim_drift", drift_}, {"slim_step_s", work_s_},          {"slim_wait_s", wait_s_}};
 }
 
 MemoryBytes SlimSync::memory() const {
   MemoryBytes m = buffer_.memory();  // local w_r and its gradient
-  m.params += n_ * 4;     // global copy g
-  m.optimizer = n_ * 4;   // running merged update u (the optimizer's own state: the trainer)
+  m.params += n_ * 4;                // global copy g
+  m.optimizer = n_ * 4;  // running merged update u (the optimizer's own state: the trainer)
   m.optimizer += static_cast<int64_t>(core_.size() + pool_.size() + selected_.size()) * 8 +
                  static_cast<int64_t>(mask_.size()) +
                  static_cast<int64_t>(buf_.size()) * 4;  // index sets, mask, exchange buffer

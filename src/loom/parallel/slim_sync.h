@@ -47,8 +47,8 @@ class SlimSync : public DataParallel {
   void load(torch::serialize::InputArchive& ar) override;
   // slim_bytes (sent by this rank in this step), slim_sync_fraction (|S| / n, 0 without a
   // sync), slim_drift_pre / slim_drift (||w_r - g|| / ||g|| before and after the sync, this rank),
-  // slim_step_s (seconds from before_step() to the end of after_step(), optimizer included) and slim_wait_s (of which blocked on
-  // the all-reduce).
+  // slim_step_s (seconds from before_step() to the end of after_step(), optimizer included) and
+  // slim_wait_s (of which blocked on the all-reduce).
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 
   // Inspection (tests).
@@ -61,7 +61,7 @@ class SlimSync : public DataParallel {
  private:
   void sync();
   void refresh_core();
-  void measure_drift();  // num_, den_ from w and g_
+  void measure_drift();                                                // num_, den_ from w and g_
   float* local() const { return buffer_.params().data_ptr<float>(); }  // w_r
 
   config::SlimConfig cfg_;
@@ -72,7 +72,7 @@ class SlimSync : public DataParallel {
   std::vector<uint8_t> mask_;                    // 1 on the core (S is built by one scan)
   std::vector<int64_t> explorer_, swaps_;        // reused every sync: no allocation
   std::vector<float> buf_;
-  double num_ = 0, den_ = 0;                     // ||w_r - g||^2 and ||g||^2 (drift)
+  double num_ = 0, den_ = 0;  // ||w_r - g||^2 and ||g||^2 (drift)
   int64_t steps_ = 0, round_ = 0;
   // Last step's report.
   double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0, work_s_ = 0, wait_s_ = 0;

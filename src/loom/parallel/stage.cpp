@@ -91,9 +91,9 @@ torch::Tensor Stage::backward_input(int mb, const torch::Tensor& grad_output) {
   Live& l = it->second;
   l.grad_output = is_last() ? torch::Tensor() : grad_output;
   if (is_first()) return torch::Tensor();
-  auto grads = torch::autograd::grad({l.output}, {l.input},
-                                     {is_last() ? torch::Tensor() : grad_output},
-                                     /*retain_graph=*/true);
+  auto grads =
+      torch::autograd::grad({l.output}, {l.input}, {is_last() ? torch::Tensor() : grad_output},
+                            /*retain_graph=*/true);
   return grads[0];
 }
 

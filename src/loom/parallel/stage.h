@@ -63,10 +63,10 @@ class Stage {
 
  private:
   struct Live {
-    torch::Tensor input;   // requires grad (not on the first stage)
-    torch::Tensor output;  // activation, or scaled loss on the last stage
+    torch::Tensor input;        // requires grad (not on the first stage)
+    torch::Tensor output;       // activation, or scaled loss on the last stage
     torch::Tensor grad_output;  // kept between I and W
-    int64_t bytes = 0;     // rough size of what the graph holds
+    int64_t bytes = 0;          // rough size of what the graph holds
   };
   torch::Tensor run_blocks(const torch::Tensor& input);
   Live take(int mb);

@@ -39,8 +39,8 @@ void ZeroSync::before_step() {
 }
 
 void ZeroSync::after_step() {
-  buffer_.zero_grads();                         // zero1: the parameters' gradients are views
-  if (level_ < 3) buffer_.start_param_sync();   // waited for before the stage's next compute
+  buffer_.zero_grads();                        // zero1: the parameters' gradients are views
+  if (level_ < 3) buffer_.start_param_sync();  // waited for before the stage's next compute
 }
 
 std::vector<NamedParam> ZeroSync::full_params() {
@@ -65,8 +65,8 @@ void ZeroSync::load(torch::serialize::InputArchive& ar) {
   ar.read("zero.layout", lay);
   if (lay.numel() != 3 || lay[0].item<int64_t>() != l.numel || lay[2].item<int64_t>() != d)
     LOOM_USAGE("checkpoint of stage ", stage_->index(), " holds ", lay[0].item<int64_t>(),
-               " parameters in ", lay[2].item<int64_t>(), " shards, but this run has ",
-               l.numel, " in ", d, "; resume with the same model and dp");
+               " parameters in ", lay[2].item<int64_t>(), " shards, but this run has ", l.numel,
+               " in ", d, "; resume with the same model and dp");
   ar.read("zero.shard", shard);
   {
     torch::NoGradGuard no_grad;

@@ -1,12 +1,13 @@
 #include "loom/plan/cluster.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "loom/common/error.h"
 
@@ -27,7 +28,8 @@ class Reader {
 
   bool has(const std::string& key) const { return t_ && t_->contains(key); }
 
-  double number(const std::string& key, double lo, double hi, std::optional<double> dflt = {}) const {
+  double number(const std::string& key, double lo, double hi,
+                std::optional<double> dflt = {}) const {
     const toml::node* n = t_ ? t_->get(key) : nullptr;
     if (!n) {
       if (dflt) return *dflt;
@@ -35,8 +37,7 @@ class Reader {
     }
     std::optional<double> v = n->value<double>();
     if (!v || !std::isfinite(*v)) fail(key, "must be a number");
-    if (*v < lo || *v > hi)
-      fail(key, detail::concat("must be in [", lo, ", ", hi, "], got ", *v));
+    if (*v < lo || *v > hi) fail(key, detail::concat("must be in [", lo, ", ", hi, "], got ", *v));
     return *v;
   }
 
@@ -120,8 +121,7 @@ std::string num(double v) {
   os.precision(6);
   os << v;
   std::string s = os.str();
-  if (s.find_first_of(".eE") == std::string::npos && s.find("inf") == std::string::npos)
-    s += ".0";
+  if (s.find_first_of(".eE") == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
   return s;
 }
 
@@ -165,7 +165,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
                one_line(e.description()), "; fix the TOML syntax there");
   }
   for (const auto& [key, node] : root) {
-    static const char* known[] = {"name", "note", "node", "device", "efficiency",
+    static const char* known[] = {"name",  "note",  "node",  "device",   "efficiency",
                                   "intra", "inter", "block", "optimizer"};
     if (std::none_of(std::begin(known), std::end(known),
                      [&](const char* k) { return key.str() == k; }))
@@ -200,8 +200,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
     eff.fail("gemm", detail::concat("must have as many values as gemm_size (", c.gemm_size.size(),
                                     "), got ", c.gemm_efficiency.size()));
   for (size_t i = 0; i < c.gemm_size.size(); ++i) {
-    if (i > 0 && c.gemm_size[i] <= c.gemm_size[i - 1])
-      eff.fail("gemm_size", "must be increasing");
+    if (i > 0 && c.gemm_size[i] <= c.gemm_size[i - 1]) eff.fail("gemm_size", "must be increasing");
     if (c.gemm_efficiency[i] > 1) eff.fail("gemm", "values must be fractions in (0, 1]");
   }
   c.elementwise_efficiency = eff.number("elementwise", 0.001, 1.0);
@@ -245,7 +244,8 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
 Cluster load_cluster(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    LOOM_USAGE("cluster file '", path, "' not found; pass one of clusters/*.toml or write one "
+    LOOM_USAGE("cluster file '", path,
+               "' not found; pass one of clusters/*.toml or write one "
                "with loom profile --out FILE");
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -289,9 +289,9 @@ std::string to_toml(const Cluster& c) {
        << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads << "\nvocab = " << b.vocab
        << "\nmicro_batch = " << b.micro_batch << "\nforward_ms = " << num(b.forward_s * 1e3)
        << "\nbackward_ms = " << num(b.backward_s * 1e3) << "\n"
-       << (b.input_s > 0 && b.weight_s > 0
-               ? "input_ms = " + num(b.input_s * 1e3) + "\nweight_ms = " + num(b.weight_s * 1e3) + "\n"
-               : std::string())
+       << (b.input_s > 0 && b.weight_s > 0 ? "input_ms = " + num(b.input_s * 1e3) +
+                                                 "\nweight_ms = " + num(b.weight_s * 1e3) + "\n"
+                                           : std::string())
        << (b.activation_bytes > 0 ? "activation_mb = " + num(b.activation_bytes / 1e6) + "\n"
                                   : std::string())
        << (b.loaded_slowdown != 1 ? "loaded_slowdown = " + num(b.loaded_slowdown) + "\n"

@@ -69,8 +69,8 @@ struct Cluster {
   int devices_per_node = 1;
   bool shared = false;
   double memory_bytes = 0;
-  double memory_bandwidth = 0;  // bytes/s
-  std::string precision;        // default precision, a key of peak_flops
+  double memory_bandwidth = 0;               // bytes/s
+  std::string precision;                     // default precision, a key of peak_flops
   std::map<std::string, double> peak_flops;  // FLOP/s by precision
   std::vector<double> gemm_size, gemm_efficiency;
   double elementwise_efficiency = 1;

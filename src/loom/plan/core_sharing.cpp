@@ -45,8 +45,10 @@ bool CoreSharing::resolve() {
     double next_start = kInf;
     for (const Job& j : jobs_) {
       if (j.state != State::Running) continue;
-      if (j.start <= clock_) ++computing;
-      else next_start = std::min(next_start, j.start);
+      if (j.start <= clock_)
+        ++computing;
+      else
+        next_start = std::min(next_start, j.start);
     }
     bool done = false;
     if (computing == 0) {

@@ -34,10 +34,9 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   e.step_flops = cost.step_flops();
   e.tflops_per_gpu = e.sim.step_s > 0 ? e.step_flops / e.sim.step_s / p.gpus() / 1e12 : 0;
   e.mfu = e.tflops_per_gpu * 1e12 / cost.peak_flops();
-  e.model_tflops_per_gpu =
-      e.sim.step_s > 0
-          ? iteration_flops(m, double(p.global_batch()), false) / e.sim.step_s / p.gpus() / 1e12
-          : 0;
+  e.model_tflops_per_gpu = e.sim.step_s > 0 ? iteration_flops(m, double(p.global_batch()), false) /
+                                                  e.sim.step_s / p.gpus() / 1e12
+                                            : 0;
   e.model_mfu = e.model_tflops_per_gpu * 1e12 / cost.peak_flops();
   e.memory_limit = c.memory_bytes;
   e.compute_source = cost.compute_source();
@@ -95,8 +94,9 @@ std::string format_breakdown(const Evaluation& e) {
   std::string sharing;
   if (e.shared_cores > 0) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "; %d rank(s) share %d core(s), up to x%.2f slower while all compute",
-                  p.gpus(), e.shared_cores, e.loaded_slowdown);
+    std::snprintf(buf, sizeof buf,
+                  "; %d rank(s) share %d core(s), up to x%.2f slower while all compute", p.gpus(),
+                  e.shared_cores, e.loaded_slowdown);
     sharing = buf;
   }
   add("compute costs", e.compute_source + sharing);
@@ -122,7 +122,8 @@ std::string format_breakdown(const Evaluation& e) {
   add("exposed comm", human_seconds(r.exposed_comm_s) + " (busy per rank: p2p " +
                           human_seconds(p2p) + ", data-parallel " + human_seconds(dp) + ")");
   add("optimizer", human_seconds(opt));
-  std::snprintf(line, sizeof line, "%s of %s on rank %d: params %s, grads %s, optimizer %s, "
+  std::snprintf(line, sizeof line,
+                "%s of %s on rank %d: params %s, grads %s, optimizer %s, "
                 "activations %s (%d stage-loads in flight)",
                 human_bytes(pk.total()).c_str(), human_bytes(e.memory_limit).c_str(), pr,
                 human_bytes(pk.params).c_str(), human_bytes(pk.grads).c_str(),
@@ -130,9 +131,11 @@ std::string format_breakdown(const Evaluation& e) {
                 r.ranks[pr].peak_inflight);
   add("peak memory", line);
   if (pk.total() > e.memory_limit)
-    out += "  WARNING: over the device memory; use recomputation, zero3, more pp or fewer "
-           "micro-batches in flight\n";
-  out += "\n  rank  compute    idle       p2p busy   dp busy    peak mem   activations  in flight\n";
+    out +=
+        "  WARNING: over the device memory; use recomputation, zero3, more pp or fewer "
+        "micro-batches in flight\n";
+  out +=
+      "\n  rank  compute    idle       p2p busy   dp busy    peak mem   activations  in flight\n";
   for (size_t q = 0; q < r.ranks.size(); ++q) {
     const RankResult& rr = r.ranks[q];
     std::snprintf(line, sizeof line, "  %-5zu %-10s %-10s %-10s %-10s %-10s %-12s %d\n", q,

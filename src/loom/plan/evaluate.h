@@ -33,10 +33,10 @@ struct Evaluation {
   double mfu = 0;                   // tflops_per_gpu of the cluster's peak
   double model_tflops_per_gpu = 0;  // without recomputation
   double model_mfu = 0;
-  double memory_limit = 0;    // bytes per device
+  double memory_limit = 0;  // bytes per device
   std::string compute_source;
-  int shared_cores = 0;          // > 0: the ranks share this many cores
-  double loaded_slowdown = 1;    // the largest stage slowdown with every core computing
+  int shared_cores = 0;        // > 0: the ranks share this many cores
+  double loaded_slowdown = 1;  // the largest stage slowdown with every core computing
   double samples_per_s() const { return sim.step_s > 0 ? par.global_batch() / sim.step_s : 0; }
 };
 

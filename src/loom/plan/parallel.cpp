@@ -6,7 +6,8 @@ namespace loom::plan {
 
 void check_simulated(DpMode m) {
   if (m == DpMode::Slim || m == DpMode::Quant)
-    LOOM_USAGE("dp-mode ", m, " is not simulated; the planner models allreduce, zero1, zero2 "
+    LOOM_USAGE("dp-mode ", m,
+               " is not simulated; the planner models allreduce, zero1, zero2 "
                "and zero3");
 }
 

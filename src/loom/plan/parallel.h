@@ -49,8 +49,8 @@ struct Parallel {
   int64_t micro_batch = 1;  // samples per micro-batch
   std::string schedule = "1f1b";
   DpMode dp_mode = DpMode::AllReduce;
-  bool recompute = false;          // full activation recomputation
-  bool sequence_parallel = false;  // Korthikanti 2022; only with tp > 1
+  bool recompute = false;             // full activation recomputation
+  bool sequence_parallel = false;     // Korthikanti 2022; only with tp > 1
   bool reshard_after_forward = true;  // zero3
   int max_unsharded = 2;              // zero3 prefetch bound
 

@@ -73,12 +73,12 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
   const Transformer& m = req.model;
   std::vector<std::string> schedules =
       req.schedules.empty() ? schedule::generator_names() : req.schedules;
-  std::vector<DpMode> modes = req.dp_modes.empty()
-                                  ? std::vector<DpMode>{DpMode::AllReduce, DpMode::Zero1,
-                                                        DpMode::Zero2, DpMode::Zero3}
-                                  : req.dp_modes;
-  std::vector<int64_t> bs = req.micro_batches.empty() ? std::vector<int64_t>{1, 2, 4, 8}
-                                                      : req.micro_batches;
+  std::vector<DpMode> modes =
+      req.dp_modes.empty()
+          ? std::vector<DpMode>{DpMode::AllReduce, DpMode::Zero1, DpMode::Zero2, DpMode::Zero3}
+          : req.dp_modes;
+  std::vector<int64_t> bs =
+      req.micro_batches.empty() ? std::vector<int64_t>{1, 2, 4, 8} : req.micro_batches;
   std::vector<int> loops = req.loops.empty() ? std::vector<int>{1, 2, 4, 8} : req.loops;
 
   std::vector<Pending> pending;
@@ -119,7 +119,8 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
                 for (int r = 0; r < pp; ++r) {
                   double w = 0, sm = 0, act = 0;
                   for (int s = r; s < pp * v; s += pp) {
-                    w += cost.compute_s(s, schedule::Kind::F) + cost.compute_s(s, schedule::Kind::B);
+                    w +=
+                        cost.compute_s(s, schedule::Kind::F) + cost.compute_s(s, schedule::Kind::B);
                     const StageMemory sm_s = cost.memory(s);
                     sm += sm_s.params + sm_s.grads + sm_s.optimizer;
                     act = std::max(act, sm_s.activation);
@@ -157,9 +158,10 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
     }
     out.ranked.push_back(cand);
   }
-  std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const Candidate& a, const Candidate& b) {
-    return a.step_s != b.step_s ? a.step_s < b.step_s : a.peak_bytes < b.peak_bytes;
-  });
+  std::stable_sort(
+      out.ranked.begin(), out.ranked.end(), [](const Candidate& a, const Candidate& b) {
+        return a.step_s != b.step_s ? a.step_s < b.step_s : a.peak_bytes < b.peak_bytes;
+      });
   out.elapsed_s = elapsed();
   out.explanation = explain(out);
   return out;

@@ -57,8 +57,8 @@ struct Candidate {
 struct PlanResult {
   std::vector<Candidate> ranked;  // under the memory limit, fastest first
   double memory_limit = 0;
-  int enumerated = 0;      // configurations built
-  int dropped_bound = 0;   // over memory by the cheap bound
+  int enumerated = 0;     // configurations built
+  int dropped_bound = 0;  // over memory by the cheap bound
   int simulated = 0;
   int over_memory = 0;     // simulated, over the limit
   int skipped_budget = 0;  // not simulated: time budget

@@ -8,7 +8,9 @@
 namespace loom::plan {
 namespace {
 
-double us(double seconds) { return double(std::llround(seconds * 1e6)); }
+double us(double seconds) {
+  return double(std::llround(seconds * 1e6));
+}
 
 }  // namespace
 

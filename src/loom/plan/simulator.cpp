@@ -25,12 +25,12 @@ struct MemEvent {
 
 struct RankState {
   size_t next = 0;
-  double cursor = 0;   // when the rank's program reaches its next action
-  double dp_free = 0;  // DP stream free
-  std::map<int, double> link_free;        // send link to a peer pipeline rank
-  std::map<int, double> gathered_ready;   // stage -> its last UNSHARD done
-  std::map<int, double> gathered_since;   // stage -> its current UNSHARD start
-  std::map<int, double> buffer_since;     // stage -> first backward start (grad buffer)
+  double cursor = 0;                     // when the rank's program reaches its next action
+  double dp_free = 0;                    // DP stream free
+  std::map<int, double> link_free;       // send link to a peer pipeline rank
+  std::map<int, double> gathered_ready;  // stage -> its last UNSHARD done
+  std::map<int, double> gathered_since;  // stage -> its current UNSHARD start
+  std::map<int, double> buffer_since;    // stage -> first backward start (grad buffer)
   std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
   std::vector<MemEvent> mem;
   bool optimized = false;  // the optimizer step after the list has run
@@ -66,8 +66,7 @@ class Sim {
           ++st_[r].next;
           progress = true;
         }
-        if (st_[r].next == s_.ranks[r].size() && !st_[r].optimized && optimize(r))
-          progress = true;
+        if (st_[r].next == s_.ranks[r].size() && !st_[r].optimized && optimize(r)) progress = true;
         done = done && st_[r].optimized;
       }
       if (done) break;
@@ -99,8 +98,8 @@ class Sim {
 
   void event(int r, const Action& a, Stream stream, double t0, double t1) {
     if (record_) {
-      out_.ranks[r].events.push_back({schedule::to_string(a),
-                                      std::string(schedule::kind_name(a.kind)), stream, t0, t1});
+      out_.ranks[r].events.push_back(
+          {schedule::to_string(a), std::string(schedule::kind_name(a.kind)), stream, t0, t1});
     }
   }
 
@@ -128,8 +127,7 @@ class Sim {
         if (auto g = st.gathered_ready.find(s); g != st.gathered_ready.end())
           ready = std::max(ready, g->second);
         double end = 0;
-        if (!compute(r, ready, c_.compute_s(s, a.kind), c_.loaded_slowdown(s), &end))
-          return false;
+        if (!compute(r, ready, c_.compute_s(s, a.kind), c_.loaded_slowdown(s), &end)) return false;
         rr.compute_s += end - ready;
         rr.tp_comm_s += c_.compute_comm_s(s, a.kind);
         st.cursor = end;
@@ -284,8 +282,8 @@ class Sim {
     t = st.opt_end;
     if (o_.mesh.dp > 1 && (o_.dp_mode == DpMode::Zero1 || o_.dp_mode == DpMode::Zero2)) {
       for (int s : mine) {
-        const double t1 = t + c_.collective_s(Collective::AllGather, c_.param_bytes(s),
-                                              o_.mesh.dp_group(r));
+        const double t1 =
+            t + c_.collective_s(Collective::AllGather, c_.param_bytes(s), o_.mesh.dp_group(r));
         rr.dp_s += t1 - t;
         rr.dp_bytes += ring_bytes(Collective::AllGather, c_.param_bytes(s));
         if (record_)

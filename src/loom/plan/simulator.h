@@ -62,8 +62,8 @@ struct SimEvent {
 };
 
 struct MemoryBreakdown {
-  double params = 0;       // incl. gathered parameters
-  double grads = 0;        // incl. full gradient buffers
+  double params = 0;  // incl. gathered parameters
+  double grads = 0;   // incl. full gradient buffers
   double optimizer = 0;
   double activations = 0;  // stored + working
   double total() const { return params + grads + optimizer + activations; }
@@ -75,10 +75,10 @@ struct RankResult {
   double p2p_s = 0;      // busy time of the send links
   double dp_s = 0;       // busy time of the DP stream
   double optimizer_s = 0;
-  double end_s = 0;      // step end on this rank
-  double p2p_bytes = 0;  // sent by this rank
-  double dp_bytes = 0;   // sent by this rank (ring traffic)
-  MemoryBreakdown peak;  // at the moment of the peak total
+  double end_s = 0;       // step end on this rank
+  double p2p_bytes = 0;   // sent by this rank
+  double dp_bytes = 0;    // sent by this rank (ring traffic)
+  MemoryBreakdown peak;   // at the moment of the peak total
   int peak_inflight = 0;  // stored (stage, micro-batch) activations at that moment
   std::vector<SimEvent> events;
 };

@@ -42,9 +42,9 @@ double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, b
   const double s = double(m.seq_len), h = double(m.hidden), a = double(m.heads), t = tp;
   const double sbh = s * b * h, scale = elem_bytes / 2;
   if (recompute) return 2 * sbh * scale / (sp ? t : 1);
-  const double c_h = m.dropout ? 34 : 32;           // per s·b·h
-  const double c_a = m.dropout ? 5 : 2;             // per a·s²·b
-  const double unsplit = m.dropout ? 10 : 8;        // LayerNorms, dropout masks, GEMM inputs
+  const double c_h = m.dropout ? 34 : 32;     // per s·b·h
+  const double c_a = m.dropout ? 5 : 2;       // per a·s²·b
+  const double unsplit = m.dropout ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
   if (tp <= 1) return sbh * (c_h + c_a * a * s / h) * scale;
   if (sp) return sbh / t * (c_h + c_a * a * s / h) * scale;
   return sbh * (unsplit + (c_h - unsplit) / t + c_a * a * s / (h * t)) * scale;
@@ -53,11 +53,16 @@ double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, b
 StateBytes state_bytes_per_param(DpMode mode, int dp) {
   const double d = dp;
   switch (mode) {
-    case DpMode::AllReduce: return {2, 2, 12};
-    case DpMode::Zero1: return {2, 2, 12 / d};
-    case DpMode::Zero2: return {2, 2 / d, 12 / d};
-    case DpMode::Zero3: return {2 / d, 2 / d, 12 / d};
-    default: check_simulated(mode);
+    case DpMode::AllReduce:
+      return {2, 2, 12};
+    case DpMode::Zero1:
+      return {2, 2, 12 / d};
+    case DpMode::Zero2:
+      return {2, 2 / d, 12 / d};
+    case DpMode::Zero3:
+      return {2 / d, 2 / d, 12 / d};
+    default:
+      check_simulated(mode);
   }
   LOOM_CHECK(false, "unreachable");
 }

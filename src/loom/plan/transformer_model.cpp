@@ -44,7 +44,11 @@ void TransformerCostModel::Cost::add(const Cost& o) {
 TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel& p,
                                            const Cluster& c, const std::string& prec,
                                            std::vector<int> cut)
-    : m_(m), p_(p), c_(c), net_(c), prec_(::loom::plan::precision(prec.empty() ? c.precision : prec)) {
+    : m_(m),
+      p_(p),
+      c_(c),
+      net_(c),
+      prec_(::loom::plan::precision(prec.empty() ? c.precision : prec)) {
   if (m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.seq_len < 1 || m.vocab < 1)
     LOOM_USAGE("model layers, width, heads, seq-len and vocab must all be >= 1");
   if (m.hidden % m.heads != 0)
@@ -54,8 +58,8 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
   if (m.heads % p.tp != 0 || m.hidden % p.tp != 0)
     LOOM_USAGE("tp=", p.tp, " must divide heads (", m.heads, ") and width (", m.hidden, ")");
   if (p.tp > c.devices_per_node && !c.shared)
-    LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '",
-               c.name, "'; tensor parallelism stays inside a node");
+    LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '", c.name,
+               "'; tensor parallelism stays inside a node");
   peak_ = c.peak(prec_.name == "fp16" && !c.peak_flops.count("fp16") ? "bf16" : prec_.name);
 
   const int S = p.pp * p.loops;
@@ -136,8 +140,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.i = linear + 2 * core + 2 * elem + c.i_comm;
     c.w = linear;
     c.params = layer_params(m_) / t;
-    c.activation =
-        layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, p_.recompute, e);
+    c.activation = layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, p_.recompute, e);
     if (p_.recompute)
       c.working = layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, false, e);
   } else if (kind == kHead) {
@@ -165,14 +168,14 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
 bool TransformerCostModel::profiled(int kind, Cost* out) const {
   std::vector<const BlockProfile*> match;
   for (const BlockProfile& bp : c_.blocks) {
-    if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len)
-      continue;
+    if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len) continue;
     if (kind == kLayer && bp.heads != m_.heads) continue;
     if (kind != kLayer && bp.vocab != m_.vocab) continue;
     match.push_back(&bp);
   }
   if (match.empty()) return false;
-  std::sort(match.begin(), match.end(), [](auto* x, auto* y) { return x->micro_batch < y->micro_batch; });
+  std::sort(match.begin(), match.end(),
+            [](auto* x, auto* y) { return x->micro_batch < y->micro_batch; });
   const double b = double(p_.micro_batch);
   // Linear between the two nearest measured sizes; outside the measured range, times grow in
   // proportion and ratios stay at the nearest size.
@@ -191,8 +194,8 @@ bool TransformerCostModel::profiled(int kind, Cost* out) const {
     return lo->*field + x * (hi->*field - lo->*field);
   };
   const double f = time_at(&BlockProfile::forward_s), bw = time_at(&BlockProfile::backward_s);
-  const bool has_act = std::all_of(match.begin(), match.end(),
-                                   [](auto* m) { return m->activation_bytes > 0; });
+  const bool has_act =
+      std::all_of(match.begin(), match.end(), [](auto* m) { return m->activation_bytes > 0; });
   out->activation = has_act ? time_at(&BlockProfile::activation_bytes) : -1;
   out->f = f;
   const bool split = std::all_of(match.begin(), match.end(),

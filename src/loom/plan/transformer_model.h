@@ -50,7 +50,9 @@ class TransformerCostModel : public CostModel {
   int stages() const override { return static_cast<int>(stage_.size()); }
   double compute_s(int stage, schedule::Kind kind) const override;
   double compute_comm_s(int stage, schedule::Kind kind) const override;
-  double p2p_s(double bytes, int from, int to) const override { return net_.p2p_s(bytes, from, to); }
+  double p2p_s(double bytes, int from, int to) const override {
+    return net_.p2p_s(bytes, from, to);
+  }
   double collective_s(Collective op, double bytes, const std::vector<int>& g) const override {
     return net_.collective_s(op, bytes, g);
   }
@@ -73,15 +75,15 @@ class TransformerCostModel : public CostModel {
 
  private:
   struct Cost {
-    double f = 0, i = 0, w = 0;   // seconds; b = i + w - split_extra
+    double f = 0, i = 0, w = 0;  // seconds; b = i + w - split_extra
     // How much the runtime's separate I and W take beyond one fused backward (W re-traverses
     // the retained graph); 0 unless the profile measured the split.
     double split_extra = 0;
     double f_comm = 0, i_comm = 0;
-    double params = 0;            // per rank
-    double activation = 0;        // stored per micro-batch
-    double working = 0;           // transient in the backward
-    double loaded = 0;            // (f + i + w) x the blocks' loaded slowdowns (shared cores)
+    double params = 0;      // per rank
+    double activation = 0;  // stored per micro-batch
+    double working = 0;     // transient in the backward
+    double loaded = 0;      // (f + i + w) x the blocks' loaded slowdowns (shared cores)
     void add(const Cost& o);
   };
   Cost analytic(int kind) const;  // 0 embedding, 1 layer, 2 head

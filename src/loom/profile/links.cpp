@@ -30,7 +30,8 @@ double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
   const int me = w.rank();
   torch::set_num_threads(1);
   model::Model m = model::build(cfg.model, cfg.train.seed);
-  BlockJob j{"layer", b, m.blocks[1].get(), torch::randn({b, cfg.model.seq_len, cfg.model.width}), {}};
+  BlockJob j{
+      "layer", b, m.blocks[1].get(), torch::randn({b, cfg.model.seq_len, cfg.model.width}), {}};
   forward_backward(j);  // warm-up
   const double settle = std::max(0.5, budget), window = settle + budget;
   std::vector<double> alone, loaded;
@@ -98,7 +99,8 @@ std::vector<double> measure_comm() {
 
 std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_args) {
   const std::string file =
-      (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid()))).string();
+      (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid())))
+          .string();
   std::vector<std::string> cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
@@ -119,8 +121,9 @@ std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_arg
   std::ifstream in(file);
   std::vector<double> v(4, 0.0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> v[0] >> v[1] >> v[2] >> v[3]))
-    throw Error("the communication measurement (mpirun -n 2 loom profile --comm-child) failed; "
-                "run loom doctor, or pass --no-comm to skip it");
+    throw Error(
+        "the communication measurement (mpirun -n 2 loom profile --comm-child) failed; "
+        "run loom doctor, or pass --no-comm to skip it");
   std::filesystem::remove(file);
   return v;
 }

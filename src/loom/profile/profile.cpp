@@ -107,7 +107,7 @@ std::optional<Measured> measure(const Options& o) {
     auto src = torch::randn({16 << 20}), dst = torch::empty({16 << 20});
     const double t = median_time([&] { dst.copy_(src); }, budget);
     c.memory_bandwidth = 2.0 * src.numel() * 4 / t;  // read + write
-    c.elementwise_efficiency = 1.0;  // measured with an elementwise copy
+    c.elementwise_efficiency = 1.0;                  // measured with an elementwise copy
   }
   c.memory_bytes = memory_total_bytes() / cores;
 
@@ -161,8 +161,9 @@ std::optional<Measured> measure(const Options& o) {
     std::vector<std::string> slowdown_args;
     if (load_cores > 0) {  // and the slowdown of a rank while the other computes
       std::cerr << ", and a rank's compute while the other computes";
-      slowdown_args = {"--config", config_path, "--slowdown-mb",
-                       std::to_string(probe.micro_batch), "--seconds", detail::concat(budget)};
+      slowdown_args = {"--config",      config_path,
+                       "--slowdown-mb", std::to_string(probe.micro_batch),
+                       "--seconds",     detail::concat(budget)};
     }
     std::cerr << "\n";
     link = comm_via_mpirun(slowdown_args);
@@ -176,7 +177,8 @@ std::optional<Measured> measure(const Options& o) {
       slowdown = sustained_slowdown(probe, load_cores, budget, std::max(0.5, budget));
       how = "forked processes";
     }
-    std::fprintf(stderr, "loom profile: layer (micro-batch %lld) with every core busy: x%.2f (%s)\n",
+    std::fprintf(stderr,
+                 "loom profile: layer (micro-batch %lld) with every core busy: x%.2f (%s)\n",
                  (long long)probe.micro_batch, slowdown, how);
     for (plan::BlockProfile& bp : c.blocks) bp.loaded_slowdown = slowdown;
   }
@@ -219,8 +221,8 @@ std::optional<Measured> measure(const Options& o) {
 }
 
 void write_cluster(const plan::Cluster& c, const std::string& path) {
-  std::string text = "# Written by `loom profile`; format in src/loom/plan/cluster.h.\n" +
-                     plan::to_toml(c);
+  std::string text =
+      "# Written by `loom profile`; format in src/loom/plan/cluster.h.\n" + plan::to_toml(c);
   plan::parse_cluster(text, path);  // what we write must read back
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

@@ -75,7 +75,9 @@ class CoreLoad {
   std::atomic<long>* rounds_ = nullptr;
 };
 
-torch::Tensor run_forward(BlockJob& j) { return model::forward_for_timing(*j.block, j.input, j.target); }
+torch::Tensor run_forward(BlockJob& j) {
+  return model::forward_for_timing(*j.block, j.input, j.target);
+}
 
 }  // namespace
 
@@ -155,8 +157,9 @@ double sustained_slowdown(BlockJob& j, int load_cores, double budget, double set
     load.pause();
   }
   if (load.rounds() == rounds0) {
-    std::fprintf(stderr, "loom profile: warning: the load on the other cores made no progress; "
-                         "the slowdown under load is not measured (1)\n");
+    std::fprintf(stderr,
+                 "loom profile: warning: the load on the other cores made no progress; "
+                 "the slowdown under load is not measured (1)\n");
     return 1.0;
   }
   return std::max(1.0, median_of(loaded) / median_of(alone));

@@ -12,7 +12,9 @@ constexpr std::array<std::string_view, 11> kKindNames = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD",
 };
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // Parses a run of decimal digits; false on overflow past 9 digits (no schedule is that big).
 bool parse_int(std::string_view digits, int* out) {
@@ -31,7 +33,9 @@ bool parse_int(std::string_view digits, int* out) {
 
 }  // namespace
 
-std::string_view kind_name(Kind k) { return kKindNames.at(static_cast<size_t>(k)); }
+std::string_view kind_name(Kind k) {
+  return kKindNames.at(static_cast<size_t>(k));
+}
 
 std::optional<Kind> parse_kind(std::string_view name) {
   for (size_t i = 0; i < kKindNames.size(); ++i)
@@ -39,7 +43,9 @@ std::optional<Kind> parse_kind(std::string_view name) {
   return std::nullopt;
 }
 
-bool is_compute(Kind k) { return k == Kind::F || k == Kind::B || k == Kind::I || k == Kind::W; }
+bool is_compute(Kind k) {
+  return k == Kind::F || k == Kind::B || k == Kind::I || k == Kind::W;
+}
 
 bool is_p2p(Kind k) {
   return k == Kind::SEND_F || k == Kind::RECV_F || k == Kind::SEND_B || k == Kind::RECV_B;

@@ -34,13 +34,13 @@ struct Action {
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-std::string_view kind_name(Kind k);               // "F", "SEND_F", ...
-std::optional<Kind> parse_kind(std::string_view); // inverse of kind_name
-bool is_compute(Kind k);                          // F, B, I, W
-bool is_p2p(Kind k);                              // SEND_*, RECV_*
-bool is_stage_level(Kind k);                      // UNSHARD, RESHARD, REDUCE_GRAD
+std::string_view kind_name(Kind k);                // "F", "SEND_F", ...
+std::optional<Kind> parse_kind(std::string_view);  // inverse of kind_name
+bool is_compute(Kind k);                           // F, B, I, W
+bool is_p2p(Kind k);                               // SEND_*, RECV_*
+bool is_stage_level(Kind k);                       // UNSHARD, RESHARD, REDUCE_GRAD
 
-std::string to_string(const Action& a);           // "2F0"
+std::string to_string(const Action& a);  // "2F0"
 // Parses "2F0"; throws loom::UsageError naming the text and the expected form.
 Action parse_action(std::string_view text);
 

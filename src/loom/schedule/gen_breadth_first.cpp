@@ -20,7 +20,11 @@ Schedule breadth_first(const std::string& name, const Shape& shape) {
 
 }  // namespace
 
-Schedule gen_gpipe(const Shape& shape) { return breadth_first("gpipe", shape); }
-Schedule gen_bfs(const Shape& shape) { return breadth_first("bfs", shape); }
+Schedule gen_gpipe(const Shape& shape) {
+  return breadth_first("gpipe", shape);
+}
+Schedule gen_bfs(const Shape& shape) {
+  return breadth_first("bfs", shape);
+}
 
 }  // namespace loom::schedule::detail

@@ -11,8 +11,8 @@
 namespace loom::schedule {
 
 std::string to_csv(const Schedule& s);
-Schedule from_csv(const std::string& text);   // throws loom::UsageError on bad text
-Schedule load_csv(const std::string& path);   // throws loom::UsageError when unreadable
+Schedule from_csv(const std::string& text);  // throws loom::UsageError on bad text
+Schedule load_csv(const std::string& path);  // throws loom::UsageError when unreadable
 
 std::string render_ascii(const Schedule& s);  // rank x step grid, compute actions aligned
 std::string render_svg(const Schedule& s);    // one row per rank, colour per kind

@@ -17,7 +17,9 @@ struct Gather {
   int unshard;
 };
 
-bool is_backward(Kind k) { return k == Kind::B || k == Kind::I || k == Kind::W; }
+bool is_backward(Kind k) {
+  return k == Kind::B || k == Kind::I || k == Kind::W;
+}
 
 // The gathers one rank needs (see lower.h): one per stage, or with reshard_after_forward one
 // per visit, a visit being a run of the stage's forwards among the rank's forwards (or of its

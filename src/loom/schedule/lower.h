@@ -30,9 +30,9 @@
 namespace loom::schedule {
 
 enum class DpMode {
-  None,          // no data-parallel actions (dp == 1)
-  Reduce,        // REDUCE_GRAD only (allreduce, zero1, zero2, slim, quant)
-  ZeroParams,    // UNSHARD / RESHARD / REDUCE_GRAD (zero3)
+  None,        // no data-parallel actions (dp == 1)
+  Reduce,      // REDUCE_GRAD only (allreduce, zero1, zero2, slim, quant)
+  ZeroParams,  // UNSHARD / RESHARD / REDUCE_GRAD (zero3)
 };
 
 struct LowerOptions {

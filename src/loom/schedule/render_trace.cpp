@@ -11,7 +11,9 @@ namespace {
 
 constexpr double kMicrosPerUnit = 1000.0;
 
-double micros(double units) { return double(std::llround(units * kMicrosPerUnit)); }
+double micros(double units) {
+  return double(std::llround(units * kMicrosPerUnit));
+}
 
 }  // namespace
 
@@ -24,9 +26,9 @@ std::string render_trace(const Schedule& s) {
   for (size_t r = 0; r < timing.ranks.size(); ++r)
     for (const TimedAction& t : timing.ranks[r]) {
       const Action& a = t.action;
-      out.complete({to_string(a), std::string(kind_name(a.kind)), micros(t.start),
-                    micros(t.end - t.start)},
-                   0, static_cast<int>(r), {{"stage", a.stage}, {"microbatch", a.microbatch}});
+      out.complete(
+          {to_string(a), std::string(kind_name(a.kind)), micros(t.start), micros(t.end - t.start)},
+          0, static_cast<int>(r), {{"stage", a.stage}, {"microbatch", a.microbatch}});
     }
   return out.json();
 }

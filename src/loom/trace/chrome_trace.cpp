@@ -69,9 +69,8 @@ void ChromeTrace::thread_name(int pid, int tid, const std::string& name) {
 void ChromeTrace::complete(const Event& e, int pid, int tid,
                            const std::vector<std::pair<std::string, int64_t>>& args) {
   std::string line = "{\"name\":" + json_string(e.name) + ",\"cat\":" + json_string(e.cat) +
-                     ",\"ph\":\"X\",\"ts\":" + number(e.start_us) + ",\"dur\":" +
-                     number(e.dur_us) + ",\"pid\":" + std::to_string(pid) +
-                     ",\"tid\":" + std::to_string(tid);
+                     ",\"ph\":\"X\",\"ts\":" + number(e.start_us) + ",\"dur\":" + number(e.dur_us) +
+                     ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
   if (!args.empty()) {
     line += ",\"args\":{";
     for (size_t i = 0; i < args.size(); ++i)
@@ -83,7 +82,8 @@ void ChromeTrace::complete(const Event& e, int pid, int tid,
 
 std::string ChromeTrace::json() const {
   std::string out = "{\"traceEvents\":[\n";
-  for (size_t i = 0; i < lines_.size(); ++i) out += lines_[i] + (i + 1 < lines_.size() ? ",\n" : "\n");
+  for (size_t i = 0; i < lines_.size(); ++i)
+    out += lines_[i] + (i + 1 < lines_.size() ? ",\n" : "\n");
   return out + "]}\n";
 }
 

@@ -22,7 +22,9 @@ namespace {
 
 constexpr const char* kFormat = "loom-checkpoint-2";
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+std::string quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
 
 // The value of "key" in the manifest's text: a string's contents or a number's digits.
 std::string field(const std::string& json, const std::string& key, const std::string& file) {
@@ -34,8 +36,8 @@ std::string field(const std::string& json, const std::string& key, const std::st
   return mt[2].matched ? mt[2].str() : mt[3].str();
 }
 
-int64_t number(const std::string& text, const std::string& key, const std::string& file,
-               int64_t lo, int64_t hi) {
+int64_t number(const std::string& text, const std::string& key, const std::string& file, int64_t lo,
+               int64_t hi) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
@@ -85,12 +87,11 @@ std::string manifest_to_json(const Manifest& m) {
   const auto& md = m.model;
   os << "{\"format\": \"" << kFormat << "\", \"loom_version\": " << quoted(m.loom_version)
      << ", \"step\": " << m.step << ",\n \"world\": " << m.world << ", \"dp\": " << m.dp
-     << ", \"pp\": " << m.pp << ", \"loops\": " << m.loops
-     << ", \"dp_mode\": " << quoted(m.dp_mode) << ", \"schedule\": " << quoted(m.schedule)
-     << ",\n \"optimizer\": " << quoted(m.optimizer) << ", \"dtype\": " << quoted(m.dtype)
-     << ",\n \"model\": " << quoted(config::name_of(md.kind)) << ", \"vocab\": " << md.vocab
-     << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
-     << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
+     << ", \"pp\": " << m.pp << ", \"loops\": " << m.loops << ", \"dp_mode\": " << quoted(m.dp_mode)
+     << ", \"schedule\": " << quoted(m.schedule) << ",\n \"optimizer\": " << quoted(m.optimizer)
+     << ", \"dtype\": " << quoted(m.dtype) << ",\n \"model\": " << quoted(config::name_of(md.kind))
+     << ", \"vocab\": " << md.vocab << ", \"seq_len\": " << md.seq_len
+     << ", \"width\": " << md.width << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
      << ", \"classes\": " << md.classes << ",\n \"files\": [";
   for (size_t r = 0; r < m.files.size(); ++r)
     os << (r ? ",\n   " : "\n   ") << "{\"rank\": " << r << ", \"bytes\": " << m.files[r].bytes
@@ -151,9 +152,9 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
     const int64_t rank = number((*it)[1].str(), "a file's rank", f, 0, kRanks);
     if (rank != static_cast<int64_t>(m.files.size()))
       LOOM_USAGE("checkpoint manifest '", f, "' lists rank ", rank, " out of order; it is corrupt");
-    m.files.push_back({number((*it)[2].str(), "a file's bytes", f, 0, kBig * 1024),
-                       static_cast<uint32_t>(
-                           number((*it)[3].str(), "a file's crc32", f, 0, 0xffffffffLL))});
+    m.files.push_back(
+        {number((*it)[2].str(), "a file's bytes", f, 0, kBig * 1024),
+         static_cast<uint32_t>(number((*it)[3].str(), "a file's crc32", f, 0, 0xffffffffLL))});
   }
   if (static_cast<int>(m.files.size()) != m.world)
     LOOM_USAGE("checkpoint manifest '", f, "' lists ", m.files.size(), " rank files for world ",
@@ -164,8 +165,8 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
 
 void check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
   auto refuse = [&](const std::string& what, const auto& was, const auto& now) {
-    LOOM_USAGE("checkpoint '", dir, "' was written with ", what, " = ", was, ", this run has ",
-               now, "; resume with ", what, " = ", was, " (or start a new run in another --output.dir)");
+    LOOM_USAGE("checkpoint '", dir, "' was written with ", what, " = ", was, ", this run has ", now,
+               "; resume with ", what, " = ", was, " (or start a new run in another --output.dir)");
   };
   const auto &a = saved.model, &b = run.model;
   if (a.kind != b.kind) refuse("model.kind", a.kind, b.kind);
@@ -174,7 +175,8 @@ void check_resumable(const Manifest& saved, const Manifest& run, const std::stri
   if (a.heads != b.heads) refuse("model.heads", a.heads, b.heads);
   if (a.kind == config::ModelKind::Gpt && a.seq_len != b.seq_len)
     refuse("model.seq_len", a.seq_len, b.seq_len);
-  if (a.kind == config::ModelKind::Gpt && a.vocab != b.vocab) refuse("model.vocab", a.vocab, b.vocab);
+  if (a.kind == config::ModelKind::Gpt && a.vocab != b.vocab)
+    refuse("model.vocab", a.vocab, b.vocab);
   if (a.kind != config::ModelKind::Gpt && a.classes != b.classes)
     refuse("model.classes", a.classes, b.classes);
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);

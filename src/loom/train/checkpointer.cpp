@@ -81,11 +81,13 @@ void remove_debris(const fs::path& root, bool writes_manifests) {
     const std::string name = e.path().filename().string();
     if (name.find(".tmp") != std::string::npos) {
       fs::remove(e.path(), ec);
-    } else if (is_step_folder(e) && writes_manifests && !fs::exists(e.path() / "manifest.json", ec)) {
+    } else if (is_step_folder(e) && writes_manifests &&
+               !fs::exists(e.path() / "manifest.json", ec)) {
       fs::remove_all(e.path(), ec);
     } else if (is_step_folder(e)) {
       for (const auto& f : fs::directory_iterator(e.path(), ec))
-        if (f.path().filename().string().find(".tmp") != std::string::npos) fs::remove(f.path(), ec);
+        if (f.path().filename().string().find(".tmp") != std::string::npos)
+          fs::remove(f.path(), ec);
     }
   }
 }
@@ -95,7 +97,8 @@ void prune(const fs::path& root, size_t keep) {
   std::vector<fs::path> complete;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec))
-    if (is_step_folder(e) && fs::exists(e.path() / "manifest.json", ec)) complete.push_back(e.path());
+    if (is_step_folder(e) && fs::exists(e.path() / "manifest.json", ec))
+      complete.push_back(e.path());
   std::sort(complete.begin(), complete.end());  // step-NNNNNN: names sort by step
   for (size_t i = 0; i + keep < complete.size(); ++i) fs::remove_all(complete[i], ec);
 }

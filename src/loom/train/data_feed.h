@@ -15,7 +15,7 @@
 namespace loom::train {
 
 struct MicroBatches {
-  std::vector<torch::Tensor> inputs;   // one per micro-batch; undefined where not needed
+  std::vector<torch::Tensor> inputs;  // one per micro-batch; undefined where not needed
   std::vector<torch::Tensor> targets;
 };
 

@@ -1,9 +1,9 @@
 #include "loom/train/fault_injection.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -18,7 +18,7 @@ bool fault_here(int rank, int64_t step) {
   static const char* r = std::getenv("LOOM_FAULT_RANK");
   static const char* s = std::getenv("LOOM_FAULT_STEP");
   static const char* restarts = std::getenv("LOOM_RESTART_COUNT");  // set by the launchers
-  if (restarts && std::atoi(restarts) > 0) return false;  // a restarted job runs clean
+  if (restarts && std::atoi(restarts) > 0) return false;            // a restarted job runs clean
   return r && s && std::atoi(r) == rank && std::atoll(s) == step;
 }
 

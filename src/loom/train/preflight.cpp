@@ -1,8 +1,9 @@
 #include "loom/train/preflight.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
@@ -32,8 +33,8 @@ void check_run_folder(const config::OutputConfig& o) {
   const fs::path dir(o.dir);
   std::error_code ec;
   const bool metrics = fs::exists(dir / "metrics.jsonl", ec);
-  const bool checkpoints = fs::is_directory(dir / "checkpoint", ec) &&
-                           !fs::is_empty(dir / "checkpoint", ec);
+  const bool checkpoints =
+      fs::is_directory(dir / "checkpoint", ec) && !fs::is_empty(dir / "checkpoint", ec);
   if (!metrics && !checkpoints) return;
   LOOM_USAGE("output folder '", o.dir, "' holds another run (",
              metrics && checkpoints ? "metrics.jsonl, checkpoint/"
@@ -55,7 +56,8 @@ void check_output_dir(const config::OutputConfig& o) {
   {
     std::ofstream f(probe);
     if (!f || !(f << "x") || !f.flush())
-      LOOM_USAGE("output folder '", dir, "' is not writable; pass a writable folder with --output.dir");
+      LOOM_USAGE("output folder '", dir,
+                 "' is not writable; pass a writable folder with --output.dir");
   }
   fs::remove(probe, ec);
 }
@@ -66,8 +68,9 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   config::validate(cfg);
   // NCCL moves CUDA tensors only, and the runtime keeps every tensor on the CPU for now.
   if (cfg.parallel.comm == config::CommChoice::Nccl)
-    LOOM_USAGE("parallel.comm nccl needs CUDA tensors, and loom trains on CPU tensors until GPU "
-               "training lands; use --comm gloo or mpi");
+    LOOM_USAGE(
+        "parallel.comm nccl needs CUDA tensors, and loom trains on CPU tensors until GPU "
+        "training lands; use --comm gloo or mpi");
   Resolved r;
   r.pp = static_cast<int>(cfg.parallel.pp);
   r.loops = static_cast<int>(cfg.parallel.loops);
@@ -89,8 +92,8 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   // Model cut and schedule.
   int stages = r.pp * r.loops;
   std::vector<double> unit(model::spec_of(cfg.model).blocks, 1.0);
-  model::partition(unit, stages, cfg.parallel.partition == "flops" ? "uniform"
-                                                                   : cfg.parallel.partition);
+  model::partition(unit, stages,
+                   cfg.parallel.partition == "flops" ? "uniform" : cfg.parallel.partition);
   schedule::Shape shape{r.pp, r.loops, r.m};
   if (!cfg.parallel.schedule_file.empty()) {
     schedule::Schedule s = schedule::load_csv(cfg.parallel.schedule_file);

@@ -1,8 +1,9 @@
 #include "loom/train/report.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <sstream>
-#include <unistd.h>
 
 namespace loom::train {
 
@@ -42,10 +43,14 @@ JsonLine& JsonLine::str(const std::string& k, const std::string& v) {
 
 std::string human_count(double v) {
   char buf[32];
-  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
-  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f", v);
+  if (v >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  else if (v >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (v >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
 }
 
@@ -65,9 +70,12 @@ std::string human_time(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   long t = std::lround(s);
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%.1fs", s);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
   return buf;
 }
 

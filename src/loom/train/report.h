@@ -43,8 +43,8 @@ class Progress {
 // Two-column table with a title, like:  throughput ....... 12.3k tokens/s
 std::string summary_table(const std::string& title,
                           const std::vector<std::pair<std::string, std::string>>& rows);
-std::string human_count(double v);     // 12.3k, 4.5M
-std::string human_bytes(double bytes); // 1.2 MiB
-std::string human_time(double s);      // 1m23s
+std::string human_count(double v);      // 12.3k, 4.5M
+std::string human_bytes(double bytes);  // 1.2 MiB
+std::string human_time(double s);       // 1m23s
 
 }  // namespace loom::train

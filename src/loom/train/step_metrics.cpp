@@ -69,7 +69,9 @@ void RunMetrics::message(const std::string& line) {
   if (root_) progress_->message(line);
 }
 
-void RunMetrics::write(const std::string& line) { *file_ << line << "\n" << std::flush; }
+void RunMetrics::write(const std::string& line) {
+  *file_ << line << "\n" << std::flush;
+}
 
 void RunMetrics::step(const StepSample& s, TrainResult* res) {
   // Measured bubble: the share of the step that an average rank did not spend computing.
@@ -90,15 +92,20 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
   for (auto& [k, v] : s.sync_metrics) res->sync_metrics[k] = v;
   if (root_) {
     JsonLine j;
-    j.integer("step", s.step).num("loss", s.loss).num("lr", s.lr).num("step_s", s.step_s)
+    j.integer("step", s.step)
+        .num("loss", s.loss)
+        .num("lr", s.lr)
+        .num("step_s", s.step_s)
         .num(gpt_ ? "tokens_per_s" : "samples_per_s", items_per_step_ / s.step_s)
-        .num("compute_s", s.compute_s).num("bubble", bubble)
+        .num("compute_s", s.compute_s)
+        .num("bubble", bubble)
         .num("p2p_wait_s", s.p2p_wait_s)
         .num("dp_wait_s", s.dp_exposed_s)
         .integer("dp_bytes", (dp_comm_.stats() - dp0_).total_bytes())
         .integer("dp_step_calls", s.dp.total_calls())
         .integer("dp_step_bytes", s.dp.total_bytes())
-        .num("dp_exposed_s", s.dp_exposed_s).num("dp_hidden_s", dp_hidden)
+        .num("dp_exposed_s", s.dp_exposed_s)
+        .num("dp_hidden_s", dp_hidden)
         .integer("pp_bytes", (pp_comm_.stats() - pp0_).total_bytes())
         .integer("peak_activation_bytes", s.peak_activation_bytes)
         .integer("peak_dp_working_bytes", s.peak_working_bytes)
@@ -135,8 +142,9 @@ void RunMetrics::eval(int64_t step, double loss, double accuracy, TrainResult* r
   j.integer("step", step).num("eval_loss", loss);
   if (accuracy >= 0) j.num("eval_accuracy", accuracy);
   write(j.done());
-  progress_->message(detail::concat("eval at step ", step, ": loss ", loss,
-                                    accuracy >= 0 ? detail::concat(", accuracy ", accuracy * 100, "%") : ""));
+  progress_->message(
+      detail::concat("eval at step ", step, ": loss ", loss,
+                     accuracy >= 0 ? detail::concat(", accuracy ", accuracy * 100, "%") : ""));
 }
 
 void RunMetrics::end_steps(TrainResult* res) {
@@ -166,11 +174,14 @@ void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
 void RunMetrics::summary_line(const TrainResult& res, const std::vector<int64_t>& per_rank,
                               double nsteps) {
   JsonLine j;
-  j.str("summary", "run").integer("steps", res.steps)
+  j.str("summary", "run")
+      .integer("steps", res.steps)
       .num("dp_calls_per_step", dp_steps_.total_calls() / nsteps)
       .integer("dp_bytes_per_step", static_cast<long long>(dp_steps_.total_bytes() / nsteps))
-      .num("dp_exposed_s", dp_exposed_s_).num("dp_hidden_s", dp_hidden_s_)
-      .num("p2p_wait_s", p2p_s_).num("step_s", steps_time_ / nsteps);
+      .num("dp_exposed_s", dp_exposed_s_)
+      .num("dp_hidden_s", dp_hidden_s_)
+      .num("p2p_wait_s", p2p_s_)
+      .num("step_s", steps_time_ / nsteps);
   for (int q = 0; q < world_.size(); ++q)
     j.integer("state_bytes_r" + std::to_string(q), per_rank[2 * q])
         .integer("peak_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
@@ -185,16 +196,19 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
   const double exposed_s = p2p_s_ + dp_exposed_s_;
   const parallel::MemoryBytes& mem = res.memory;
   std::vector<std::pair<std::string, std::string>> rows = {
-      {"steps", std::to_string(res.steps) + (start_step_ ? " (resumed at " + std::to_string(start_step_) + ")" : "")},
+      {"steps", std::to_string(res.steps) +
+                    (start_step_ ? " (resumed at " + std::to_string(start_step_) + ")" : "")},
       {"wall time", human_time(res.wall_s)},
       {"throughput", human_count(res.items_per_s) + (gpt_ ? " tokens/s" : " samples/s")},
       {"final train loss", std::to_string(res.final_loss)},
       {"eval loss", std::to_string(res.eval_loss)},
   };
-  if (res.eval_accuracy >= 0) rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
+  if (res.eval_accuracy >= 0)
+    rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
   rows.push_back({"idle + comm (rank 0)", std::to_string(bubble * 100) + " % of step time"});
-  rows.push_back({"exposed comm (rank 0)", human_time(exposed_s) + " (dp " + human_time(dp_exposed_s_) +
-                                               ", pp " + human_time(p2p_s_) + ")"});
+  rows.push_back({"exposed comm (rank 0)", human_time(exposed_s) + " (dp " +
+                                               human_time(dp_exposed_s_) + ", pp " +
+                                               human_time(p2p_s_) + ")"});
   rows.push_back({"hidden dp comm (rank 0)", human_time(dp_hidden_s_)});
   std::string kinds;
   for (int k = 0; k < comm::kOpKinds; ++k)
@@ -203,13 +217,15 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
                               dp_steps_.calls[k] / nsteps);
   rows.push_back({"dp collectives per step (rank 0)",
                   detail::concat(dp_steps_.total_calls() / nsteps) + " calls, " +
-                      human_bytes(dp_steps_.total_bytes() / nsteps) + (kinds.empty() ? "" : " (" + kinds + ")")});
+                      human_bytes(dp_steps_.total_bytes() / nsteps) +
+                      (kinds.empty() ? "" : " (" + kinds + ")")});
   if (comm::link_emulation().active())
     rows.push_back({"link", "EMULATED " + cfg_.emulate.bandwidth + " " + cfg_.emulate.latency});
   rows.push_back({"dp bytes sent (rank 0)", human_bytes(double(res.dp_bytes))});
   rows.push_back({"pp bytes sent (rank 0)", human_bytes(double(res.pp_bytes))});
-  rows.push_back({"params/grads/optim (rank 0)",
-                  human_bytes(mem.params) + " / " + human_bytes(mem.grads) + " / " + human_bytes(mem.optimizer)});
+  rows.push_back({"params/grads/optim (rank 0)", human_bytes(mem.params) + " / " +
+                                                     human_bytes(mem.grads) + " / " +
+                                                     human_bytes(mem.optimizer)});
   rows.push_back({"peak activations (rank 0)", human_bytes(double(peak_act_))});
   std::string state, peak;
   for (int q = 0; q < world_.size(); ++q) {

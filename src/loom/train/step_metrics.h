@@ -50,7 +50,7 @@ struct StepSample {
   double dp_exposed_s = 0;  // ExposedDpWait
   comm::Stats dp;           // the DP communicator's operations in the step
   int64_t peak_activation_bytes = 0, peak_working_bytes = 0, peak_transient_bytes = 0;
-  int64_t peak_bytes = 0;   // allocator peak (MemoryTracker)
+  int64_t peak_bytes = 0;                                    // allocator peak (MemoryTracker)
   std::vector<std::pair<std::string, double>> sync_metrics;  // "name.stage" -> value
 };
 

@@ -1,9 +1,9 @@
 #include "loom/train/trace_clock.h"
 
+#include <unistd.h>
+
 #include <functional>
 #include <string>
-
-#include <unistd.h>
 
 namespace loom::train {
 

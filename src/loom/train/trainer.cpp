@@ -9,8 +9,8 @@
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
 #include "loom/parallel/boundary_specs.h"
-#include "loom/parallel/executor.h"
 #include "loom/parallel/data_parallel.h"
+#include "loom/parallel/executor.h"
 #include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/plan/parallel.h"
@@ -43,7 +43,8 @@ struct Trainer::Impl {
   schedule::Schedule lowered;
   std::map<int, std::unique_ptr<parallel::Stage>> stages;
   std::map<int, std::unique_ptr<parallel::DataParallel>> syncs;
-  std::map<int, std::unique_ptr<parallel::StageOptimizer>> optimizers;  // per stage, over syncs' tensors
+  std::map<int, std::unique_ptr<parallel::StageOptimizer>>
+      optimizers;  // per stage, over syncs' tensors
   std::unique_ptr<parallel::Executor> exec;
   std::unique_ptr<DataFeed> feed;
   std::unique_ptr<Evaluator> evaluator;
@@ -75,7 +76,8 @@ void Trainer::Impl::setup() {
   mesh = comm::make_mesh(base, r.dp, r.pp);
   if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
     comm::LinkEmulation e;
-    if (!cfg.emulate.bandwidth.empty()) e.bandwidth_bytes_per_s = config::parse_bandwidth(cfg.emulate.bandwidth);
+    if (!cfg.emulate.bandwidth.empty())
+      e.bandwidth_bytes_per_s = config::parse_bandwidth(cfg.emulate.bandwidth);
     if (!cfg.emulate.latency.empty()) e.latency_s = config::parse_duration(cfg.emulate.latency);
     comm::set_link_emulation(e);
   }
@@ -136,7 +138,8 @@ void Trainer::Impl::build_executor() {
   for (auto& [s, st] : stages) {
     parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
     syncs[s] = parallel::make_data_parallel(ctx);
-    optimizers[s] = std::make_unique<parallel::StageOptimizer>(syncs[s]->optimized_params(), cfg.train);
+    optimizers[s] =
+        std::make_unique<parallel::StageOptimizer>(syncs[s]->optimized_params(), cfg.train);
   }
   std::map<int, parallel::DpHooks*> yp;
   for (auto& [s, y] : syncs) yp[s] = y.get();
@@ -151,17 +154,17 @@ std::string Trainer::Impl::schedule_name() const {
 
 void Trainer::Impl::announce(RunMetrics& metrics) const {
   metrics.message(detail::concat(
-      "loom: ", model.name, " with ", human_count(double(num_params)),
-      " parameters, ", cut.describe(), " on dp=", r.dp, " x pp=", r.pp, " (loops ", r.loops,
-      ", schedule ", schedule_name(), ", ", r.m, " micro-batches of ", r.micro_batch,
-      "), dp-mode ", cfg.parallel.dp_mode, ", comm ", comm::backend_name(base.kind()),
+      "loom: ", model.name, " with ", human_count(double(num_params)), " parameters, ",
+      cut.describe(), " on dp=", r.dp, " x pp=", r.pp, " (loops ", r.loops, ", schedule ",
+      schedule_name(), ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ",
+      cfg.parallel.dp_mode, ", comm ", comm::backend_name(base.kind()),
       start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
   if (comm::link_emulation().active())
-    metrics.message(detail::concat(
-        "EMULATED LINK: every communication is delayed as on a ",
-        cfg.emulate.bandwidth.empty() ? "infinitely fast" : cfg.emulate.bandwidth, " link with ",
-        cfg.emulate.latency.empty() ? "0" : cfg.emulate.latency,
-        " latency (emulation, not a real network)"));
+    metrics.message(
+        detail::concat("EMULATED LINK: every communication is delayed as on a ",
+                       cfg.emulate.bandwidth.empty() ? "infinitely fast" : cfg.emulate.bandwidth,
+                       " link with ", cfg.emulate.latency.empty() ? "0" : cfg.emulate.latency,
+                       " latency (emulation, not a real network)"));
 }
 
 // One step: feed -> pipeline -> finish data-parallel reductions -> clip -> optimizer step.
@@ -218,13 +221,15 @@ StepSample Trainer::Impl::train_step(int64_t step) {
   s.peak_transient_bytes = rep.peak_transient_bytes;
   s.peak_bytes = parallel::MemoryTracker::peak_bytes();
   for (auto& [st, y] : syncs)
-    for (auto& [k, v] : y->step_metrics()) s.sync_metrics.push_back({k + "." + std::to_string(st), v});
+    for (auto& [k, v] : y->step_metrics())
+      s.sync_metrics.push_back({k + "." + std::to_string(st), v});
   return s;
 }
 
 // Calibration, evaluation and checkpoints, each on its own period (the last step evaluates
 // and checkpoints always). Returns the checkpoint folder written, or "".
-std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics, TrainResult* res) {
+std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics,
+                                      TrainResult* res) {
   const int64_t done = step + 1;
   if (calibration && done % cfg.output.calibrate_every == 0 && done < end) {
     const Calibration::Times t = calibration->run(base);
@@ -260,7 +265,8 @@ void Trainer::Impl::finish(RunMetrics& metrics, TrainResult* res) {
   }
   for (auto& [s, st] : stages) {
     std::vector<parallel::NamedParam> full = syncs.at(s)->full_params();  // DP collective
-    for (auto& p : full.empty() ? st->params() : full) res->params[p.name] = p.tensor.detach().clone();
+    for (auto& p : full.empty() ? st->params() : full)
+      res->params[p.name] = p.tensor.detach().clone();
   }
   parallel::MemoryBytes mem;
   for (auto& [s, y] : syncs) {
@@ -296,6 +302,8 @@ Trainer::Trainer(const config::Config& cfg, comm::Backend& base)
   impl_->setup();
 }
 Trainer::~Trainer() = default;
-TrainResult Trainer::run(int64_t stop_after) { return impl_->run(stop_after); }
+TrainResult Trainer::run(int64_t stop_after) {
+  return impl_->run(stop_after);
+}
 
 }  // namespace loom::train

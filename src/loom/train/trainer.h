@@ -3,11 +3,11 @@
 // parameters), keeps this rank's stages, runs the lowered schedule through the executor,
 // finishes data-parallel synchronization, clips by the global norm, steps the optimizers,
 // reports metrics, evaluates, and writes checkpoints.
+#include <torch/torch.h>
+
 #include <map>
 #include <memory>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
@@ -16,22 +16,22 @@
 namespace loom::train {
 
 struct TrainResult {
-  int64_t steps = 0;            // steps run by this call (after a resume: the remaining ones)
-  int64_t skipped_steps = 0;    // of which without an update (train.on_nan = skip)
-  double final_loss = 0;        // mean training loss of the last step
+  int64_t steps = 0;          // steps run by this call (after a resume: the remaining ones)
+  int64_t skipped_steps = 0;  // of which without an update (train.on_nan = skip)
+  double final_loss = 0;      // mean training loss of the last step
   double eval_loss = 0;
-  double eval_accuracy = -1;    // classifiers only
+  double eval_accuracy = -1;  // classifiers only
   double wall_s = 0;
-  double items_per_s = 0;       // tokens/s (gpt) or samples/s
-  uint64_t dp_bytes = 0;        // this rank, whole run
+  double items_per_s = 0;  // tokens/s (gpt) or samples/s
+  uint64_t dp_bytes = 0;   // this rank, whole run
   uint64_t pp_bytes = 0;
   // This rank's parameters by global name ("blocks.3.qkv.weight"), after the last step
   // (complete tensors also under zero3: gathered for the result).
   std::map<std::string, torch::Tensor> params;
   // The synchronizers' metrics of the last step on this rank, "name.stage" -> value.
   std::map<std::string, double> sync_metrics;
-  comm::Stats dp_last_step;        // this rank's DP-group collectives in the last step
-  parallel::MemoryBytes memory;    // this rank's stages, summed (modes + optimizers)
+  comm::Stats dp_last_step;      // this rank's DP-group collectives in the last step
+  parallel::MemoryBytes memory;  // this rank's stages, summed (modes + optimizers)
   // Measured by the executor after every action, maxima over the run: transient DP buffers
   // held at once, and persistent state (memory minus its working parts) + activations + those.
   int64_t peak_working_bytes = 0;
