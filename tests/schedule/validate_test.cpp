@@ -191,18 +191,10 @@ TEST(Validate, RandomEditsAreDiagnosed) {
       case 0:  // swap neighbours
         if (i + 1 < list.size()) std::swap(list[i], list[i + 1]);
         break;
-      case 1:
-        list.erase(list.begin() + i);
-        break;
-      case 2:
-        list.insert(list.begin() + rng() % list.size(), list[i]);
-        break;
-      case 3:
-        list[i].stage += static_cast<int>(rng() % 5) - 2;
-        break;
-      default:
-        list[i].microbatch += static_cast<int>(rng() % 5) - 2;
-        break;
+      case 1: list.erase(list.begin() + i); break;
+      case 2: list.insert(list.begin() + rng() % list.size(), list[i]); break;
+      case 3: list[i].stage += static_cast<int>(rng() % 5) - 2; break;
+      default: list[i].microbatch += static_cast<int>(rng() % 5) - 2; break;
     }
     ValidationResult v;
     ASSERT_NO_THROW(v = check(s)) << to_csv(s);

@@ -12,18 +12,12 @@ namespace {
 
 torch::Dtype torch_dtype(DType t) {
   switch (t) {
-    case DType::Float32:
-      return torch::kFloat32;
-    case DType::Float64:
-      return torch::kFloat64;
-    case DType::Int32:
-      return torch::kInt32;
-    case DType::Int64:
-      return torch::kInt64;
-    case DType::UInt8:
-      return torch::kUInt8;
-    case DType::BFloat16:
-      return torch::kBFloat16;
+    case DType::Float32: return torch::kFloat32;
+    case DType::Float64: return torch::kFloat64;
+    case DType::Int32: return torch::kInt32;
+    case DType::Int64: return torch::kInt64;
+    case DType::UInt8: return torch::kUInt8;
+    case DType::BFloat16: return torch::kBFloat16;
   }
   return torch::kUInt8;
 }

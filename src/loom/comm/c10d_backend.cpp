@@ -18,12 +18,9 @@ using Clock = std::chrono::steady_clock;
 
 c10d::ReduceOp c10d_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum:
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::Max:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::Min:
-      return c10d::ReduceOp::MIN;
+    case ReduceOp::Sum: return c10d::ReduceOp::SUM;
+    case ReduceOp::Max: return c10d::ReduceOp::MAX;
+    case ReduceOp::Min: return c10d::ReduceOp::MIN;
   }
   return c10d::ReduceOp::SUM;
 }

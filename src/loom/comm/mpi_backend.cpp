@@ -22,18 +22,12 @@ int size_of(MPI_Comm c) {
 
 MPI_Datatype mpi_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat:
-      return MPI_FLOAT;
-    case at::kDouble:
-      return MPI_DOUBLE;
-    case at::kInt:
-      return MPI_INT32_T;
-    case at::kLong:
-      return MPI_INT64_T;
-    case at::kByte:
-      return MPI_UINT8_T;
-    default:
-      break;
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kInt: return MPI_INT32_T;
+    case at::kLong: return MPI_INT64_T;
+    case at::kByte: return MPI_UINT8_T;
+    default: break;
   }
   throw Error(detail::concat("the mpi backend cannot reduce or move ", t.scalar_type(),
                              " tensors; use --comm gloo or nccl"));
@@ -41,12 +35,9 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum:
-      return MPI_SUM;
-    case ReduceOp::Max:
-      return MPI_MAX;
-    case ReduceOp::Min:
-      return MPI_MIN;
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
   }
   return MPI_SUM;
 }

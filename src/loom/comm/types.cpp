@@ -8,48 +8,33 @@ namespace loom::comm {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::Float32:
-      return 4;
-    case DType::Float64:
-      return 8;
-    case DType::Int32:
-      return 4;
-    case DType::Int64:
-      return 8;
-    case DType::UInt8:
-      return 1;
-    case DType::BFloat16:
-      return 2;
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int32: return 4;
+    case DType::Int64: return 8;
+    case DType::UInt8: return 1;
+    case DType::BFloat16: return 2;
   }
   return 1;
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::Float32:
-      return "float32";
-    case DType::Float64:
-      return "float64";
-    case DType::Int32:
-      return "int32";
-    case DType::Int64:
-      return "int64";
-    case DType::UInt8:
-      return "uint8";
-    case DType::BFloat16:
-      return "bfloat16";
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::UInt8: return "uint8";
+    case DType::BFloat16: return "bfloat16";
   }
   return "?";
 }
 
 std::string_view backend_name(BackendKind k) {
   switch (k) {
-    case BackendKind::Mpi:
-      return "mpi";
-    case BackendKind::Gloo:
-      return "gloo";
-    case BackendKind::Nccl:
-      return "nccl";
+    case BackendKind::Mpi: return "mpi";
+    case BackendKind::Gloo: return "gloo";
+    case BackendKind::Nccl: return "nccl";
   }
   return "?";
 }
@@ -80,22 +65,14 @@ const LinkEmulation& link_emulation() {
 
 std::string_view op_name(OpKind k) {
   switch (k) {
-    case OpKind::AllReduce:
-      return "all_reduce";
-    case OpKind::ReduceScatter:
-      return "reduce_scatter";
-    case OpKind::AllGather:
-      return "all_gather";
-    case OpKind::Broadcast:
-      return "broadcast";
-    case OpKind::Barrier:
-      return "barrier";
-    case OpKind::Send:
-      return "send";
-    case OpKind::Recv:
-      return "recv";
-    case OpKind::AllToAll:
-      return "all_to_all";
+    case OpKind::AllReduce: return "all_reduce";
+    case OpKind::ReduceScatter: return "reduce_scatter";
+    case OpKind::AllGather: return "all_gather";
+    case OpKind::Broadcast: return "broadcast";
+    case OpKind::Barrier: return "barrier";
+    case OpKind::Send: return "send";
+    case OpKind::Recv: return "recv";
+    case OpKind::AllToAll: return "all_to_all";
   }
   return "?";
 }

@@ -31,15 +31,9 @@ Model build(const config::ModelConfig& cfg, uint64_t seed) {
   torch::manual_seed(seed);
   Model m;
   switch (cfg.kind) {
-    case config::ModelKind::Gpt:
-      m = build_gpt(cfg);
-      break;
-    case config::ModelKind::Mlp:
-      m = build_mlp(cfg);
-      break;
-    case config::ModelKind::Cnn:
-      m = build_cnn(cfg);
-      break;
+    case config::ModelKind::Gpt: m = build_gpt(cfg); break;
+    case config::ModelKind::Mlp: m = build_mlp(cfg); break;
+    case config::ModelKind::Cnn: m = build_cnn(cfg); break;
   }
   const ModelSpec spec = spec_of(cfg);
   LOOM_CHECK(static_cast<int>(m.blocks.size()) == spec.blocks, "model/spec.cpp says ", spec.blocks,

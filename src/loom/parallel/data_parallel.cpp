@@ -17,16 +17,12 @@ std::vector<torch::Tensor> DataParallel::stage_tensors() const {
 std::unique_ptr<DataParallel> make_data_parallel(const SyncContext& ctx) {
   using config::DpMode;
   switch (const DpMode mode = ctx.cfg->parallel.dp_mode) {
-    case DpMode::AllReduce:
-      return std::make_unique<AllReduceSync>(ctx);
-    case DpMode::Slim:
-      return std::make_unique<SlimSync>(ctx);
-    case DpMode::Quant:
-      return std::make_unique<QuantSync>(ctx);
+    case DpMode::AllReduce: return std::make_unique<AllReduceSync>(ctx);
+    case DpMode::Slim: return std::make_unique<SlimSync>(ctx);
+    case DpMode::Quant: return std::make_unique<QuantSync>(ctx);
     case DpMode::Zero1:
     case DpMode::Zero2:
-    case DpMode::Zero3:
-      return std::make_unique<ZeroSync>(ctx, config::zero_level(mode));
+    case DpMode::Zero3: return std::make_unique<ZeroSync>(ctx, config::zero_level(mode));
   }
   LOOM_CHECK(false, "unknown parallel.dp_mode");
 }

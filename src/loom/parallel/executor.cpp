@@ -128,9 +128,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
         if (!st.is_first()) deliver(a.stage - 1, a.microbatch, 1, gi);
         break;
       }
-      case Kind::W:
-        st.backward_weight(a.microbatch);
-        break;
+      case Kind::W: st.backward_weight(a.microbatch); break;
       case Kind::SEND_F:
       case Kind::SEND_B: {
         Key k = a.kind == Kind::SEND_F ? Key{a.stage + 1, a.microbatch, 0}

@@ -4,16 +4,11 @@ namespace loom::plan {
 
 double ConstantCostModel::compute_s(int, schedule::Kind kind) const {
   switch (kind) {
-    case schedule::Kind::F:
-      return f;
-    case schedule::Kind::B:
-      return b;
-    case schedule::Kind::I:
-      return i;
-    case schedule::Kind::W:
-      return w;
-    default:
-      return 0;
+    case schedule::Kind::F: return f;
+    case schedule::Kind::B: return b;
+    case schedule::Kind::I: return i;
+    case schedule::Kind::W: return w;
+    default: return 0;
   }
 }
 
@@ -27,12 +22,9 @@ double ConstantCostModel::collective_s(Collective op, double bytes,
   if (group.size() <= 1) return 0;
   if (network) return network->collective_s(op, bytes, group);
   switch (op) {
-    case Collective::AllReduce:
-      return all_reduce_s;
-    case Collective::ReduceScatter:
-      return reduce_scatter_s;
-    default:
-      return all_gather_s;
+    case Collective::AllReduce: return all_reduce_s;
+    case Collective::ReduceScatter: return reduce_scatter_s;
+    default: return all_gather_s;
   }
 }
 

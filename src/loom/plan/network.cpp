@@ -21,12 +21,9 @@ std::vector<int> Mesh::tp_group(int pp_rank, int dp_rank) const {
 
 std::string_view collective_name(Collective c) {
   switch (c) {
-    case Collective::AllReduce:
-      return "all-reduce";
-    case Collective::ReduceScatter:
-      return "reduce-scatter";
-    default:
-      return "all-gather";
+    case Collective::AllReduce: return "all-reduce";
+    case Collective::ReduceScatter: return "reduce-scatter";
+    default: return "all-gather";
   }
 }
 

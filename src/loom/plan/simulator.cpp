@@ -152,8 +152,7 @@ class Sim {
         return true;
       }
       case Kind::RECV_F:
-      case Kind::RECV_B:
-        return true;
+      case Kind::RECV_B: return true;
       case Kind::UNSHARD:
       case Kind::REDUCE_GRAD: {
         const bool gather = a.kind == Kind::UNSHARD;

@@ -53,16 +53,11 @@ double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, b
 StateBytes state_bytes_per_param(DpMode mode, int dp) {
   const double d = dp;
   switch (mode) {
-    case DpMode::AllReduce:
-      return {2, 2, 12};
-    case DpMode::Zero1:
-      return {2, 2, 12 / d};
-    case DpMode::Zero2:
-      return {2, 2 / d, 12 / d};
-    case DpMode::Zero3:
-      return {2 / d, 2 / d, 12 / d};
-    default:
-      check_simulated(mode);
+    case DpMode::AllReduce: return {2, 2, 12};
+    case DpMode::Zero1: return {2, 2, 12 / d};
+    case DpMode::Zero2: return {2, 2 / d, 12 / d};
+    case DpMode::Zero3: return {2 / d, 2 / d, 12 / d};
+    default: check_simulated(mode);
   }
   LOOM_CHECK(false, "unreachable");
 }

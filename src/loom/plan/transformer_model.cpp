@@ -221,16 +221,11 @@ std::string TransformerCostModel::compute_source() const {
 double TransformerCostModel::compute_s(int stage, Kind kind) const {
   const Cost& c = stage_.at(stage);
   switch (kind) {
-    case Kind::F:
-      return c.f;
-    case Kind::B:
-      return c.i + c.w - c.split_extra;
-    case Kind::I:
-      return c.i;
-    case Kind::W:
-      return c.w;
-    default:
-      return 0;
+    case Kind::F: return c.f;
+    case Kind::B: return c.i + c.w - c.split_extra;
+    case Kind::I: return c.i;
+    case Kind::W: return c.w;
+    default: return 0;
   }
 }
 
@@ -281,8 +276,7 @@ StageMemory TransformerCostModel::memory(int stage) const {
         if (prec_.sharded_master && p_.dp_mode != DpMode::Zero3) mem.params += mem.params / d;
         break;
       case DpMode::Slim:
-      case DpMode::Quant:
-        check_simulated(p_.dp_mode);
+      case DpMode::Quant: check_simulated(p_.dp_mode);
     }
   }
   return mem;

@@ -30,11 +30,8 @@ inline int deps_of(const Shape& shape, const Action& a, Dep out[2]) {
       out[n++] = {a.stage, a.microbatch, Slot::Fwd};
       if (a.stage + 1 < shape.stages()) out[n++] = {a.stage + 1, a.microbatch, Slot::InputGrad};
       break;
-    case Kind::W:
-      out[n++] = {a.stage, a.microbatch, Slot::InputGrad};
-      break;
-    default:
-      break;
+    case Kind::W: out[n++] = {a.stage, a.microbatch, Slot::InputGrad}; break;
+    default: break;
   }
   return n;
 }
@@ -59,21 +56,14 @@ class SlotTable {
 template <typename T>
 void record(SlotTable<T>& table, const Action& a, T value) {
   switch (a.kind) {
-    case Kind::F:
-      table.at(a.stage, a.microbatch, Slot::Fwd) = value;
-      break;
-    case Kind::I:
-      table.at(a.stage, a.microbatch, Slot::InputGrad) = value;
-      break;
-    case Kind::W:
-      table.at(a.stage, a.microbatch, Slot::WeightGrad) = value;
-      break;
+    case Kind::F: table.at(a.stage, a.microbatch, Slot::Fwd) = value; break;
+    case Kind::I: table.at(a.stage, a.microbatch, Slot::InputGrad) = value; break;
+    case Kind::W: table.at(a.stage, a.microbatch, Slot::WeightGrad) = value; break;
     case Kind::B:
       table.at(a.stage, a.microbatch, Slot::InputGrad) = value;
       table.at(a.stage, a.microbatch, Slot::WeightGrad) = value;
       break;
-    default:
-      break;
+    default: break;
   }
 }
 

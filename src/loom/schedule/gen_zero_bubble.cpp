@@ -45,11 +45,8 @@ Schedule gen_zb_h1(const Shape& shape) {
           i_step[r][ni[r]] = t;
           s.ranks[r].push_back({r, Kind::I, ni[r]++});
           break;
-        case kW:
-          s.ranks[r].push_back({r, Kind::W, nw[r]++});
-          break;
-        default:
-          continue;
+        case kW: s.ranks[r].push_back({r, Kind::W, nw[r]++}); break;
+        default: continue;
       }
       --remaining;
     }

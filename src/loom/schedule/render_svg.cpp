@@ -14,20 +14,11 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
     }
   }
   return out;
@@ -41,14 +32,10 @@ std::string num(double v) {
 
 int hue(Kind k) {
   switch (k) {
-    case Kind::F:
-      return 212;
-    case Kind::B:
-      return 130;
-    case Kind::I:
-      return 28;
-    default:
-      return 275;
+    case Kind::F: return 212;
+    case Kind::B: return 130;
+    case Kind::I: return 28;
+    default: return 275;
   }
 }
 

@@ -38,14 +38,10 @@ Timing time_schedule(const Schedule& s, const UnitCosts& costs) {
 
   auto cost = [&](Kind k) {
     switch (k) {
-      case Kind::F:
-        return costs.f;
-      case Kind::B:
-        return costs.b;
-      case Kind::I:
-        return costs.i;
-      default:
-        return costs.w;
+      case Kind::F: return costs.f;
+      case Kind::B: return costs.b;
+      case Kind::I: return costs.i;
+      default: return costs.w;
     }
   };
 

@@ -238,22 +238,15 @@ class Checker {
             if (st + 1 < stages() && !crosses(st, st + 1)) need(backward_input(st + 1));
             if (st + 1 < stages() && crosses(st, st + 1) && lowered_) need({st, Kind::RECV_B, j});
             break;
-          case Kind::W:
-            need({st, Kind::I, j});
-            break;
-          case Kind::SEND_F:
-            need({st, Kind::F, j});
-            break;
-          case Kind::SEND_B:
-            need(backward_input(st));
-            break;
+          case Kind::W: need({st, Kind::I, j}); break;
+          case Kind::SEND_F: need({st, Kind::F, j}); break;
+          case Kind::SEND_B: need(backward_input(st)); break;
           case Kind::REDUCE_GRAD:
             for (int mb = 0; mb < m() && !bad; ++mb)
               need(pos(Kind::W, st, mb).found() ? Action{st, Kind::W, mb}
                                                 : Action{st, Kind::B, mb});
             break;
-          default:
-            break;
+          default: break;
         }
         if (bad) return bad;
       }
