@@ -99,7 +99,6 @@ refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2
 refused heads_changed "model.heads = 2, this run has 4" -- --output.dir "$tmp/o3" --resume "$ck" --heads 4
 refused width_changed "model.width = 32, this run has 64" -- --output.dir "$tmp/o4" --resume "$ck" --width 64
 refused optimizer_changed "train.optimizer = adamw, this run has sgd" -- --output.dir "$tmp/o5" --resume "$ck" --optimizer sgd
-refused dp_mode_changed "parallel.dp_mode = allreduce, this run has zero1" -- --output.dir "$tmp/o6" --resume "$ck" --dp-mode zero1
 for step in -7 123456789012345678901234; do
   cp -r "$ck" "$tmp/m$step"
   sed -i "s/\"step\": 4/\"step\": $step/" "$tmp/m$step/manifest.json"

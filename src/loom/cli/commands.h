@@ -14,5 +14,6 @@ int launch_command(const std::vector<std::string>& args);
 int simulate_command(const std::vector<std::string>& args);
 int plan_command(const std::vector<std::string>& args);
 int profile_command(const std::vector<std::string>& args);
+int checkpoint_command(const std::vector<std::string>& args);
 
 }  // namespace loom::cli

@@ -29,6 +29,8 @@ commands:
   simulate   predict step time, bubble, communication and memory of one configuration
   plan       search dp x pp x tp, micro-batches, loops, schedule and dp-mode for a model
   profile    measure this machine and write a cluster file for simulate and plan
+  checkpoint what a checkpoint holds (info), or one consolidated file of it (convert)
+               loom checkpoint info runs/gpt/checkpoint
   version    print the versions of loom and of the libtorch it runs on (also --version)
 
 Run `loom <command> --help` (or -h) for the flags of a command. Every command reads them
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return loom::cli::simulate_command(rest);
     if (cmd == "plan") return loom::cli::plan_command(rest);
     if (cmd == "profile") return loom::cli::profile_command(rest);
+    if (cmd == "checkpoint") return loom::cli::checkpoint_command(rest);
     if (cmd == "version" || cmd == "--version") return version_command(rest);
     std::fprintf(stderr, "loom: error: unknown command '%s'; run `loom --help` for the list\n",
                  cmd.c_str());

@@ -14,6 +14,39 @@ std::vector<torch::Tensor> DataParallel::stage_tensors() const {
   return out;
 }
 
+void DataParallel::put_flat(ChunkWriter& w, const std::string& key, int replica,
+                            const float* flat) const {
+  const FlatLayout& l = buffer_.layout();
+  const auto& named = stage_->params();
+  for (size_t i = 0; i < l.slots.size(); ++i) {
+    const auto& s = l.slots[i];
+    auto t = torch::from_blob(const_cast<float*>(flat) + s.offset, {s.numel}, torch::kFloat32);
+    w.put(key + "/" + named[i].name, replica, 0, s.shape, t);
+  }
+}
+
+bool DataParallel::get_flat(const ChunkReader& r, const std::string& key, int replica,
+                            float* flat) const {
+  const FlatLayout& l = buffer_.layout();
+  const auto& named = stage_->params();
+  if (l.slots.empty() || !r.has(key + "/" + named[0].name, replica)) return false;
+  for (size_t i = 0; i < l.slots.size(); ++i) {
+    const auto& s = l.slots[i];
+    auto t = torch::from_blob(flat + s.offset, {s.numel}, torch::kFloat32);
+    if (!r.get(key + "/" + named[i].name, replica, 0, t))
+      LOOM_USAGE("checkpoint holds '", key, "' for some parameters of stage ", stage_->index(),
+                 " but not for '", named[i].name, "'; it is incomplete");
+  }
+  return true;
+}
+
+std::vector<DataParallel::Piece> DataParallel::pieces() const {
+  std::vector<Piece> out;
+  const auto& named = stage_->params();
+  for (size_t i = 0; i < named.size(); ++i) out.push_back({i, 0, i, 0, named[i].tensor.numel()});
+  return out;
+}
+
 std::unique_ptr<DataParallel> make_data_parallel(const SyncContext& ctx) {
   using config::DpMode;
   switch (const DpMode mode = ctx.cfg->parallel.dp_mode) {

@@ -5,7 +5,9 @@
 //             the compute around them;
 //   trainer   the step: finish_grad_sync() -> grad_norm_sq() -> before_step() -> the trainer's
 //             optimizer updates optimized_params() -> after_step();
-//   checkpoint StateDict: the mode's own state (the optimizer's is the optimizer's).
+//   checkpoint where its optimized tensors sit in the stage's parameters (pieces()), and its
+//              own state as layout-independent chunks (state_chunks.h; the optimizer's state
+//              is the optimizer's), so a checkpoint resumes under any other layout.
 //
 // Collectives on the DP communicator are issued in the same order on every replica because
 // every replica runs the same action list and the same autograd graph (deterministic order).
@@ -21,7 +23,7 @@
 #include "loom/parallel/dp_hooks.h"
 #include "loom/parallel/param_buffer.h"
 #include "loom/parallel/stage.h"
-#include "loom/parallel/state_dict.h"
+#include "loom/parallel/state_chunks.h"
 
 namespace loom::parallel {
 
@@ -31,7 +33,7 @@ struct SyncContext {
   const config::Config* cfg = nullptr;
 };
 
-class DataParallel : public DpHooks, public StateDict {
+class DataParallel : public DpHooks {
  public:
   DataParallel(const SyncContext& ctx, const BufferOptions& o)
       : buffer_(*ctx.stage, *ctx.dp, o), stage_(ctx.stage), dp_(ctx.dp) {}
@@ -59,21 +61,46 @@ class DataParallel : public DpHooks, public StateDict {
     exposed_s_ = 0;
     buffer_.reset_exposed();
   }
-  // Sharded modes: save()/load() carry this rank's shard of the parameters, so the trainer
-  // neither writes nor reads the stage's parameter tensors (zero3 leaves them empty).
-  virtual bool saves_params() const { return false; }
   // The stage's complete parameters by name (copies). Sharded modes gather them: a collective
   // over the DP group, so every replica calls it for the same stages in the same order.
   // Empty: the stage's own tensors are complete (unsharded modes).
   virtual std::vector<NamedParam> full_params() { return {}; }
   // Per-step report line items (e.g. slim: fraction synchronized, drift); may be empty.
   virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
-  // No state of its own by default.
-  void save(torch::serialize::OutputArchive&) const override {}
-  void load(torch::serialize::InputArchive&) override {}
+
+  // ---- checkpoint (parallel/stage_state.h drives these)
+  // Elements [at, at + length) of optimized_params()[tensor] are elements [begin, begin +
+  // length) of the stage's parameter `param` (flattened).
+  struct Piece {
+    size_t tensor = 0;
+    int64_t at = 0;
+    size_t param = 0;
+    int64_t begin = 0;
+    int64_t length = 0;
+  };
+  // Default: optimized tensor i is the stage's parameter i, whole.
+  virtual std::vector<Piece> pieces() const;
+  // Whether each replica trains parameters of its own (slim): its parameters and optimizer
+  // state are then written per replica.
+  virtual bool per_replica() const { return false; }
+  // The mode's own state (none by default). load() runs before the parameters are written
+  // into optimized_params(), after_load() after them.
+  virtual void save(ChunkWriter&) const {}
+  virtual void load(const ChunkReader&) {}
+  virtual void after_load() {}
+  const Stage& stage() const { return *stage_; }
+  // Shape of the stage's parameter i (its tensor is empty while zero3 has it sharded).
+  const std::vector<int64_t>& param_shape(size_t i) const {
+    return buffer_.layout().slots[i].shape;
+  }
+  int dp_rank() const { return dp_->rank(); }
 
  protected:
   std::vector<torch::Tensor> stage_tensors() const;
+  // A flat vector over the (unsharded) buffer's layout as chunks "<key>/<parameter name>", and
+  // back; get_flat() is false when the checkpoint holds no such state.
+  void put_flat(ChunkWriter& w, const std::string& key, int replica, const float* flat) const;
+  bool get_flat(const ChunkReader& r, const std::string& key, int replica, float* flat) const;
 
   ParamBuffer buffer_;
   Stage* stage_;

@@ -1,5 +1,7 @@
 #include "loom/parallel/optimizer.h"
 
+#include <utility>
+
 #include "loom/common/error.h"
 #include "loom/parallel/fused_adamw.h"
 
@@ -46,11 +48,68 @@ int64_t StageOptimizer::state_bytes() const {
   return values_per_element_ * n * 4;
 }
 
-void StageOptimizer::save(torch::serialize::OutputArchive& ar) const {
-  opt_->save(ar);
+namespace {
+const char* const kExpAvg = "adamw.exp_avg";
+const char* const kExpAvgSq = "adamw.exp_avg_sq";
+const char* const kMomentum = "sgd.momentum";
+}  // namespace
+
+bool StageOptimizer::is_adamw() const {
+  return values_per_element_ == 2;
 }
-void StageOptimizer::load(torch::serialize::InputArchive& ar) {
-  opt_->load(ar);
+
+std::vector<StageOptimizer::State> StageOptimizer::state() const {
+  std::vector<State> out;
+  const auto& st = opt_->state();
+  for (const auto& p : params_) {
+    auto it = st.find(p.unsafeGetTensorImpl());
+    if (it == st.end()) return {};  // before the first step
+    State s;
+    if (is_adamw()) {
+      const auto& a = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      s[kExpAvg] = a.exp_avg();
+      s[kExpAvgSq] = a.exp_avg_sq();
+    } else {
+      const auto& m = static_cast<const torch::optim::SGDParamState&>(*it->second);
+      if (!m.momentum_buffer().defined()) return {};
+      s[kMomentum] = m.momentum_buffer();
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> StageOptimizer::state_keys() const {
+  if (is_adamw()) return {kExpAvg, kExpAvgSq};
+  return {kMomentum};
+}
+
+int64_t StageOptimizer::steps() const {
+  if (!is_adamw() || params_.empty()) return 0;
+  const auto& st = opt_->state();
+  auto it = st.find(params_.front().unsafeGetTensorImpl());
+  if (it == st.end()) return 0;
+  return static_cast<const torch::optim::AdamWParamState&>(*it->second).step();
+}
+
+void StageOptimizer::set_state(const std::vector<State>& states, int64_t steps) {
+  LOOM_CHECK_EQ(states.size(), params_.size(), "optimizer state for the wrong tensor count");
+  auto& st = opt_->state();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const State& s = states[i];
+    void* key = params_[i].unsafeGetTensorImpl();
+    if (is_adamw()) {
+      auto a = std::make_unique<torch::optim::AdamWParamState>();
+      a->step(steps);
+      a->exp_avg(s.at(kExpAvg).detach().clone().view_as(params_[i]));
+      a->exp_avg_sq(s.at(kExpAvgSq).detach().clone().view_as(params_[i]));
+      st[key] = std::move(a);
+    } else {
+      auto m = std::make_unique<torch::optim::SGDParamState>();
+      m->momentum_buffer(s.at(kMomentum).detach().clone().view_as(params_[i]));
+      st[key] = std::move(m);
+    }
+  }
 }
 
 }  // namespace loom::parallel

@@ -5,26 +5,39 @@
 // same StateDict interface as the mode's.
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "loom/config/config.h"
-#include "loom/parallel/state_dict.h"
 
 namespace loom::parallel {
 
-class StageOptimizer : public StateDict {
+class StageOptimizer {
  public:
   StageOptimizer(std::vector<torch::Tensor> params, const config::TrainConfig& t);
-  ~StageOptimizer() override;
+  ~StageOptimizer();
   // One update with the gradients multiplied by grad_scale (in place) at learning rate lr.
   void step(double lr, double grad_scale);
   // Bytes of optimizer state: values per element (AdamW 2, SGD 1) x elements x 4.
   int64_t state_bytes() const;
-  void save(torch::serialize::OutputArchive& ar) const override;
-  void load(torch::serialize::InputArchive& ar) override;
+
+  // ---- checkpoint state
+  // Per optimized tensor, the optimizer's tensors by key ("adamw.exp_avg", "adamw.exp_avg_sq",
+  // "sgd.momentum"), each shaped like it; empty before the first step (and for SGD without
+  // momentum).
+  using State = std::map<std::string, torch::Tensor>;
+  std::vector<State> state() const;
+  // What a complete State holds.
+  std::vector<std::string> state_keys() const;
+  // AdamW's step counter (bias correction); 0 for SGD.
+  int64_t steps() const;
+  // Replaces the state (the tensors are copied); states.size() == the optimized tensors.
+  void set_state(const std::vector<State>& states, int64_t steps);
 
  private:
+  bool is_adamw() const;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int values_per_element_;

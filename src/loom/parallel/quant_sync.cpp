@@ -89,18 +89,13 @@ MemoryBytes QuantSync::memory() const {
   return m;
 }
 
-void QuantSync::save(torch::serialize::OutputArchive& ar) const {
-  ar.write("residual", torch::from_blob(const_cast<float*>(e_.data()),
-                                        {static_cast<int64_t>(e_.size())}, torch::kFloat32)
-                           .clone());
+void QuantSync::save(ChunkWriter& w) const {
+  if (!e_.empty()) put_flat(w, "quant.residual", dp_->rank(), e_.data());
 }
 
-void QuantSync::load(torch::serialize::InputArchive& ar) {
-  torch::Tensor t;
-  ar.read("residual", t);
-  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(e_.size()),
-                "checkpoint residual has the wrong size");
-  if (!e_.empty()) std::memcpy(e_.data(), t.contiguous().data_ptr<float>(), e_.size() * 4);
+void QuantSync::load(const ChunkReader& r) {
+  std::fill(e_.begin(), e_.end(), 0.0f);
+  if (!e_.empty()) get_flat(r, "quant.residual", dp_->rank(), e_.data());
 }
 
 }  // namespace loom::parallel

@@ -38,8 +38,10 @@ class QuantSync : public DataParallel {
   // again from zero.
   void drop_step() override { std::fill(e_.begin(), e_.end(), 0.0f); }
   MemoryBytes memory() const override;
-  void save(torch::serialize::OutputArchive& ar) const override;
-  void load(torch::serialize::InputArchive& ar) override;
+  // The residual, per replica. A checkpoint without one for this replica (another mode, or
+  // another dp) leaves it zero: error feedback starts afresh.
+  void save(ChunkWriter& w) const override;
+  void load(const ChunkReader& r) override;
   // quant_bytes (sent by this rank in the step), quant_sync_fraction (1: every coordinate),
   // quant_residual (||e|| / ||x|| after this step's first quantization).
   std::vector<std::pair<std::string, double>> step_metrics() const override;

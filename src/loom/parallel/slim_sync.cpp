@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "loom/common/error.h"
@@ -15,19 +14,6 @@ namespace {
 // u <- kDecay u + (1 - kDecay) merged update: an average over roughly the last 10 merges of a
 // coordinate, the same horizon as the default core refresh (R = 10 syncs).
 constexpr float kDecay = 0.9f;
-
-torch::Tensor vector_tensor(const std::vector<float>& v) {
-  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())},
-                          torch::kFloat32)
-      .clone();
-}
-
-void tensor_vector(const torch::Tensor& t, std::vector<float>& v, const char* what) {
-  LOOM_CHECK_EQ(t.numel(), static_cast<int64_t>(v.size()), "checkpoint ", what,
-                " has the wrong size");
-  auto c = t.to(torch::kFloat32).contiguous();
-  std::memcpy(v.data(), c.data_ptr<float>(), v.size() * sizeof(float));
-}
 
 // sqrt(num / den): the drift ||w_r - g|| / ||g|| from its squared terms.
 double ratio(double num, double den) {
@@ -150,34 +136,38 @@ MemoryBytes SlimSync::memory() const {
   return m;
 }
 
-// Key names avoid Python keywords ("global"): torch archives are TorchScript modules.
-void SlimSync::save(torch::serialize::OutputArchive& ar) const {
-  ar.write("global_params", vector_tensor(g_));
-  ar.write("merged_update", vector_tensor(u_));
-  ar.write("core_set", torch::tensor(core_, torch::kInt64));
-  ar.write("counters", torch::tensor(std::vector<int64_t>{steps_, round_}, torch::kInt64));
+void SlimSync::save(ChunkWriter& w) const {
+  put_flat(w, "slim.global", -1, g_.data());
+  put_flat(w, "slim.update", -1, u_.data());
+  std::vector<float> core(n_, 0.0f);
+  for (int64_t i : core_) core[i] = 1.0f;
+  put_flat(w, "slim.core", -1, core.data());
+  w.put("slim.counters", -1, 0, {2}, torch::tensor(std::vector<int64_t>{steps_, round_}));
 }
 
-void SlimSync::load(torch::serialize::InputArchive& ar) {
-  // A fresh tensor per read: InputArchive::read() into a defined tensor calls set_() on it,
-  // which would reinterpret the next key's data in the previous key's dtype.
-  auto read = [&](const char* key) {
-    torch::Tensor t;
-    ar.read(key, t);
-    return t;
-  };
-  tensor_vector(read("global_params"), g_, "global_params");
-  tensor_vector(read("merged_update"), u_, "merged_update");
-  torch::Tensor core = read("core_set").to(torch::kInt64).contiguous();
-  core_.assign(core.data_ptr<int64_t>(), core.data_ptr<int64_t>() + core.numel());
-  for (int64_t i : core_)
-    LOOM_CHECK(i >= 0 && i < n_, "checkpoint core set holds index ", i, " outside [0, ", n_, ")");
+void SlimSync::load(const ChunkReader& r) {
+  fresh_global_ = !get_flat(r, "slim.global", -1, g_.data());
+  if (fresh_global_) return;  // another mode's checkpoint: after_load() starts slim afresh
+  if (!get_flat(r, "slim.update", -1, u_.data()))
+    LOOM_USAGE("checkpoint holds slim.global but not slim.update; it is incomplete");
+  std::vector<float> core(n_, 0.0f);
+  if (!get_flat(r, "slim.core", -1, core.data()))
+    LOOM_USAGE("checkpoint holds slim.global but not slim.core; it is incomplete");
+  core_.clear();
+  for (int64_t i = 0; i < n_; ++i)
+    if (core[i] != 0.0f) core_.push_back(i);
   pool_ = slim::complement(core_, n_);
   mask_.assign(n_, 0);
   for (int64_t i : core_) mask_[i] = 1;
-  torch::Tensor counters = read("counters");
+  torch::Tensor counters = torch::zeros({2}, torch::kInt64);
+  if (!r.get("slim.counters", -1, 0, counters))
+    LOOM_USAGE("checkpoint holds slim.global but not slim.counters; it is incomplete");
   steps_ = counters[0].item<int64_t>();
   round_ = counters[1].item<int64_t>();
+}
+
+void SlimSync::after_load() {
+  if (fresh_global_) g_.assign(local(), local() + n_);  // u_ = 0, counters 0: a new start
 }
 
 }  // namespace loom::parallel

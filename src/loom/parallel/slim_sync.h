@@ -43,8 +43,13 @@ class SlimSync : public DataParallel {
   void before_step() override;  // starts the step's clock (slim_step_s)
   void after_step() override;   // the sync
   MemoryBytes memory() const override;
-  void save(torch::serialize::OutputArchive& ar) const override;
-  void load(torch::serialize::InputArchive& ar) override;
+  // Each replica trains its own parameters w_r (and optimizer state).
+  bool per_replica() const override { return true; }
+  // g, u and the core as chunks of the parameters, and the counters. From a checkpoint of
+  // another mode (no slim state): g = the loaded parameters, u = 0, the core chosen afresh.
+  void save(ChunkWriter& w) const override;
+  void load(const ChunkReader& r) override;
+  void after_load() override;
   // slim_bytes (sent by this rank in this step), slim_sync_fraction (|S| / n, 0 without a
   // sync), slim_drift_pre / slim_drift (||w_r - g|| / ||g|| before and after the sync, this rank),
   // slim_step_s (seconds from before_step() to the end of after_step(), optimizer included) and
@@ -77,6 +82,7 @@ class SlimSync : public DataParallel {
   // Last step's report.
   double bytes_ = 0, fraction_ = 0, drift_pre_ = 0, drift_ = 0, work_s_ = 0, wait_s_ = 0;
   std::chrono::steady_clock::time_point step_start_;
+  bool fresh_global_ = false;  // load() found no slim state: g from the loaded parameters
 };
 
 }  // namespace loom::parallel

@@ -1,5 +1,7 @@
 #include "loom/parallel/zero_sync.h"
 
+#include <algorithm>
+
 #include "loom/common/error.h"
 
 namespace loom::parallel {
@@ -52,28 +54,20 @@ std::vector<NamedParam> ZeroSync::full_params() {
   return out;
 }
 
-void ZeroSync::save(torch::serialize::OutputArchive& ar) const {
+std::vector<DataParallel::Piece> ZeroSync::pieces() const {
   const FlatLayout& l = buffer_.layout();
-  ar.write("zero.layout", torch::tensor({l.numel, l.padded, int64_t(dp_->size())}, torch::kInt64));
-  ar.write("zero.shard", buffer_.shard_params().detach());
+  const int64_t lo = int64_t(dp_->rank()) * l.shard, hi = lo + l.shard;
+  std::vector<Piece> out;
+  for (size_t i = 0; i < l.slots.size(); ++i) {
+    const int64_t from = std::max(lo, l.slots[i].offset);
+    const int64_t to = std::min(hi, l.slots[i].offset + l.slots[i].numel);
+    if (from < to) out.push_back({0, from - lo, i, from - l.slots[i].offset, to - from});
+  }
+  return out;
 }
 
-void ZeroSync::load(torch::serialize::InputArchive& ar) {
-  const FlatLayout& l = buffer_.layout();
-  const int d = dp_->size();
-  torch::Tensor lay, shard;
-  ar.read("zero.layout", lay);
-  if (lay.numel() != 3 || lay[0].item<int64_t>() != l.numel || lay[2].item<int64_t>() != d)
-    LOOM_USAGE("checkpoint of stage ", stage_->index(), " holds ", lay[0].item<int64_t>(),
-               " parameters in ", lay[2].item<int64_t>(), " shards, but this run has ", l.numel,
-               " in ", d, "; resume with the same model and dp");
-  ar.read("zero.shard", shard);
-  {
-    torch::NoGradGuard no_grad;
-    buffer_.finish_param_sync();
-    buffer_.shard_params().copy_(shard);
-  }
-  if (level_ < 3) {  // rebuild the full parameters from every rank's loaded shard
+void ZeroSync::after_load() {
+  if (level_ < 3) {
     buffer_.start_param_sync();
     buffer_.finish_param_sync();
   } else {

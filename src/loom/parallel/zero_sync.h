@@ -44,9 +44,10 @@ class ZeroSync : public DataParallel {
   void before_step() override;
   void after_step() override;
   std::vector<NamedParam> full_params() override;
-  bool saves_params() const override { return true; }
-  void save(torch::serialize::OutputArchive& ar) const override;
-  void load(torch::serialize::InputArchive& ar) override;
+  // The master shard: pieces of every parameter it cuts through (padding excluded).
+  std::vector<Piece> pieces() const override;
+  void load(const ChunkReader&) override { buffer_.finish_param_sync(); }
+  void after_load() override;  // the full parameters from every rank's loaded shard
 
  private:
   int level_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -20,11 +21,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "loom-checkpoint-2";
+constexpr const char* kFormat = "loom-checkpoint-3";
 
 std::string quoted(const std::string& s) {
   return "\"" + s + "\"";
 }
+
+std::string list(const std::vector<int>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// "[0, 3, 5]" -> {0, 3, 5}, each in [lo, hi].
 
 // The value of "key" in the manifest's text: a string's contents or a number's digits.
 std::string field(const std::string& json, const std::string& key, const std::string& file) {
@@ -44,6 +53,16 @@ int64_t number(const std::string& text, const std::string& key, const std::strin
     LOOM_USAGE("checkpoint manifest '", file, "' has ", key, " = ", text, ", outside ", lo, "..",
                hi, "; it is corrupt");
   return v;
+}
+
+std::vector<int> parse_list(const std::string& text, const std::string& key,
+                            const std::string& file, int lo, int hi) {
+  std::vector<int> out;
+  std::regex num("-?[0-9]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), num); it != std::sregex_iterator();
+       ++it)
+    out.push_back(static_cast<int>(number(it->str(), key, file, lo, hi)));
+  return out;
 }
 
 [[noreturn]] void io_error(const std::string& what, const std::string& path, int err) {
@@ -92,10 +111,14 @@ std::string manifest_to_json(const Manifest& m) {
      << ", \"dtype\": " << quoted(m.dtype) << ",\n \"model\": " << quoted(config::name_of(md.kind))
      << ", \"vocab\": " << md.vocab << ", \"seq_len\": " << md.seq_len
      << ", \"width\": " << md.width << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
-     << ", \"classes\": " << md.classes << ",\n \"files\": [";
-  for (size_t r = 0; r < m.files.size(); ++r)
-    os << (r ? ",\n   " : "\n   ") << "{\"rank\": " << r << ", \"bytes\": " << m.files[r].bytes
-       << ", \"crc32\": " << m.files[r].crc32 << "}";
+     << ", \"classes\": " << md.classes << ",\n \"blocks\": " << m.blocks
+     << ", \"partition\": " << list(m.first) << ",\n \"files\": [";
+  for (size_t r = 0; r < m.files.size(); ++r) {
+    const Manifest::File& f = m.files[r];
+    os << (r ? ",\n   " : "\n   ") << "{\"rank\": " << r << ", \"file\": " << quoted(f.name)
+       << ", \"bytes\": " << f.bytes << ", \"crc32\": " << f.crc32 << ", \"dp_rank\": " << f.dp_rank
+       << ", \"stages\": " << list(f.stages) << "}";
+  }
   os << "]}\n";
   return os.str();
 }
@@ -146,24 +169,50 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.model.layers = num("layers", 1, kBig);
   m.model.heads = num("heads", 1, kBig);
   m.model.classes = num("classes", 1, kBig);
-  std::regex entry("\\{\"rank\": ([0-9]+), \"bytes\": ([0-9]+), \"crc32\": ([0-9]+)\\}");
+  const int stages = m.pp * m.loops;
+  m.blocks = static_cast<int>(num("blocks", 1, kBig));
+  std::smatch part;
+  if (!std::regex_search(json, part, std::regex("\"partition\": (\\[[-0-9, ]*\\])")))
+    LOOM_USAGE("checkpoint manifest '", f, "' lacks \"partition\"; it is corrupt");
+  m.first = parse_list(part[1].str(), "partition", f, 0, m.blocks - 1);
+  if (static_cast<int>(m.first.size()) != stages || m.first.front() != 0 ||
+      !std::is_sorted(m.first.begin(), m.first.end()))
+    LOOM_USAGE("checkpoint manifest '", f, "' has a partition that does not cut ", m.blocks,
+               " blocks into ", stages, " stages; it is corrupt");
+  std::regex entry(
+      "\\{\"rank\": ([0-9]+), \"file\": \"([-a-z0-9.]+)\", \"bytes\": ([0-9]+), \"crc32\": "
+      "([0-9]+), \"dp_rank\": (-?[0-9]+), \"stages\": (\\[[0-9, ]*\\])\\}");
   for (auto it = std::sregex_iterator(json.begin(), json.end(), entry);
        it != std::sregex_iterator(); ++it) {
-    const int64_t rank = number((*it)[1].str(), "a file's rank", f, 0, kRanks);
+    const auto& e = *it;
+    const int64_t rank = number(e[1].str(), "a file's rank", f, 0, kRanks);
     if (rank != static_cast<int64_t>(m.files.size()))
       LOOM_USAGE("checkpoint manifest '", f, "' lists rank ", rank, " out of order; it is corrupt");
-    m.files.push_back(
-        {number((*it)[2].str(), "a file's bytes", f, 0, kBig * 1024),
-         static_cast<uint32_t>(number((*it)[3].str(), "a file's crc32", f, 0, 0xffffffffLL))});
+    Manifest::File file;
+    file.name = e[2].str();
+    file.bytes = number(e[3].str(), "a file's bytes", f, 0, kBig * 1024);
+    file.crc32 = static_cast<uint32_t>(number(e[4].str(), "a file's crc32", f, 0, 0xffffffffLL));
+    file.dp_rank = static_cast<int>(number(e[5].str(), "a file's dp_rank", f, -1, m.dp - 1));
+    file.stages = parse_list(e[6].str(), "a file's stages", f, 0, stages - 1);
+    m.files.push_back(std::move(file));
   }
-  if (static_cast<int>(m.files.size()) != m.world)
-    LOOM_USAGE("checkpoint manifest '", f, "' lists ", m.files.size(), " rank files for world ",
-               m.world, "; it is corrupt");
+  if (m.files.empty() || (m.files.size() > 1 && static_cast<int>(m.files.size()) != m.world))
+    LOOM_USAGE("checkpoint manifest '", f, "' lists ", m.files.size(), " files for world ", m.world,
+               "; it is corrupt");
   if (step_dir) *step_dir = dir.string();
   return m;
 }
 
-void check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
+bool Manifest::same_layout(const Manifest& o) const {
+  return world == o.world && dp == o.dp && pp == o.pp && loops == o.loops && first == o.first &&
+         static_cast<int>(files.size()) == world && static_cast<int>(o.files.size()) == o.world;
+}
+
+std::string Manifest::layout() const {
+  return detail::concat("dp ", dp, " x pp ", pp, " x loops ", loops, ", ", dp_mode);
+}
+
+std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
   auto refuse = [&](const std::string& what, const auto& was, const auto& now) {
     LOOM_USAGE("checkpoint '", dir, "' was written with ", what, " = ", was, ", this run has ", now,
                "; resume with ", what, " = ", was, " (or start a new run in another --output.dir)");
@@ -181,11 +230,26 @@ void check_resumable(const Manifest& saved, const Manifest& run, const std::stri
     refuse("model.classes", a.classes, b.classes);
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
-  if (saved.dp_mode != run.dp_mode) refuse("parallel.dp_mode", saved.dp_mode, run.dp_mode);
-  if (saved.world != run.world) refuse("ranks", saved.world, run.world);
-  if (saved.dp != run.dp) refuse("parallel.dp", saved.dp, run.dp);
-  if (saved.pp != run.pp) refuse("parallel.pp", saved.pp, run.pp);
-  if (saved.loops != run.loops) refuse("parallel.loops", saved.loops, run.loops);
+  // Slim replicas each train a model of their own: nothing maps them onto other replicas.
+  const bool was_slim = saved.dp_mode == "slim", is_slim = run.dp_mode == "slim";
+  if (was_slim && !is_slim)
+    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = slim, whose replicas ",
+               "each hold a model of their own; resume it with dp_mode slim");
+  if (was_slim && saved.dp != run.dp)
+    LOOM_USAGE("checkpoint '", dir,
+               "' was written with parallel.dp_mode = slim and dp = ", saved.dp,
+               ", this run has dp = ", run.dp, "; slim keeps one model per replica, so resume it ",
+               "with dp = ", saved.dp, " (pp, loops and the schedule may change)");
+  const bool reshards = saved.world != run.world || saved.dp != run.dp || saved.pp != run.pp ||
+                        saved.loops != run.loops || saved.dp_mode != run.dp_mode ||
+                        saved.files.size() != static_cast<size_t>(saved.world);
+  if (!reshards) return "";
+  std::string line = detail::concat("resharding checkpoint step ", saved.step, " from ",
+                                    saved.layout(), " to ", run.layout());
+  if (saved.dp_mode == "quant" && (!(run.dp_mode == "quant") || saved.dp != run.dp))
+    line += "; the quantization residual starts from zero";
+  if (is_slim && !was_slim) line += "; slim's global copy starts from the parameters";
+  return line;
 }
 
 uint32_t crc32_of(std::string_view bytes) {

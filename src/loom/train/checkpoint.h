@@ -1,11 +1,14 @@
 #pragma once
-// Checkpoints: <dir>/step-<N>/rank-<r>.pt (each rank's stages: parameters, optimizer/sync
-// state) and <dir>/step-<N>/manifest.json (rank 0, written last), then <dir>/latest names the
-// newest complete step folder. Every file is written to a temporary name, flushed to the disk
-// (fsync) and renamed, and its folder flushed, so a crash never leaves a half-written
-// checkpoint that looks complete. The manifest describes what the files hold (mesh, modes,
-// model shape, optimizer, loom version) and carries each rank file's size and CRC-32: a
-// checkpoint is checked against the run before any of its tensors is used.
+// Checkpoints: <dir>/step-<N>/rank-<r>.pt (each rank's stages: parameters, optimizer and mode
+// state as layout-independent chunks, chunk_file.h) and <dir>/step-<N>/manifest.json (rank 0,
+// written last), then <dir>/latest names the newest complete step folder. `loom checkpoint
+// convert` writes the same with one file, consolidated.pt, holding every tensor whole. Every file
+// is written to a temporary name, flushed to the disk (fsync) and renamed, and its folder flushed,
+// so a crash never leaves a half-written checkpoint that looks complete. The manifest describes
+// what the files hold (mesh, modes, model shape, optimizer, loom version, the partition into
+// stages) and carries each file's size, CRC-32, dp rank and stages: a checkpoint is checked against
+// the run before any of its tensors is used, and a run with another layout knows which files hold
+// its blocks.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,14 +22,21 @@ struct Resolved;
 
 struct Manifest {
   struct File {
+    std::string name;  // in the step folder
     int64_t bytes = 0;
     uint32_t crc32 = 0;
+    int dp_rank = -1;         // -1: every replica (consolidated)
+    std::vector<int> stages;  // the stages whose state it holds
   };
   int64_t step = 0;  // steps completed
   int world = 1, dp = 1, pp = 1, loops = 1;
   std::string dp_mode, schedule, optimizer, dtype = "float32", loom_version;
   config::ModelConfig model;
-  std::vector<File> files;  // rank r's file is files[r]
+  int blocks = 0;                             // the model's blocks
+  std::vector<int> first;                     // first block of each stage (pp * loops entries)
+  std::vector<File> files;                    // a run's checkpoint: rank r's file is files[r]
+  bool same_layout(const Manifest& o) const;  // same mesh and partition, one file per rank
+  std::string layout() const;                 // "dp 2 x pp 2 x loops 1, zero3"
 };
 
 // The manifest of a run about to be saved, without files and step.
@@ -36,8 +46,9 @@ std::string manifest_to_json(const Manifest& m);
 // the file) when absent, corrupt or written by another format.
 Manifest read_manifest(const std::string& path, std::string* step_dir);
 // UsageError naming the first difference between the checkpoint and the run that would load
-// it (what the checkpoint was written with, what the run has, what to do).
-void check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir);
+// it that resharding cannot bridge (what the checkpoint was written with, what the run has,
+// what to do). Returns one line describing the resharding ("" for the same layout).
+std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir);
 
 uint32_t crc32_of(std::string_view bytes);
 // Writes `content` to `path` durably and atomically: temporary file, fsync, rename, fsync of

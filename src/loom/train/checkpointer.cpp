@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "loom/common/error.h"
+#include "loom/common/log.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/optimizer.h"
+#include "loom/parallel/stage_state.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/chunk_file.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;
@@ -21,44 +24,55 @@ std::string rank_file(int rank) {
   return file;
 }
 
-// ---- The data-parallel side of a checkpoint: the only calls into the modes and optimizers. ----
-// Unsharded modes: the stage's parameters as "param.<name>"; every mode: its own state
-// (shards, slim's global copy, quant's residual) as "sync.<stage>" and the stage optimizer's
-// as "optimizer.<stage>".
-void write_stage_state(torch::serialize::OutputArchive& ar, const Checkpointer::Stages& stages,
-                       const Checkpointer::Syncs& syncs, const Checkpointer::Optimizers& opts) {
-  for (auto& [s, st] : stages)
-    if (!syncs.at(s)->saves_params())  // sharded modes write their shard in sync.<s>
-      for (auto& p : st->params()) ar.write("param." + p.name, p.tensor.detach());
-  for (auto& [s, y] : syncs) {
-    torch::serialize::OutputArchive sub, opt;
-    y->save(sub);
-    ar.write("sync." + std::to_string(s), sub);
-    opts.at(s)->save(opt);
-    ar.write("optimizer." + std::to_string(s), opt);
-  }
-}
-
-void read_stage_state(torch::serialize::InputArchive& ar, const Checkpointer::Stages& stages,
-                      const Checkpointer::Syncs& syncs, const Checkpointer::Optimizers& opts) {
-  torch::NoGradGuard ng;
-  for (auto& [s, st] : stages) {
-    if (syncs.at(s)->saves_params()) continue;  // restored by the mode from its shard
-    for (auto& p : st->params()) {
-      torch::Tensor t;
-      ar.read("param." + p.name, t);
-      p.tensor.copy_(t);
+// A checkpoint's chunks, read file by file as the stages ask for them: the files most likely to
+// hold what this rank needs first (its own, then its replica's), the next one only when a
+// request is not covered yet. Under the layout that wrote it, a rank reads its own file only.
+class CheckpointReader : public parallel::ChunkReader {
+ public:
+  CheckpointReader(std::string dir, const Manifest& m, std::vector<size_t> files,
+                   bool keep_replicas)
+      : dir_(std::move(dir)), m_(m), files_(std::move(files)), keep_replicas_(keep_replicas) {}
+  bool get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const override {
+    while (!set_.covers(name, replica, begin, out.numel()) && next_ < files_.size()) {
+      torch::Tensor rng = read_checkpoint_file(dir_, m_, files_[next_], set_, keep_replicas_);
+      if (next_++ == 0) first_rng_ = rng;
     }
+    return set_.get(name, replica, begin, out);
   }
-  for (auto& [s, y] : syncs) {
-    torch::serialize::InputArchive sub, opt;
-    ar.read("sync." + std::to_string(s), sub);
-    y->load(sub);
-    ar.read("optimizer." + std::to_string(s), opt);
-    opts.at(s)->load(opt);
+  // The RNG state of the first file read (undefined before, or if it has none).
+  const torch::Tensor& first_rng() const { return first_rng_; }
+
+ private:
+  std::string dir_;
+  const Manifest& m_;
+  std::vector<size_t> files_;
+  bool keep_replicas_;
+  mutable parallel::ChunkSet set_;
+  mutable size_t next_ = 0;
+  mutable torch::Tensor first_rng_;
+};
+
+// The files that hold state of the blocks [lo, hi) of any of this rank's stages: its own file
+// first, then those of its replica, then the rest.
+std::vector<size_t> files_to_read(const Manifest& saved, const model::Partition& cut,
+                                  const Checkpointer::Stages& stages, int rank, int dp_rank) {
+  auto end_of = [&](int s) {
+    return s + 1 < static_cast<int>(saved.first.size()) ? saved.first[s + 1] : saved.blocks;
+  };
+  std::vector<size_t> out;
+  for (size_t i = 0; i < saved.files.size(); ++i) {
+    bool overlaps = false;
+    for (int old : saved.files[i].stages)
+      for (const auto& [s, st] : stages)
+        overlaps |= saved.first[old] < cut.end(s) && cut.begin(s) < end_of(old);
+    if (overlaps) out.push_back(i);
   }
+  auto rank_of = [&](size_t i) {
+    return std::make_tuple(static_cast<int>(i) != rank, saved.files[i].dp_rank != dp_rank, i);
+  };
+  std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return rank_of(a) < rank_of(b); });
+  return out;
 }
-// ---- end of the data-parallel side ----
 
 std::string step_name(int64_t step) {
   char name[32];
@@ -112,8 +126,15 @@ void clear_run_folder(const std::string& dir) {
 }
 
 Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::Backend& world,
-                           const Stages& stages, const Syncs& syncs, const Optimizers& optimizers)
-    : cfg_(cfg), r_(r), world_(world), stages_(stages), syncs_(syncs), optimizers_(optimizers) {
+                           const model::Partition& cut, const Stages& stages, const Syncs& syncs,
+                           const Optimizers& optimizers)
+    : cfg_(cfg),
+      r_(r),
+      world_(world),
+      cut_(cut),
+      stages_(stages),
+      syncs_(syncs),
+      optimizers_(optimizers) {
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
 }
 
@@ -124,18 +145,24 @@ std::string Checkpointer::save(int64_t steps_done) {
   const std::string file = (dir / rank_file(world_.rank())).string();
   // Serialized in memory first: the bytes written are the bytes checksummed, and a failing
   // disk is reported by the system call that failed (ENOSPC, EIO), naming the file.
-  int64_t mine[2] = {0, 0};  // bytes (-1: this rank failed), crc32
+  // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
+  const int per = 3 + r_.loops;
+  std::vector<int64_t> mine(per, -1);
+  mine[1] = 0;
+  mine[2] = syncs_.begin()->second->dp_rank();
+  {
+    int k = 3;
+    for (const auto& [s, st] : stages_) mine[k++] = s;
+  }
   std::string failure;
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);  // every rank: nodes need not share a file system
     if (ec) throw Error("cannot create '" + dir.string() + "': " + ec.message());
-    torch::serialize::OutputArchive ar;
-    write_stage_state(ar, stages_, syncs_, optimizers_);
-    ar.write("rng", torch::Tensor(at::detail::getDefaultCPUGenerator().get_state()));
-    std::ostringstream buf;
-    ar.save_to(buf);
-    const std::string bytes = std::move(buf).str();
+    parallel::ChunkWriter w;
+    for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
+    const std::string bytes =
+        chunks_to_bytes(w.chunks(), at::detail::getDefaultCPUGenerator().get_state());
     write_file_atomic(file, bytes);
     mine[0] = static_cast<int64_t>(bytes.size());
     mine[1] = crc32_of(bytes);
@@ -145,10 +172,10 @@ std::string Checkpointer::save(int64_t steps_done) {
     std::error_code ec;
     fs::remove(dir, ec);  // only if empty: the folder of a checkpoint that will not exist
   }
-  std::vector<int64_t> all(2 * world_.size());
-  world_.all_gather(mine, all.data(), 2, comm::DType::Int64)->wait();
+  std::vector<int64_t> all(per * world_.size());
+  world_.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
   for (int q = 0; q < world_.size(); ++q) {
-    if (all[2 * q] >= 0) continue;
+    if (all[per * q] >= 0) continue;
     const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
     if (q == world_.rank())
       throw Error(detail::concat(failure, "; checkpoint ", name, " not written, the last one (",
@@ -157,10 +184,16 @@ std::string Checkpointer::save(int64_t steps_done) {
                                "; the last one (", kept, ") is intact"));
   }
   if (world_.rank() == 0) {
-    Manifest m = describe_run(cfg_, r_, world_.size());
+    Manifest m = this_run();
     m.step = steps_done;
-    for (int q = 0; q < world_.size(); ++q)
-      m.files.push_back({all[2 * q], static_cast<uint32_t>(all[2 * q + 1])});
+    for (int q = 0; q < world_.size(); ++q) {
+      const int64_t* f = &all[per * q];
+      Manifest::File file{
+          rank_file(q), f[0], static_cast<uint32_t>(f[1]), static_cast<int>(f[2]), {}};
+      for (int k = 3; k < per; ++k)
+        if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
+      m.files.push_back(std::move(file));
+    }
     write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
     write_file_atomic((root / "latest").string(), name + "\n");
     prune(root, static_cast<size_t>(cfg_.output.keep));
@@ -170,27 +203,33 @@ std::string Checkpointer::save(int64_t steps_done) {
   return dir.string();
 }
 
+Manifest Checkpointer::this_run() const {
+  Manifest m = describe_run(cfg_, r_, world_.size());
+  m.blocks = cut_.blocks;
+  m.first = cut_.first;
+  return m;
+}
+
 int64_t Checkpointer::load(const std::string& path) {
   std::string dir;
   const Manifest saved = read_manifest(path, &dir);
-  check_resumable(saved, describe_run(cfg_, r_, world_.size()), dir);
-  const fs::path f = fs::path(dir) / rank_file(world_.rank());
-  if (!fs::exists(f))
-    LOOM_USAGE("checkpoint file '", f.string(), "' is missing; the checkpoint is incomplete");
-  const std::string bytes = read_file(f.string());
-  const Manifest::File& want = saved.files.at(world_.rank());
-  const uint32_t crc = crc32_of(bytes);
-  if (static_cast<int64_t>(bytes.size()) != want.bytes || crc != want.crc32)
-    LOOM_USAGE("checkpoint file '", f.string(), "' does not match its manifest (", bytes.size(),
-               " bytes, CRC-32 ", crc, "; the manifest says ", want.bytes, " bytes, CRC-32 ",
-               want.crc32, "): it is damaged or from another run; resume from another checkpoint");
-  torch::serialize::InputArchive ar;
-  ar.load_from(bytes.data(), bytes.size());
-  read_stage_state(ar, stages_, syncs_, optimizers_);
-  torch::Tensor rng;
-  ar.read("rng", rng);
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  gen.set_state(rng);
+  const Manifest run = this_run();
+  const std::string reshard = check_resumable(saved, run, dir);
+  if (!reshard.empty()) log::info0(reshard);
+  if (saved.blocks != run.blocks)
+    LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
+               run.blocks, "; resume it with the model that wrote it");
+  const bool same = saved.same_layout(run);
+  const int dp_rank = syncs_.begin()->second->dp_rank();
+  std::vector<size_t> files{static_cast<size_t>(world_.rank())};
+  if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
+  // Per-replica state (quant's residual) belongs to a replica of the same dp only.
+  CheckpointReader reader(dir, saved, files, saved.dp == run.dp);
+  for (const auto& [s, y] : syncs_) parallel::load_stage_state(*y, *optimizers_.at(s), reader);
+  if (same && reader.first_rng().defined()) {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(reader.first_rng());
+  }
   previous_ = saved.step;
   return saved.step;
 }

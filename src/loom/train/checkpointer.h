@@ -12,6 +12,8 @@
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
+#include "loom/model/partition.h"
+#include "loom/train/checkpoint.h"
 #include "loom/train/preflight.h"
 
 namespace loom::parallel {
@@ -32,22 +34,28 @@ class Checkpointer {
   using Syncs = std::map<int, std::unique_ptr<parallel::DataParallel>>;
   using Optimizers = std::map<int, std::unique_ptr<parallel::StageOptimizer>>;
 
-  // world: every training rank. stages, syncs, optimizers: this rank's, by stage index.
+  // world: every training rank. cut: the model's blocks into stages. stages, syncs,
+  // optimizers: this rank's, by stage index.
   Checkpointer(const config::Config& cfg, const Resolved& r, comm::Backend& world,
-               const Stages& stages, const Syncs& syncs, const Optimizers& optimizers);
+               const model::Partition& cut, const Stages& stages, const Syncs& syncs,
+               const Optimizers& optimizers);
 
   // <output.dir>/checkpoint/step-<steps_done>, returned; collective over world.
   std::string save(int64_t steps_done);
   // Restores this rank's state from a checkpoint folder (or its parent with `latest`) written
-  // with the same mesh and modes; returns the steps it had completed.
+  // with any layout (dp x pp x loops x dp-mode; slim only into slim with the same dp): this
+  // rank reads the pieces its stages and shards hold. Returns the steps it had completed.
   int64_t load(const std::string& path);
   // Step of the newest checkpoint this run wrote or loaded; 0 when there is none.
   int64_t last_step() const { return previous_; }
 
  private:
+  Manifest this_run() const;  // without files and step
+
   const config::Config& cfg_;
   Resolved r_;
   comm::Backend& world_;
+  model::Partition cut_;
   const Stages& stages_;
   const Syncs& syncs_;
   const Optimizers& optimizers_;

@@ -97,7 +97,7 @@ void Trainer::Impl::setup() {
     clear_run_folder(cfg.output.dir);
     base.barrier()->wait();  // before rank 0 starts the new metrics
   }
-  checkpointer = std::make_unique<Checkpointer>(cfg, r, base, stages, syncs, optimizers);
+  checkpointer = std::make_unique<Checkpointer>(cfg, r, base, cut, stages, syncs, optimizers);
   if (!cfg.output.resume.empty()) start_step = checkpointer->load(cfg.output.resume);
 }
 

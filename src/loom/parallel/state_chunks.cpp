@@ -1,0 +1,99 @@
+#include "loom/parallel/state_chunks.h"
+
+#include <algorithm>
+
+#include "loom/common/error.h"
+
+namespace loom::parallel {
+namespace {
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Copies what `chunks` (sorted by begin) hold of [begin, begin + out.numel()) into `out`;
+// returns how far from `begin` the range is covered without a gap.
+int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, torch::Tensor* out) {
+  const int64_t stop = begin + (out ? out->numel() : 0);
+  int64_t pos = begin;
+  for (const Chunk& c : chunks) {
+    if (pos >= stop) break;
+    const int64_t end = c.begin + c.data.numel();
+    if (c.begin > pos) break;  // a gap
+    if (end <= pos) continue;  // wholly before (a duplicate from another file)
+    const int64_t to = std::min(end, stop);
+    if (out->numel())
+      out->slice(0, pos - begin, to - begin).copy_(c.data.slice(0, pos - c.begin, to - c.begin));
+    pos = to;
+  }
+  return pos - begin;
+}
+
+}  // namespace
+
+void ChunkWriter::put(const std::string& name, int replica, int64_t begin,
+                      std::vector<int64_t> shape, const torch::Tensor& data) {
+  torch::Tensor flat = data.detach().reshape({-1}).to(torch::kCPU).clone();
+  LOOM_CHECK(begin >= 0 && begin + flat.numel() <= numel_of(shape), "chunk of '", name,
+             "' outside its tensor");
+  chunks_.push_back({name, replica, begin, std::move(shape), std::move(flat)});
+}
+
+bool ChunkReader::has(const std::string& name, int replica) const {
+  torch::Tensor none = torch::empty({0});
+  return get(name, replica, 0, none);
+}
+
+void ChunkSet::add(Chunk c) {
+  auto& v = by_key_[{c.name, c.replica}];
+  if (!v.empty() && v.front().shape != c.shape)
+    LOOM_USAGE("checkpoint holds tensor '", c.name, "' in two different shapes; it is corrupt");
+  auto at = std::upper_bound(v.begin(), v.end(), c.begin,
+                             [](int64_t b, const Chunk& x) { return b < x.begin; });
+  v.insert(at, std::move(c));
+  ++count_;
+}
+
+const std::vector<Chunk>* ChunkSet::find(const std::string& name, int replica) const {
+  auto it = by_key_.find({name, replica});
+  if (it == by_key_.end() && replica != -1) it = by_key_.find({name, -1});
+  return it == by_key_.end() ? nullptr : &it->second;
+}
+
+bool ChunkSet::covers(const std::string& name, int replica, int64_t begin, int64_t count) const {
+  const std::vector<Chunk>* v = find(name, replica);
+  if (!v) return false;
+  torch::Tensor probe = torch::empty({count}, v->front().data.options());
+  return fill(*v, begin, &probe) == count;
+}
+
+bool ChunkSet::get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const {
+  const std::vector<Chunk>* v = find(name, replica);
+  if (!v) return false;
+  LOOM_CHECK(out.dim() == 1 && out.is_contiguous(), "ChunkSet::get wants a flat tensor");
+  const int64_t total = numel_of(v->front().shape);
+  if (begin < 0 || begin + out.numel() > total)
+    LOOM_USAGE("checkpoint tensor '", name, "' has ", total, " elements, this run needs [", begin,
+               ", ", begin + out.numel(), "); the model differs from the checkpoint's");
+  const int64_t got = fill(*v, begin, &out);
+  if (got != out.numel())
+    LOOM_USAGE("checkpoint lacks elements [", begin + got, ", ", begin + out.numel(), ") of '",
+               name, "'", replica >= 0 ? detail::concat(" (replica ", replica, ")") : "",
+               "; a rank file is missing from it");
+  return true;
+}
+
+std::map<std::pair<std::string, int>, Chunk> ChunkSet::consolidate() const {
+  std::map<std::pair<std::string, int>, Chunk> out;
+  for (const auto& [key, v] : by_key_) {
+    Chunk whole{key.first, key.second, 0, v.front().shape, {}};
+    whole.data = torch::empty({numel_of(whole.shape)}, v.front().data.options());
+    get(key.first, key.second, 0, whole.data);
+    out.emplace(key, std::move(whole));
+  }
+  return out;
+}
+
+}  // namespace loom::parallel

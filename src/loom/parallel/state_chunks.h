@@ -1,0 +1,67 @@
+#pragma once
+// Checkpoint state that does not depend on the layout that wrote it (resharding): every value
+// a stage keeps (parameters, optimizer moments, a mode's own state) is written as chunks of
+// logical tensors named after the model's parameters ("param/blocks.3.qkv.weight",
+// "adamw.exp_avg/blocks.3.qkv.weight"). A chunk is a range of the flattened tensor, so a
+// ZeRO shard that cuts through parameters writes pieces of several, and a reader under any
+// other dp x pp x loops x dp-mode asks for exactly the ranges it holds.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::parallel {
+
+// Elements [begin, begin + data.numel()) of the flattened logical tensor `name` (of `shape`),
+// as replica `replica` of the data-parallel group holds them; -1: the same on every replica.
+struct Chunk {
+  std::string name;
+  int replica = -1;
+  int64_t begin = 0;
+  std::vector<int64_t> shape;
+  torch::Tensor data;  // 1-D, contiguous, on the CPU
+};
+
+class ChunkWriter {
+ public:
+  // Copies `data` (any shape; its elements in order).
+  void put(const std::string& name, int replica, int64_t begin, std::vector<int64_t> shape,
+           const torch::Tensor& data);
+  std::vector<Chunk>& chunks() { return chunks_; }
+
+ private:
+  std::vector<Chunk> chunks_;
+};
+
+class ChunkReader {
+ public:
+  virtual ~ChunkReader() = default;
+  // Fills `out` with elements [begin, begin + out.numel()) of `name` as `replica` holds them
+  // (chunks of replica -1 serve every replica). false when there is no chunk of that tensor;
+  // UsageError when there are chunks but they leave part of the range uncovered.
+  virtual bool get(const std::string& name, int replica, int64_t begin,
+                   torch::Tensor out) const = 0;
+  bool has(const std::string& name, int replica) const;
+};
+
+// Chunks in memory.
+class ChunkSet : public ChunkReader {
+ public:
+  void add(Chunk c);
+  bool get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const override;
+  // Like get(), but false (instead of UsageError) when the range is not fully covered.
+  bool covers(const std::string& name, int replica, int64_t begin, int64_t count) const;
+  // Every logical tensor whole, keyed by (name, replica); UsageError if one has gaps.
+  std::map<std::pair<std::string, int>, Chunk> consolidate() const;
+  size_t size() const { return count_; }
+
+ private:
+  const std::vector<Chunk>* find(const std::string& name, int replica) const;
+  std::map<std::pair<std::string, int>, std::vector<Chunk>> by_key_;  // sorted by begin
+  size_t count_ = 0;
+};
+
+}  // namespace loom::parallel

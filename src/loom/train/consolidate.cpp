@@ -1,0 +1,38 @@
+#include "loom/train/consolidate.h"
+
+#include <filesystem>
+
+#include "loom/common/error.h"
+#include "loom/train/chunk_file.h"
+
+namespace loom::train {
+namespace fs = std::filesystem;
+
+CheckpointContents read_whole_checkpoint(const std::string& path) {
+  CheckpointContents c;
+  c.manifest = read_manifest(path, &c.dir);
+  parallel::ChunkSet set;
+  for (size_t i = 0; i < c.manifest.files.size(); ++i)
+    read_checkpoint_file(c.dir, c.manifest, i, set);
+  c.tensors = set.consolidate();
+  return c;
+}
+
+void write_consolidated(const CheckpointContents& c, const std::string& out) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    LOOM_USAGE("--out '", out, "' exists and is not an empty folder; choose another");
+  fs::create_directories(out, ec);
+  if (ec) LOOM_USAGE("cannot create '", out, "': ", ec.message());
+  std::vector<parallel::Chunk> chunks;
+  for (const auto& [key, t] : c.tensors) chunks.push_back(t);
+  const std::string bytes = chunks_to_bytes(chunks, torch::Tensor());
+  Manifest m = c.manifest;
+  Manifest::File f{"consolidated.pt", static_cast<int64_t>(bytes.size()), crc32_of(bytes), -1, {}};
+  for (int s = 0; s < m.pp * m.loops; ++s) f.stages.push_back(s);
+  m.files = {f};
+  write_file_atomic((fs::path(out) / f.name).string(), bytes);
+  write_file_atomic((fs::path(out) / "manifest.json").string(), manifest_to_json(m));
+}
+
+}  // namespace loom::train

@@ -1,0 +1,28 @@
+#pragma once
+// A whole checkpoint in memory, every file checked against its manifest: what
+// `loom checkpoint info` prints and `loom checkpoint convert` writes as one file.
+#include <map>
+#include <string>
+#include <utility>
+
+#include "loom/parallel/state_chunks.h"
+#include "loom/train/checkpoint.h"
+
+namespace loom::train {
+
+struct CheckpointContents {
+  Manifest manifest;
+  std::string dir;  // the step folder
+  // Every logical tensor whole, by (name, replica); replica -1: the same on every replica.
+  std::map<std::pair<std::string, int>, parallel::Chunk> tensors;
+};
+
+// path: a step folder, or a checkpoint folder with `latest`. UsageError (one line) when a
+// file is missing, damaged or incomplete.
+CheckpointContents read_whole_checkpoint(const std::string& path);
+
+// Writes <out>/consolidated.pt (every tensor whole) and <out>/manifest.json, which any layout
+// can resume from (--resume <out>). UsageError when <out> holds files already.
+void write_consolidated(const CheckpointContents& c, const std::string& out);
+
+}  // namespace loom::train
