@@ -49,9 +49,9 @@ int info(const std::string& dir, bool tensors) {
             << "  step        " << m.step << " (loom " << m.loom_version << ")\n"
             << "  layout      " << m.layout() << ", schedule " << m.schedule << ", " << m.world
             << " ranks\n"
-            << "  model       " << config::name_of(md.kind) << ": layers " << md.layers << ", width "
-            << md.width << ", heads " << md.heads << ", seq_len " << md.seq_len << ", vocab "
-            << md.vocab << ", classes " << md.classes << "\n"
+            << "  model       " << config::name_of(md.kind) << ": layers " << md.layers
+            << ", width " << md.width << ", heads " << md.heads << ", seq_len " << md.seq_len
+            << ", vocab " << md.vocab << ", classes " << md.classes << "\n"
             << "  partition   " << m.blocks << " blocks: " << partition << "\n"
             << "  optimizer   " << m.optimizer << ", " << m.dtype << "\n"
             << "  files       " << m.files.size() << ", " << bytes
@@ -75,14 +75,15 @@ int checkpoint_command(const std::vector<std::string>& args) {
   const bool has_dir = args.size() > 1 && args[1].rfind("-", 0) != 0;
   const std::vector<std::string> rest(args.begin() + std::min<size_t>(args.size(), has_dir ? 2 : 1),
                                       args.end());
-  const flags::Parsed a = flags::parse(
-      rest, {"checkpoint " + sub, {{"tensors", ""}, {"out", "consolidated"}}});
+  const flags::Parsed a =
+      flags::parse(rest, {"checkpoint " + sub, {{"tensors", ""}, {"out", "consolidated"}}});
   if (a.help || sub == "--help" || sub == "-h") {
     std::cout << kUsage;
     return 0;
   }
   if (sub != "info" && sub != "convert")
-    LOOM_USAGE("loom checkpoint needs info or convert, got '", sub, "'; see loom checkpoint --help");
+    LOOM_USAGE("loom checkpoint needs info or convert, got '", sub,
+               "'; see loom checkpoint --help");
   if (!has_dir)
     LOOM_USAGE("loom checkpoint ", sub, " needs the checkpoint folder: loom checkpoint ", sub,
                " DIR", sub == "convert" ? " --out OUT" : "");

@@ -18,7 +18,8 @@ void save_stage_state(DataParallel& mode, const StageOptimizer& opt, ChunkWriter
   const std::vector<StageOptimizer::State> state = opt.state();
   for (const auto& p : mode.pieces()) {
     const NamedParam& np = named[p.param];
-    w.put("param/" + np.name, replica, p.begin, mode.param_shape(p.param), piece_of(tensors[p.tensor], p));
+    w.put("param/" + np.name, replica, p.begin, mode.param_shape(p.param),
+          piece_of(tensors[p.tensor], p));
     if (!state.empty())
       for (const auto& [key, t] : state[p.tensor])
         w.put(key + "/" + np.name, replica, p.begin, mode.param_shape(p.param), piece_of(t, p));

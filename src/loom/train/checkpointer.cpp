@@ -136,6 +136,7 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
       syncs_(syncs),
       optimizers_(optimizers) {
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
+  world_.barrier()->wait();  // no rank writes a checkpoint while rank 0 may still remove debris
 }
 
 std::string Checkpointer::save(int64_t steps_done) {

@@ -20,7 +20,8 @@ std::string chunk_key(size_t i) {
 std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const torch::Tensor& rng) {
   torch::serialize::OutputArchive ar;
   std::string names;
-  torch::Tensor meta = torch::zeros({static_cast<int64_t>(chunks.size()), kMetaCols}, torch::kInt64);
+  torch::Tensor meta =
+      torch::zeros({static_cast<int64_t>(chunks.size()), kMetaCols}, torch::kInt64);
   auto m = meta.accessor<int64_t, 2>();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const parallel::Chunk& c = chunks[i];
@@ -34,9 +35,9 @@ std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const to
     for (size_t d = 0; d < c.shape.size(); ++d) m[i][4 + d] = c.shape[d];
     ar.write(chunk_key(i), c.data);
   }
-  ar.write("index_names",
-           torch::from_blob(names.data(), {static_cast<int64_t>(names.size())}, torch::kUInt8)
-               .clone());
+  ar.write(
+      "index_names",
+      torch::from_blob(names.data(), {static_cast<int64_t>(names.size())}, torch::kUInt8).clone());
   ar.write("index_meta", meta);
   if (rng.defined()) ar.write("rng", rng);
   std::ostringstream buf;

@@ -305,5 +305,8 @@ Trainer::~Trainer() = default;
 TrainResult Trainer::run(int64_t stop_after) {
   return impl_->run(stop_after);
 }
+std::string Trainer::checkpoint() {
+  return impl_->checkpointer->save(impl_->start_step);
+}
 
 }  // namespace loom::train

@@ -49,6 +49,10 @@ class Trainer {
   ~Trainer();
   // stop_after > 0: return after that many steps of this call (an interrupted run).
   TrainResult run(int64_t stop_after = -1);
+  // Before run(): writes a checkpoint of the state just built or resumed, in this run's layout
+  // (collective over base); returns its folder. Resuming under one layout and checkpointing
+  // converts a checkpoint to that layout.
+  std::string checkpoint();
 
  private:
   struct Impl;

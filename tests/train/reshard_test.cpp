@@ -1,0 +1,175 @@
+// Resharding: a checkpoint written under one layout (dp x pp x loops x schedule x dp-mode)
+// resumes under another with exactly the state it saved, and training continues to the
+// parameters of single-process training on the same global batches.
+#include <gtest/gtest.h>
+
+#include "../parallel/sync_test_util.h"
+#include "loom/common/error.h"
+#include "loom/train/consolidate.h"
+
+using namespace loom;
+using loom::test::Params;
+
+namespace {
+
+struct Layout {
+  int dp = 1, pp = 1, loops = 1;
+  const char* schedule = "1f1b";
+  const char* mode = "allreduce";
+  int ranks() const { return dp * pp; }
+};
+
+struct Move {
+  const char* name;
+  Layout from, to;
+  bool continues_exactly;  // quant and slim depend on the layout beyond floating-point order
+};
+
+std::vector<Move> moves() {
+  return {
+      {"dp2_to_dp1", {2}, {1}, true},
+      {"dp1_to_dp4_zero1", {1}, {4, 1, 1, "1f1b", "zero1"}, true},
+      {"dp2_pp2_zero3_to_dp4_allreduce", {2, 2, 1, "1f1b", "zero3"}, {4}, true},
+      {"pp2_to_pp1", {1, 2}, {1}, true},
+      {"dp4_zero2_to_dp2_pp2_zero3", {4, 1, 1, "1f1b", "zero2"}, {2, 2, 1, "1f1b", "zero3"}, true},
+      {"pp2_1f1b_to_pp2_bfs_loops2_dp2", {1, 2}, {2, 2, 2, "bfs"}, true},
+      {"quant_dp2_pp2_to_dp2_pp1", {2, 2, 1, "1f1b", "quant"}, {2, 1, 1, "1f1b", "quant"}, false},
+      {"slim_dp2_pp2_to_dp2_pp1_gpipe", {2, 2, 1, "1f1b", "slim"}, {2, 1, 1, "gpipe", "slim"},
+       false},
+  };
+}
+
+config::Config with_layout(config::Config c, const Layout& l, const std::string& dir) {
+  c.parallel.dp = l.dp;
+  c.parallel.pp = l.pp;
+  c.parallel.loops = l.loops;
+  c.parallel.schedule = l.schedule;
+  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(l.mode);
+  c.train.microbatches = l.pp * l.loops > 1 ? 4 : 1;
+  c.output.dir = dir;
+  return c;
+}
+
+config::Config base() {
+  config::Config c = test::tiny("gpt");
+  c.train.optimizer = config::Optimizer::AdamW;  // moments and a step counter to carry
+  c.train.lr = 1e-3;
+  c.train.steps = 6;
+  c.output.checkpoint_every = 3;
+  return c;
+}
+
+// Runs `fn(sub)` on the first `ranks` ranks of the world (collective on the world).
+template <class Fn>
+void on_first(int ranks, Fn fn) {
+  comm::Backend& w = comm::world();
+  const bool in = w.rank() < ranks;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "reshard");
+  if (in) fn(*sub);
+  w.barrier()->wait();
+}
+
+class Reshard : public ::testing::TestWithParam<Move> {};
+
+// Resumed under the new layout and written back at once, the checkpoint holds the same
+// tensors, bit for bit (per-replica state too: slim and quant keep dp).
+TEST_P(Reshard, CarriesTheStateExactly) {
+  const Move m = GetParam();
+  if (std::max(m.from.ranks(), m.to.ranks()) > comm::world().size()) GTEST_SKIP();
+  const std::string a = test::shared_tmp(std::string("rs-a-") + m.name);
+  const std::string b = test::shared_tmp(std::string("rs-b-") + m.name);
+  config::Config c = base();
+  on_first(m.from.ranks(),
+           [&](comm::Backend& g) { train::Trainer(with_layout(c, m.from, a), g).run(3); });
+  on_first(m.to.ranks(), [&](comm::Backend& g) {
+    config::Config r = with_layout(c, m.to, b);
+    r.output.resume = a + "/checkpoint";
+    train::Trainer(r, g).checkpoint();
+  });
+  if (comm::world().rank() != 0) return;
+  const auto saved = train::read_whole_checkpoint(a + "/checkpoint");
+  const auto moved = train::read_whole_checkpoint(b + "/checkpoint");
+  EXPECT_EQ(saved.manifest.step, 3);
+  EXPECT_EQ(moved.manifest.step, 3);
+  EXPECT_EQ(moved.manifest.dp, m.to.dp);
+  ASSERT_EQ(saved.tensors.size(), moved.tensors.size());
+  int params = 0, moments = 0;
+  for (const auto& [key, t] : saved.tensors) {
+    auto it = moved.tensors.find(key);
+    ASSERT_NE(it, moved.tensors.end()) << key.first << " replica " << key.second;
+    EXPECT_EQ(t.shape, it->second.shape) << key.first;
+    EXPECT_TRUE(torch::equal(t.data, it->second.data)) << key.first << " replica " << key.second;
+    params += key.first.rfind("param/", 0) == 0;
+    moments += key.first.rfind("adamw.exp_avg/", 0) == 0;
+  }
+  EXPECT_GT(params, 0);
+  EXPECT_EQ(moments, params);  // every parameter's optimizer state travelled
+}
+
+// Stopped at step 3 under one layout and continued under another, training ends where
+// single-process training ends (the AdamW tolerance of the equivalence tests).
+TEST_P(Reshard, ContinuesLikeOneProcess) {
+  const Move m = GetParam();
+  if (std::max(m.from.ranks(), m.to.ranks()) > comm::world().size()) GTEST_SKIP();
+  const std::string a = test::shared_tmp(std::string("rs-c-") + m.name);
+  const std::string b = test::shared_tmp(std::string("rs-d-") + m.name);
+  config::Config c = base();
+  Params ref;
+  {  // one process, every rank on its own
+    comm::Backend& w = comm::world();
+    auto self = w.split(w.rank(), 0, "self");
+    ref = train::Trainer(with_layout(c, {}, a + "-ref" + std::to_string(w.rank())), *self)
+              .run()
+              .params;
+  }
+  on_first(m.from.ranks(),
+           [&](comm::Backend& g) { train::Trainer(with_layout(c, m.from, a), g).run(3); });
+  Params got;
+  double last_loss = 0;
+  on_first(m.to.ranks(), [&](comm::Backend& g) {
+    config::Config r = with_layout(c, m.to, b);
+    r.output.resume = a + "/checkpoint";
+    train::TrainResult res = train::Trainer(r, g).run();
+    EXPECT_EQ(res.steps, 3);
+    got = res.params;
+    last_loss = res.final_loss;
+  });
+  if (!m.continues_exactly) {
+    if (comm::world().rank() < m.to.ranks()) {
+      EXPECT_TRUE(std::isfinite(last_loss));
+    }
+    return;
+  }
+  if (comm::world().rank() >= m.to.ranks()) got = ref;  // nothing of its own to compare
+  const double diff = test::max_relative_diff(got, ref);
+  if (comm::world().rank() == 0)
+    std::printf("[ reshard ] %s: max relative difference %.3g (tolerance 1e-4)\n", m.name, diff);
+  EXPECT_LE(diff, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Reshard, ::testing::ValuesIn(moves()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Slim replicas each hold a model of their own: a checkpoint of slim resumes only into slim
+// with the same dp, and says so in one line.
+TEST(Reshard, SlimRefusesAnotherDpOrMode) {
+  const std::string a = test::shared_tmp("rs-slim");
+  config::Config c = base();
+  on_first(2, [&](comm::Backend& g) {
+    train::Trainer(with_layout(c, {2, 1, 1, "1f1b", "slim"}, a), g).run(3);
+  });
+  on_first(1, [&](comm::Backend& g) {
+    for (const Layout& l : {Layout{1, 1, 1, "1f1b", "slim"}, Layout{1}}) {
+      config::Config r = with_layout(c, l, a + "-again");
+      r.output.resume = a + "/checkpoint";
+      try {
+        train::Trainer t(r, g);
+        ADD_FAILURE() << "resumed a dp=2 slim checkpoint with dp=1 " << l.mode;
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("slim"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+}  // namespace
