@@ -82,36 +82,31 @@ resumed() {
   fi
 }
 
-# SIGTERM to the launcher at a random step.
-k=$((2 + RANDOM % (steps / 2)))
-d="$tmp/term"
-"$loom" "${run[@]}" --output.dir "$d" >"$d.out" 2>"$d.err" &
-pid=$!
-wait_step "$d" "$k"
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-if step=$(stopped launcher_sigterm "$d" "$rc"); then
-  resumed "$d" "launcher_sigterm (sent after step $k)" "$step"
-else
-  fails=$((fails + 1))
-fi
-
-# SIGTERM to one rank only: all stop after the same step.
-k=$((2 + RANDOM % (steps / 2)))
-d="$tmp/one"
-"$loom" "${run[@]}" --output.dir "$d" >"$d.out" 2>"$d.err" &
-pid=$!
-wait_step "$d" "$k"
-victim=$(rank_pids "$pid" | tail -1)
-kill -TERM "$victim"
-wait "$pid"
-rc=$?
-if step=$(stopped one_rank_sigterm "$d" "$rc"); then
-  resumed "$d" "one_rank_sigterm (pid $victim)" "$step"
-else
-  fails=$((fails + 1))
-fi
+# sigterm_case NAME FOLDER launcher|rank: SIGTERM, after a random early step, to the launcher or
+# to its last rank only; every rank must stop after the same step with a checkpoint, and
+# --resume must then end with the uninterrupted run's parameters.
+sigterm_case() {
+  local name=$1 d="$tmp/$2" k pid target what rc step
+  k=$((2 + RANDOM % (steps / 2)))
+  "$loom" "${run[@]}" --output.dir "$d" >"$d.out" 2>"$d.err" &
+  pid=$!
+  wait_step "$d" "$k"
+  if [[ $3 == launcher ]]; then
+    target=$pid what="sent after step $k"
+  else
+    target=$(rank_pids "$pid" | tail -1) what="pid $target"
+  fi
+  kill -TERM "$target"
+  wait "$pid"
+  rc=$?
+  if step=$(stopped "$name" "$d" "$rc"); then
+    resumed "$d" "$name ($what)" "$step"
+  else
+    fails=$((fails + 1))
+  fi
+}
+sigterm_case launcher_sigterm term launcher
+sigterm_case one_rank_sigterm one rank
 
 # Ctrl-C twice: the second SIGINT stops at once, exit 130, no checkpoint line (slow steps: the
 # first one alone could not have finished its step in between).
@@ -131,32 +126,33 @@ else
   fail "sigint_twice: rc=$rc (expected 130) after $((SECONDS - start)) s" "$d.err"
 fi
 
-# A rank killed at step 7 (first attempt only): one restart from the checkpoint of step 6.
-d="$tmp/restart"
-LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=7 timeout 120 "$loom" "${run[@]}" --output.dir "$d" \
-  --output.checkpoint_every 3 --max-restarts 1 >"$d.out" 2>"$d.err"
-rc=$?
-line=$(grep "restart 1 of 1" "$d.err")
-# mpirun reports a killed rank as its exit code 137 = 128 + SIGKILL.
-if [[ $rc -eq 0 ]] && grep -q "failed (.*\(signal 9\|code 137\).*); restart 1 of 1 from step-000006$" <<<"$line"; then
-  compare "$d" "restart: $line; the uninterrupted run's parameters"
-else
-  fail "restart: rc=$rc, line '$line'" "$d.err"
-fi
+# restart_case NAME FOLDER RANK STEP PATTERN [FLAG...]: rank RANK is killed at step STEP (first
+# attempt only) under --max-restarts 1; the run must end (exit 0) after one restart whose line
+# matches PATTERN, with the uninterrupted run's parameters.
+restart_case() {
+  local name=$1 d="$tmp/$2" rank=$3 step=$4 pattern=$5 rc line
+  shift 5
+  LOOM_FAULT_RANK=$rank LOOM_FAULT_STEP=$step timeout 120 "$loom" "${run[@]}" --output.dir "$d" \
+    "$@" --max-restarts 1 >"$d.out" 2>"$d.err"
+  rc=$?
+  line=$(grep "restart 1 of 1" "$d.err")
+  if [[ $rc -eq 0 ]] && grep -q "$pattern" <<<"$line"; then
+    compare "$d" "$name: $line; the uninterrupted run's parameters"
+  else
+    fail "$name: rc=$rc, line '$line'" "$d.err"
+  fi
+}
+
+# A rank killed at step 7: one restart from the checkpoint of step 6. (mpirun reports a killed
+# rank as its exit code 137 = 128 + SIGKILL.)
+restart_case restart restart 1 7 \
+  "failed (.*\(signal 9\|code 137\).*); restart 1 of 1 from step-000006$" \
+  --output.checkpoint_every 3
 
 # Killed before any checkpoint (gloo only, the launcher is the same): the restart starts
 # afresh in the failed attempt's folder.
 if [[ $comm == gloo ]]; then
-  d="$tmp/fresh"
-  LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=1 timeout 120 "$loom" "${run[@]}" --output.dir "$d" \
-    --max-restarts 1 >"$d.out" 2>"$d.err"
-  rc=$?
-  line=$(grep "restart 1 of 1" "$d.err")
-  if [[ $rc -eq 0 ]] && grep -q "restart 1 of 1 from the start$" <<<"$line"; then
-    compare "$d" "restart_fresh: $line; the uninterrupted run's parameters"
-  else
-    fail "restart_fresh: rc=$rc, line '$line'" "$d.err"
-  fi
+  restart_case restart_fresh fresh 0 1 "restart 1 of 1 from the start$"
 fi
 
 "$python" -W ignore "$(dirname "$0")/same_params.py" "$(final "$tmp/ref")" "${compare_dirs[@]}" \

@@ -188,60 +188,60 @@ trace = "trace.json"
   TempFile file(text);
   Config c = load_file(file.path());
   EXPECT_NO_THROW(validate(c));
-  EXPECT_EQ(c.model.kind, config::ModelKind::Mlp);
-  EXPECT_EQ(c.model.vocab, 512);
-  EXPECT_EQ(c.model.seq_len, 32);
-  EXPECT_EQ(c.model.width, 96);
-  EXPECT_EQ(c.model.layers, 3);
-  EXPECT_EQ(c.model.heads, 6);
-  EXPECT_EQ(c.model.classes, 5);
-  EXPECT_EQ(c.data.kind, config::DataKind::Synthetic);
-  EXPECT_EQ(c.data.path, "/tmp/data");
-  EXPECT_EQ(c.data.synthetic_size, 1000);
-  EXPECT_DOUBLE_EQ(c.data.test_fraction, 0.25);
-  EXPECT_EQ(c.train.steps, 10);
-  EXPECT_EQ(c.train.global_batch, 16);
-  EXPECT_EQ(c.train.microbatches, 4);
-  EXPECT_EQ(c.train.optimizer, config::Optimizer::Sgd);
-  EXPECT_DOUBLE_EQ(c.train.lr, 1.0);
-  EXPECT_DOUBLE_EQ(c.train.min_lr, 1e-5);
-  EXPECT_EQ(c.train.warmup, 3);
-  EXPECT_EQ(c.train.lr_schedule, config::LrSchedule::Constant);
-  EXPECT_DOUBLE_EQ(c.train.momentum, 0.5);
-  EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.01);
-  EXPECT_DOUBLE_EQ(c.train.beta1, 0.8);
-  EXPECT_DOUBLE_EQ(c.train.beta2, 0.99);
-  EXPECT_DOUBLE_EQ(c.train.eps, 1e-6);
-  EXPECT_DOUBLE_EQ(c.train.clip, 1.5);
-  EXPECT_EQ(c.train.eval_every, 5);
-  EXPECT_EQ(c.train.eval_batches, 2);
-  EXPECT_EQ(c.train.seed, 42u);
-  EXPECT_EQ(c.train.threads, 2);
-  EXPECT_EQ(c.parallel.dp, 2);
-  EXPECT_EQ(c.parallel.pp, 4);
-  EXPECT_EQ(c.parallel.loops, 2);
-  EXPECT_EQ(c.parallel.schedule, "interleaved");
-  EXPECT_EQ(c.parallel.schedule_file, "s.csv");
-  EXPECT_EQ(c.parallel.partition, "2, 5,9");
-  EXPECT_EQ(c.parallel.dp_mode, config::DpMode::Zero3);
-  EXPECT_DOUBLE_EQ(c.parallel.bucket_mib, 4.5);
-  EXPECT_FALSE(c.parallel.reshard_after_forward);
-  EXPECT_EQ(c.parallel.max_unsharded, 3);
-  EXPECT_DOUBLE_EQ(c.slim.core, 0.3);
-  EXPECT_DOUBLE_EQ(c.slim.explore, 0.2);
-  EXPECT_EQ(c.slim.period, 2);
-  EXPECT_EQ(c.slim.refresh, 5);
-  EXPECT_DOUBLE_EQ(c.slim.lambda, 0.5);
-  EXPECT_EQ(c.slim.full_sync, 4);
-  EXPECT_EQ(c.quant.bits, 4);
-  EXPECT_EQ(c.quant.block, 64);
-  EXPECT_EQ(c.emulate.bandwidth, "10Gbit");
-  EXPECT_EQ(c.emulate.latency, "50us");
-  EXPECT_EQ(c.output.dir, "runs/x");
-  EXPECT_EQ(c.output.checkpoint_every, 7);
-  EXPECT_FALSE(c.output.progress);
-  EXPECT_EQ(c.output.resume, "runs/old/step-5");
-  EXPECT_EQ(c.output.trace, "trace.json");
+  // Every value of the file; the fields it leaves out (train.on_nan, parallel.comm,
+  // output.keep, output.overwrite, output.calibrate_every) keep their defaults.
+  Config want;
+  want.model = {.kind = ModelKind::Mlp,
+                .vocab = 512,
+                .seq_len = 32,
+                .width = 96,
+                .layers = 3,
+                .heads = 6,
+                .classes = 5};
+  want.data = {.kind = DataKind::Synthetic,
+               .path = "/tmp/data",
+               .synthetic_size = 1000,
+               .test_fraction = 0.25};
+  want.train = {.steps = 10,
+                .global_batch = 16,
+                .microbatches = 4,
+                .optimizer = Optimizer::Sgd,
+                .lr = 1.0,
+                .min_lr = 1e-5,
+                .warmup = 3,
+                .lr_schedule = LrSchedule::Constant,
+                .momentum = 0.5,
+                .weight_decay = 0.01,
+                .beta1 = 0.8,
+                .beta2 = 0.99,
+                .eps = 1e-6,
+                .clip = 1.5,
+                .eval_every = 5,
+                .eval_batches = 2,
+                .seed = 42,
+                .threads = 2,
+                .on_nan = NanPolicy::Stop};
+  want.parallel = {.dp = 2,
+                   .pp = 4,
+                   .loops = 2,
+                   .schedule = "interleaved",
+                   .schedule_file = "s.csv",
+                   .partition = "2, 5,9",
+                   .dp_mode = DpMode::Zero3,
+                   .bucket_mib = 4.5,
+                   .reshard_after_forward = false,
+                   .max_unsharded = 3};
+  want.slim = {
+      .core = 0.3, .explore = 0.2, .period = 2, .refresh = 5, .lambda = 0.5, .full_sync = 4};
+  want.quant = {.bits = 4, .block = 64};
+  want.emulate = {.bandwidth = "10Gbit", .latency = "50us"};
+  want.output = {.dir = "runs/x",
+                 .checkpoint_every = 7,
+                 .progress = false,
+                 .resume = "runs/old/step-5",
+                 .trace = "trace.json",
+                 .calibrate_every = 0};
+  EXPECT_EQ(c, want) << to_toml(c);
 }
 
 TEST(Config, InlineTablesAndDottedKeysWork) {
@@ -657,17 +657,15 @@ TEST(ConfigFlags, HyphenatedSpellings) {
                       "32",
                       "--slim.full-sync",
                       "3"});
-  EXPECT_EQ(c.parallel.dp_mode, config::DpMode::Slim);
-  EXPECT_DOUBLE_EQ(c.slim.core, 0.3);
-  EXPECT_DOUBLE_EQ(c.slim.explore, 0.05);
-  EXPECT_EQ(c.slim.period, 2);
-  EXPECT_EQ(c.slim.refresh, 5);
-  EXPECT_DOUBLE_EQ(c.slim.lambda, 0.5);
-  EXPECT_EQ(c.slim.full_sync, 3);
-  EXPECT_EQ(c.emulate.bandwidth, "1Gbit");
-  EXPECT_EQ(c.emulate.latency, "50us");
-  EXPECT_EQ(c.quant.bits, 4);
-  EXPECT_EQ(c.train.global_batch, 32);
+  // Those fields and no other (the last --slim.full-sync wins).
+  Config want;
+  want.parallel.dp_mode = DpMode::Slim;
+  want.slim = {
+      .core = 0.3, .explore = 0.05, .period = 2, .refresh = 5, .lambda = 0.5, .full_sync = 3};
+  want.emulate = {.bandwidth = "1Gbit", .latency = "50us"};
+  want.quant.bits = 4;
+  want.train.global_batch = 32;
+  EXPECT_EQ(c, want) << to_toml(c);
   expect_flag_error({"--slim-core", "1.5"}, {"slim.core must be in [0, 1], got 1.5"});
   expect_flag_error({"--slim-cores", "0.5"}, {"unknown flag"});
 }

@@ -99,11 +99,8 @@ TEST_P(QuantBound, CloseToAllReduceAfterFiveSteps) {
   c.parallel.dp_mode = config::DpMode::Quant;
   c.quant.bits = k.bits;
   c.quant.block = k.block;
-  auto quant = test::train_on(c, k.dp, "quant-bound");
-  c.parallel.dp_mode = config::DpMode::AllReduce;
-  auto ref = test::train_on(c, k.dp, "quant-bound-ref");
-  auto start = test::initial_params(c);
-  double diff = test::max_update_diff(quant, ref, start);
+  auto [quant, ref] = test::train_and_allreduce(c, k.dp, "quant-bound");
+  double diff = test::max_update_diff(quant, ref, test::initial_params(c));
   if (comm::world().rank() == 0)
     std::printf(
         "[ quant ] %d-bit blocks of %lld, %s dp=%d: max ||w_q - w_ar|| / ||w_ar - w_0|| = %.3g\n",
@@ -140,9 +137,7 @@ TEST_P(QuantPipeline, CloseToAllReduce) {
   c.train.microbatches = 4;
   c.train.global_batch = 16;
   c.parallel.dp_mode = config::DpMode::Quant;
-  auto quant = test::train_on(c, 4, "quant-pipe");
-  c.parallel.dp_mode = config::DpMode::AllReduce;
-  auto ref = test::train_on(c, 4, "quant-pipe-ref");
+  auto [quant, ref] = test::train_and_allreduce(c, 4, "quant-pipe");
   double diff = test::max_update_diff(quant, ref, test::initial_params(c));
   if (comm::world().rank() == 0)
     std::printf("[ quant ] pp=2 x dp=2 %s loops=%d: max ||w_q - w_ar|| / ||w_ar - w_0|| = %.3g\n",
@@ -158,13 +153,9 @@ INSTANTIATE_TEST_SUITE_P(All, QuantPipeline,
 // A run interrupted after the checkpoint of step 3 and resumed continues bit for bit
 // (checkpoints carry the quant state: the error-feedback residual).
 TEST(QuantSync, ResumeContinuesExactly) {
-  int n = std::min(2, comm::world().size());
   config::Config c = test::tiny("cnn");
   c.parallel.dp_mode = config::DpMode::Quant;
-  c.train.momentum = 0.9;
-  c.train.steps = 6;
-  c.output.checkpoint_every = 3;
-  test::expect_resume_exact(c, n, "quant-resume", /*stop_after=*/3);
+  test::expect_resume_exact_after_3_of_6(c, "quant-resume");
 }
 
 }  // namespace

@@ -28,6 +28,17 @@ config::Config degenerate(const std::string& kind) {
   return c;
 }
 
+// Trains `c` (degenerate slim) and the same run under allreduce on the first `ranks` ranks; the
+// parameters must agree but for float rounding. `what` names the case in the printed line.
+void expect_equals_allreduce(const config::Config& c, int ranks, const std::string& tag,
+                             const std::string& what) {
+  auto [slim, ref] = test::train_and_allreduce(c, ranks, tag);
+  double diff = test::max_relative_diff(slim, ref);
+  if (comm::world().rank() == 0)
+    std::printf("[ slim ] %s: max relative difference to allreduce %.3g\n", what.c_str(), diff);
+  EXPECT_LE(diff, 1e-6);
+}
+
 struct EqCase {
   std::string model;
   int dp, m;
@@ -41,14 +52,9 @@ TEST_P(SlimDegenerate, EqualsAllReduce) {
   config::Config c = degenerate(k.model);
   c.parallel.dp = k.dp;
   c.train.microbatches = k.m;
-  auto slim = test::train_on(c, k.dp, "slim-eq");
-  c.parallel.dp_mode = config::DpMode::AllReduce;
-  auto ref = test::train_on(c, k.dp, "slim-eq-ref");
-  double diff = test::max_relative_diff(slim, ref);
-  if (comm::world().rank() == 0)
-    std::printf("[ slim ] c+e=1 %s dp=%d m=%d: max relative difference to allreduce %.3g\n",
-                k.model.c_str(), k.dp, k.m, diff);
-  EXPECT_LE(diff, 1e-6);
+  expect_equals_allreduce(
+      c, k.dp, "slim-eq",
+      "c+e=1 " + k.model + " dp=" + std::to_string(k.dp) + " m=" + std::to_string(k.m));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, SlimDegenerate,
@@ -198,14 +204,8 @@ TEST_P(SlimPipeline, DegenerateEqualsAllReduce) {
   c.parallel.schedule = k.schedule;
   c.train.microbatches = k.m;
   c.train.global_batch = 2 * k.m * 2;
-  auto slim = test::train_on(c, 4, "slim-pipe");
-  c.parallel.dp_mode = config::DpMode::AllReduce;
-  auto ref = test::train_on(c, 4, "slim-pipe-ref");
-  double diff = test::max_relative_diff(slim, ref);
-  if (comm::world().rank() == 0)
-    std::printf("[ slim ] pp=2 x dp=2 %s loops=%d: max relative difference to allreduce %.3g\n",
-                k.schedule.c_str(), k.loops, diff);
-  EXPECT_LE(diff, 1e-6);
+  expect_equals_allreduce(c, 4, "slim-pipe",
+                          "pp=2 x dp=2 " + k.schedule + " loops=" + std::to_string(k.loops));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, SlimPipeline,
@@ -236,16 +236,12 @@ TEST(SlimSync, TrainsThroughTheTrainer) {
 // A run interrupted after the checkpoint of step 3 and resumed continues bit for bit
 // (checkpoints carry the slim state: g, u, the core set and the counters).
 TEST(SlimSync, ResumeContinuesExactly) {
-  int n = std::min(2, comm::world().size());
   config::Config c = test::tiny("cnn");
   c.parallel.dp_mode = config::DpMode::Slim;
   c.slim.core = 0.2;
   c.slim.explore = 0.1;
   c.slim.refresh = 2;
-  c.train.momentum = 0.9;
-  c.train.steps = 6;
-  c.output.checkpoint_every = 3;
-  test::expect_resume_exact(c, n, "slim-resume", /*stop_after=*/3);
+  test::expect_resume_exact_after_3_of_6(c, "slim-resume");
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "../support/shared_tmp.h"
+#include "../support/tiny_config.h"
 #include "loom/comm/world.h"
 #include "loom/model/model.h"
 #include "loom/parallel/stage.h"
@@ -18,25 +20,11 @@ namespace loom::test {
 
 // Plain SGD (no momentum, constant learning rate, no clipping) on synthetic data.
 inline config::Config tiny(const std::string& kind) {
-  config::Config c;
-  c.model.kind = *config::parse_choice<config::ModelKind>(kind);
-  if (kind == "gpt") {
-    c.model.layers = 3;
-    c.model.width = 32;
-    c.model.heads = 2;
-    c.model.seq_len = 16;
-  }
-  c.data.kind = config::DataKind::Synthetic;
-  c.data.synthetic_size = 512;
-  c.train.steps = 5;
-  c.train.global_batch = 16;
+  config::Config c = tiny_config(kind);
   c.train.optimizer = config::Optimizer::Sgd;
   c.train.momentum = 0;
   c.train.lr = 0.05;
   c.train.lr_schedule = config::LrSchedule::Constant;
-  c.train.eval_batches = 1;
-  c.output.progress = false;
-  c.output.overwrite = true;  // the tests train into the same folders again and again
   return c;
 }
 
@@ -50,6 +38,15 @@ inline Params train_on(config::Config c, int ranks, const std::string& tag) {
   auto sub = w.split(in ? 0 : 1, w.rank(), "train");
   if (!in) return {};
   return train::Trainer(c, *sub).run().params;
+}
+
+// Trains `c` and then, for reference, the same run under --dp-mode allreduce (tag + "-ref"), on
+// the first `ranks` ranks; returns both (empty maps on the other ranks).
+inline std::pair<Params, Params> train_and_allreduce(config::Config c, int ranks,
+                                                     const std::string& tag) {
+  auto got = train_on(c, ranks, tag);
+  c.parallel.dp_mode = config::DpMode::AllReduce;
+  return {std::move(got), train_on(c, ranks, tag + "-ref")};
 }
 
 // The parameters every run starts from (same seed on every rank), by global name.
@@ -109,6 +106,16 @@ inline void expect_resume_exact(config::Config c, int ranks, const std::string& 
   for (auto& [name, t] : straight)
     EXPECT_TRUE(torch::equal(t, resumed.at(name)))
         << name << " max difference " << (t - resumed.at(name)).abs().max().item<float>();
+}
+
+// Six steps of SGD with momentum (state the checkpoint must carry) from `c`, a checkpoint after
+// the third; on the first two ranks, the run interrupted there and resumed must end bit for bit
+// where the straight run does.
+inline void expect_resume_exact_after_3_of_6(config::Config c, const std::string& tag) {
+  c.train.momentum = 0.9;
+  c.train.steps = 6;
+  c.output.checkpoint_every = 3;
+  expect_resume_exact(c, std::min(2, comm::world().size()), tag, /*stop_after=*/3);
 }
 
 // min and max of a value over the world (a value is identical on all ranks when they agree).

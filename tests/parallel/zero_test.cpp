@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "../support/shared_tmp.h"
+#include "../support/tiny_config.h"
 #include "loom/comm/world.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
@@ -21,24 +22,14 @@ namespace {
 // 3 layers = 5 blocks, cut unevenly into 2 or 4 stages. Width 30 makes stage sizes that are
 // not multiples of 4, so the flat buffers carry padding.
 config::Config tiny_gpt() {
-  config::Config c;
-  c.model.kind = config::ModelKind::Gpt;
-  c.model.layers = 3;
+  config::Config c = loom::test::tiny_config("gpt");
   c.model.width = 30;
-  c.model.heads = 2;
-  c.model.seq_len = 16;
-  c.data.kind = config::DataKind::Synthetic;
-  c.data.synthetic_size = 512;
   c.train.steps = 3;
-  c.train.global_batch = 16;
   c.train.microbatches = 4;
   c.train.optimizer = config::Optimizer::AdamW;
   c.train.lr = 1e-3;
   c.train.warmup = 1;
   c.train.clip = 1.0;
-  c.train.eval_batches = 1;
-  c.output.progress = false;
-  c.output.overwrite = true;  // the tests train into the same folders again and again
   c.output.dir = shared_tmp("zero-run");
   return c;
 }

@@ -26,6 +26,16 @@ SimResult run(const schedule::Schedule& s, const CostModel& c, int dp = 1,
   return simulate(s, c, o);
 }
 
+// One stage, one micro-batch, dp = 2 under a sharded mode (zero3 gathers the parameters for
+// the compute, zero1/zero2 after the step): all-gather 0.5, reduce-scatter 0.25, the rest of `c`.
+SimResult run_sharded(ConstantCostModel c, DpMode mode) {
+  c.all_gather_s = 0.5;
+  c.reduce_scatter_s = 0.25;
+  const schedule::DpMode lowering =
+      mode == DpMode::Zero3 ? schedule::DpMode::ZeroParams : schedule::DpMode::Reduce;
+  return run(lowered("1f1b", {1, 1, 1}, lowering), c, 2, mode);
+}
+
 // One micro-batch down a chain of 3 stages on 3 ranks, every message 0.5:
 // F 0..1, msg ..1.5, F ..2.5, msg ..3, F ..4, B ..6, msg ..6.5, B ..8.5, msg ..9, B ..11.
 TEST(Simulator, OneStageChain) {
@@ -126,10 +136,8 @@ TEST(Simulator, BreadthFirstOverlapsGradientReduction) {
 // reduce-scatter ..4.25. The optimizer (0.1) and nothing else follow.
 TEST(Simulator, Zero3GathersBeforeCompute) {
   ConstantCostModel c(1);
-  c.all_gather_s = 0.5;
-  c.reduce_scatter_s = 0.25;
   c.optimizer = 0.1;
-  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2, DpMode::Zero3);
+  SimResult r = run_sharded(c, DpMode::Zero3);
   EXPECT_DOUBLE_EQ(r.step_s, 4.35);
   EXPECT_DOUBLE_EQ(r.ranks[0].dp_s, 1.25);
   EXPECT_DOUBLE_EQ(r.ranks[0].optimizer_s, 0.1);
@@ -137,10 +145,7 @@ TEST(Simulator, Zero3GathersBeforeCompute) {
 
 // zero1 / zero2 all-gather the updated parameters after the optimizer.
 TEST(Simulator, Zero1GathersAfterTheStep) {
-  ConstantCostModel c(1);
-  c.reduce_scatter_s = 0.25;
-  c.all_gather_s = 0.5;
-  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::Reduce), c, 2, DpMode::Zero1);
+  SimResult r = run_sharded(ConstantCostModel(1), DpMode::Zero1);
   EXPECT_DOUBLE_EQ(r.step_s, 3.0 + 0.25 + 0.5);
 }
 
@@ -167,9 +172,7 @@ TEST(Simulator, GatheredParametersAndGradientBuffer) {
   c.mem.params = 1;
   c.mem.gathered = 8;
   c.mem.grad_buffer = 4;
-  c.all_gather_s = 0.5;
-  c.reduce_scatter_s = 0.25;
-  SimResult r = run(lowered("1f1b", {1, 1, 1}, schedule::DpMode::ZeroParams), c, 2, DpMode::Zero3);
+  SimResult r = run_sharded(c, DpMode::Zero3);
   EXPECT_DOUBLE_EQ(r.ranks[0].peak.params, 9.0);
   EXPECT_DOUBLE_EQ(r.ranks[0].peak.grads, 4.0);
 }

@@ -13,6 +13,7 @@
 
 #include "../support/other_backend.h"
 #include "../support/shared_tmp.h"
+#include "../support/tiny_config.h"
 #include "loom/comm/world.h"
 #include "loom/schedule/generate.h"
 #include "loom/train/trainer.h"
@@ -23,28 +24,11 @@ using loom::test::shared_tmp;
 namespace {
 
 config::Config tiny(const std::string& kind, const std::string& opt) {
-  config::Config c;
-  c.model.kind = *config::parse_choice<config::ModelKind>(kind);
-  if (kind == "gpt") {
-    c.model.layers = 3;
-    c.model.width = 32;
-    c.model.heads = 2;
-    c.model.seq_len = 16;
-    c.data.kind = config::DataKind::Synthetic;
-    c.data.synthetic_size = 512;
-  } else {
-    c.data.kind = config::DataKind::Synthetic;
-    c.data.synthetic_size = 512;
-  }
-  c.train.steps = 5;
-  c.train.global_batch = 16;
+  config::Config c = loom::test::tiny_config(kind);
   c.train.optimizer = *config::parse_choice<config::Optimizer>(opt);
   c.train.lr = opt == "sgd" ? 0.05 : 1e-3;
   c.train.warmup = 2;
   c.train.clip = 1.0;
-  c.train.eval_batches = 1;
-  c.output.progress = false;
-  c.output.overwrite = true;  // the tests train into the same folders again and again
   c.output.dir = shared_tmp("eq");
   return c;
 }
