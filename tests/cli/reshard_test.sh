@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Resharding from the command line (docs/reliability.md): a checkpoint of 4 ranks (dp 2 x pp 2,
+# zero3) resumes on 2 ranks with allreduce and says so in one line; `loom checkpoint info`
+# checks and describes it; `loom checkpoint convert` writes one file that resumes to the very
+# same parameters as the original; slim into another mode, a damaged file and a convert into a
+# folder that holds files are refused with one line and exit 2.
+# usage: reshard_test.sh LOOM_BINARY
+set -u
+loom=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+python="${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python"
+fails=0
+passes=0
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+fail() { echo "FAIL $1"; cat "$tmp/stderr" 2>/dev/null; fails=$((fails + 1)); }
+
+cfg="$tmp/tiny.toml"
+cat "$(dirname "$0")/tiny_gpt.toml" - >"$cfg" <<'TOML'
+synthetic_size = 256
+[train]
+steps = 6
+global_batch = 8
+eval_batches = 1
+optimizer = "adamw"
+[output]
+progress = false
+checkpoint_every = 3
+TOML
+
+run() { "$@" >"$tmp/stdout" 2>"$tmp/stderr"; }
+train() { run "$loom" train --config "$cfg" "$@"; }
+# one_line NAME EXPECTED_SUBSTRING: the last command exited 2 with one line naming it.
+one_line() {
+  local rc=$1 name=$2 want=$3 lines
+  lines=$(grep -c . "$tmp/stderr")
+  if [[ $rc -eq 2 && $lines -eq 1 ]] && grep -qF -- "$want" "$tmp/stderr"; then
+    ok "$name: $(cat "$tmp/stderr")"
+  else
+    fail "$name: rc=$rc, $lines lines, expected 2 and one line with '$want'"
+  fi
+}
+
+A="$tmp/A"
+train --nproc 4 --dp 2 --pp 2 --dp-mode zero3 --steps 6 --output.dir "$A" || fail "4-rank zero3 run"
+ck="$A/checkpoint/step-000003"
+
+train --nproc 2 --dp 2 --dp-mode allreduce --output.dir "$tmp/B" --resume "$ck"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q "resharding checkpoint step 3 from dp 2 x pp 2 x loops 1, zero3 to dp 2 x pp 1 x loops 1, allreduce" "$tmp/stderr" &&
+  [[ $(grep -c resharding "$tmp/stderr") -eq 1 ]]; then
+  ok "dp 2 x pp 2 zero3 -> dp 2 allreduce: resumed, one line says so"
+else
+  fail "resharded resume: rc=$rc"
+fi
+
+if run "$loom" checkpoint info "$ck" && grep -q "layout      dp 2 x pp 2 x loops 1, zero3" "$tmp/stdout" &&
+  grep -q "files       4, .* every one matches its size and CRC-32" "$tmp/stdout" &&
+  grep -q "partition   4 blocks" "$tmp/stdout"; then
+  ok "info: $(grep -c . "$tmp/stdout") lines, layout, files checked, partition"
+else
+  fail "info: $(cat "$tmp/stdout")"
+fi
+if run "$loom" checkpoint info "$A/checkpoint" --tensors && grep -q "step        6" "$tmp/stdout" &&
+  grep -q "adamw.exp_avg/blocks.1.qkv.weight \[96, 32\]" "$tmp/stdout"; then
+  ok "info follows latest; --tensors lists the optimizer state with shapes"
+else
+  fail "info --tensors: $(head -20 "$tmp/stdout")"
+fi
+
+if run "$loom" checkpoint convert "$ck" --out "$tmp/C" && [[ -f $tmp/C/consolidated.pt && -f $tmp/C/manifest.json ]]; then
+  ok "convert: $(cat "$tmp/stdout")"
+else
+  fail "convert"
+fi
+run "$loom" checkpoint convert "$ck" --out "$tmp/C"
+one_line $? "convert into a folder with files" "exists and is not an empty folder"
+
+# The consolidated file and the 4 files it came from resume to the same parameters, bit for bit.
+train --nproc 1 --output.dir "$tmp/D1" --resume "$tmp/C" || fail "resume from consolidated"
+train --nproc 1 --output.dir "$tmp/D2" --resume "$ck" || fail "resume from 4 files"
+if "$python" -W ignore "$(dirname "$0")/same_params.py" "$tmp/D1/checkpoint/step-000006" \
+  "$tmp/D2/checkpoint/step-000006" >"$tmp/stdout" 2>"$tmp/stderr"; then
+  ok "consolidated and original resume to the same parameters on 1 rank"
+else
+  fail "consolidated vs original: $(cat "$tmp/stdout")"
+fi
+
+S="$tmp/S"
+train --nproc 2 --dp 2 --dp-mode slim --steps 3 --output.dir "$S" || fail "slim run"
+train --nproc 2 --dp 2 --dp-mode allreduce --output.dir "$tmp/S2" --resume "$S/checkpoint"
+one_line $? "slim into allreduce" "parallel.dp_mode = slim"
+train --nproc 1 --dp-mode slim --output.dir "$tmp/S3" --resume "$S/checkpoint"
+one_line $? "slim dp 2 into dp 1" "slim keeps one model per replica"
+
+cp -r "$ck" "$tmp/bad"
+printf 'XXXXXXXX' | dd of="$tmp/bad/rank-00002.pt" bs=1 seek=4000 conv=notrunc status=none
+run "$loom" checkpoint info "$tmp/bad"
+one_line $? "info on a damaged file" "rank-00002.pt' does not match its manifest"
+run "$loom" checkpoint frobnicate "$ck"
+one_line $? "unknown subcommand" "needs info or convert"
+
+echo "reshard_test: $passes passed, $fails failed"
+[[ $fails -eq 0 ]]
