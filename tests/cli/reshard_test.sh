@@ -87,6 +87,25 @@ else
   fail "consolidated vs original: $(cat "$tmp/stdout")"
 fi
 
+# A rank killed at step 5 with --min-nproc 2: the restart runs on 2 ranks from the step-3
+# checkpoint of 4 and ends where the uninterrupted 4-rank run ends.
+LOOM_FAULT_RANK=3 LOOM_FAULT_STEP=5 LOOM_FAULT_KIND=kill train --nproc 4 --dp-mode zero2 \
+  --max-restarts 1 --min-nproc 2 --output.dir "$tmp/R"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q "restart 1 of 1 from step-000003 on 2 ranks (was 4)" "$tmp/stderr"; then
+  ok "--min-nproc 2: rank 3 killed, restarted on 2 ranks from step 3"
+else
+  fail "--min-nproc: rc=$rc"
+fi
+train --nproc 4 --dp-mode zero2 --output.dir "$tmp/U" || fail "uninterrupted 4-rank run"
+run "$loom" checkpoint convert "$tmp/R/checkpoint" --out "$tmp/Rc"
+run "$loom" checkpoint convert "$tmp/U/checkpoint" --out "$tmp/Uc"
+if "$python" -W ignore "$(dirname "$0")/close_params.py" "$tmp/Rc" "$tmp/Uc" 1e-4 >"$tmp/stdout" 2>&1; then
+  ok "restarted on 2 ranks = uninterrupted on 4: $(cat "$tmp/stdout")"
+else
+  fail "restart on fewer ranks: $(cat "$tmp/stdout")"
+fi
+
 S="$tmp/S"
 train --nproc 2 --dp 2 --dp-mode slim --steps 3 --output.dir "$S" || fail "slim run"
 train --nproc 2 --dp 2 --dp-mode allreduce --output.dir "$tmp/S2" --resume "$S/checkpoint"

@@ -48,6 +48,9 @@ examples:
 with --nproc:
   --max-restarts K   relaunch all ranks up to K times after a rank fails, resuming from the
                      newest complete checkpoint in <output.dir>/checkpoint (default 0)
+  --min-nproc M      each restart runs on fewer ranks (the next world size down that the
+                     configuration allows, dp shrinking, not below M); the checkpoint is
+                     resharded to the new layout (not with dp-mode slim)
   --stop-grace S     after SIGTERM/SIGINT, seconds the ranks get to finish the step and write
                      a checkpoint before they are killed (default 300)
 
@@ -63,6 +66,7 @@ flags::Spec spec() {
           {{"config", "configs/gpt-fortunes.toml"},
            {"nproc", "4"},
            {"max-restarts", "1"},
+           {"min-nproc", "2"},
            {"stop-grace", "300"},
            // internal: the configuration reference as Markdown (docs/guide/configuration.md)
            {"help-markdown", "", true}},
@@ -84,21 +88,42 @@ void print_help() {
                 f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.help.c_str());
 }
 
-// Runs `once` (one attempt of the whole job) and, after a failure that is neither a usage
-// error nor a preemption, again with --resume from the newest complete checkpoint, up to
-// `max_restarts` times.
+// The largest world size below `n`, not below `min`, that the configuration can train on
+// (pp fixed, dp = world / pp); n when there is none.
+int smaller_world(const config::Config& cfg, int n, int min) {
+  for (int w = n - 1; w >= min; --w) {
+    config::Config c = cfg;
+    c.parallel.dp = 0;  // world / pp
+    try {
+      train::preflight(c, w, /*check_output=*/false);
+      return w;
+    } catch (const UsageError&) {
+    }
+  }
+  return n;
+}
+
+// Runs `once` (one attempt of the whole job on some number of ranks) and, after a failure
+// that is neither a usage error nor a preemption, again with --resume from the newest
+// complete checkpoint, up to `max_restarts` times; with min_nproc > 0 each restart on fewer
+// ranks (smaller_world).
 int run_with_restarts(
-    const config::Config& cfg, const std::vector<std::string>& pass, int max_restarts,
-    const std::function<launch::Outcome(const std::vector<std::string>&, int)>& once) {
+    const config::Config& cfg, const std::vector<std::string>& pass, int nproc, int max_restarts,
+    int min_nproc,
+    const std::function<launch::Outcome(const std::vector<std::string>&, int, int)>& once) {
   namespace fs = std::filesystem;
   const std::string root = (fs::path(cfg.output.dir) / "checkpoint").string();
   // Only a checkpoint this job wrote: an older run's in the same folder is no resume point.
   const auto started = fs::file_time_type::clock::now();
   std::vector<std::string> args = pass;
+  int n = nproc;
   for (int attempt = 0;; ++attempt) {
-    const launch::Outcome o = once(args, attempt);
+    const launch::Outcome o = once(args, attempt, n);
     if (o.code == 0 || o.code == 2 || o.stopped || attempt >= max_restarts) return o.code;
+    const int before = n;
+    if (min_nproc > 0) n = smaller_world(cfg, n, min_nproc);
     args = pass;
+    if (n != nproc) args.push_back(detail::concat("--parallel.dp=", 0));  // world / pp
     std::string from = "the start";
     try {
       std::string dir;
@@ -113,8 +138,10 @@ int run_with_restarts(
     // From the start: the folder holds the failed attempt's metrics, which may go.
     if (from == "the start") args.push_back("--output.overwrite=true");
     const std::string who = o.failed_rank >= 0 ? detail::concat("rank ", o.failed_rank) : "mpirun";
-    std::fprintf(stderr, "loom: %s failed (%s); restart %d of %d from %s\n", who.c_str(),
-                 o.why.c_str(), attempt + 1, max_restarts, from.c_str());
+    const std::string where =
+        n != before ? detail::concat(" on ", n, " ranks (was ", before, ")") : std::string();
+    std::fprintf(stderr, "loom: %s failed (%s); restart %d of %d from %s%s\n", who.c_str(),
+                 o.why.c_str(), attempt + 1, max_restarts, from.c_str(), where.c_str());
   }
 }
 
@@ -156,17 +183,22 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     print_help();
     return 0;
   }
-  if ((a.has("max-restarts") || a.has("stop-grace")) && (!a.has("nproc") || in_ranks) &&
-      problem.empty())
+  if ((a.has("max-restarts") || a.has("stop-grace") || a.has("min-nproc")) &&
+      (!a.has("nproc") || in_ranks) && problem.empty())
     problem =
-        "--max-restarts and --stop-grace need --nproc N outside a launcher (loom starts "
-        "and watches the ranks); drop them";
+        "--max-restarts, --min-nproc and --stop-grace need --nproc N outside a launcher (loom "
+        "starts and watches the ranks); drop them";
   if (!problem.empty() && !in_ranks) throw UsageError(problem);
   if (a.has("nproc") && !in_ranks) {
     int n = flags::to_int("nproc", a.get("nproc"), 1, 4096);
     const int max_restarts = flags::to_int("max-restarts", a.get("max-restarts", "0"), 0, 1000);
     const int stop_grace = flags::to_int("stop-grace", a.get("stop-grace", "300"), 1, 86400);
+    const int min_nproc =
+        a.has("min-nproc") ? flags::to_int("min-nproc", a.get("min-nproc"), 1, n) : 0;
     config::Config cfg = load(a);
+    if (min_nproc > 0 && cfg.parallel.dp_mode == config::DpMode::Slim)
+      LOOM_USAGE("--min-nproc restarts on fewer replicas, which dp-mode slim cannot resume (each ",
+                 "replica keeps a model of its own); drop --min-nproc or use another dp-mode");
     // The output folder is made last: a bad --resume target leaves nothing behind.
     const bool resume = !cfg.output.resume.empty();
     const train::Resolved r = train::preflight(cfg, n, /*check_output=*/!resume);
@@ -179,9 +211,10 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
     const comm::BackendKind kind = chosen_backend(cfg);
-    return run_with_restarts(cfg, pass, max_restarts, [&](const auto& args, int attempt) {
+    return run_with_restarts(cfg, pass, n, max_restarts, min_nproc, [&](const auto& args,
+                                                                        int attempt, int ranks) {
       launch::Options lo;
-      lo.nproc = n;
+      lo.nproc = ranks;
       lo.comm = kind;
       lo.stop_grace_s = stop_grace;
       lo.attempt = attempt;

@@ -1,0 +1,24 @@
+# usage: close_params.py A B TOL: A and B are folders written by `loom checkpoint convert`.
+# Exits 0 when they hold the same parameter tensors and, for each, ||a - b|| / ||b|| <= TOL
+# (checkpoints of runs under different layouts: the same training up to floating-point order).
+import sys
+
+import torch
+
+
+def params(folder):
+    m = torch.jit.load(folder + "/consolidated.pt")
+    t = dict(m.named_buffers())
+    t.update(dict(m.named_parameters()))
+    names = bytes(t["index_names"].tolist()).decode().split("\n")[:-1]
+    meta = t["index_meta"]
+    return {n: t[f"c{i}"] for i, n in enumerate(names) if n.startswith("param/") and meta[i][0] < 0}
+
+
+a, b, tol = params(sys.argv[1]), params(sys.argv[2]), float(sys.argv[3])
+if not a or a.keys() != b.keys():
+    print(f"different parameter names: {sorted(a.keys() ^ b.keys())[:3]}")
+    sys.exit(1)
+worst = max(((a[k] - b[k]).norm() / b[k].norm().clamp(min=1e-12)).item() for k in a)
+print(f"{len(a)} parameter tensors, max relative difference {worst:.3g} (tolerance {tol:g})")
+sys.exit(0 if worst <= tol else 1)
