@@ -88,9 +88,15 @@ if [[ $mode == local ]]; then
     --resume "$tmp/no-checkpoint"
   "$loom" train --config "$good" --nproc 2 --comm gloo --steps 1 --output.dir "$tmp/ckpt" \
     >"$tmp/stdout" 2>"$tmp/stderr" || { echo "FAIL resume_mismatch: first run"; cat "$tmp/stderr"; }
-  expect_usage resume_mismatch "was written with parallel.dp_mode = allreduce" -- train \
-    --config "$good" --nproc 2 --dp-mode zero3 --resume "$tmp/ckpt/checkpoint"
-  expect_usage restarts_need_nproc "--max-restarts and --stop-grace need --nproc" -- train \
+  expect_usage resume_mismatch "was written with model.layers" -- train \
+    --config "$good" --nproc 2 --layers 5 --resume "$tmp/ckpt/checkpoint"
+  # Checked by the launcher before any rank starts: the memory the planner's model estimates,
+  # and a vocabulary too small for byte-level text.
+  expect_usage too_big_for_memory "available; use fewer ranks" -- train --config "$good" \
+    --nproc 2 --width 16384 --layers 48 --heads 16
+  expect_usage vocab_below_bytes "set --vocab 256" -- train --config "$good" --nproc 2 \
+    --data.kind text --vocab 100
+  expect_usage restarts_need_nproc "--max-restarts, --min-nproc and --stop-grace need --nproc" -- train \
     --config "$good" --max-restarts 1
   # Unwritable output folder: a path below a regular file can never be created.
   touch "$tmp/file"

@@ -20,6 +20,7 @@
 #include "loom/launch/launcher.h"
 #include "loom/launch/mpirun.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/memory_estimate.h"
 #include "loom/train/preemption.h"
 #include "loom/train/preflight.h"
 #include "loom/train/resume_check.h"
@@ -199,11 +200,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (min_nproc > 0 && cfg.parallel.dp_mode == config::DpMode::Slim)
       LOOM_USAGE("--min-nproc restarts on fewer replicas, which dp-mode slim cannot resume (each ",
                  "replica keeps a model of its own); drop --min-nproc or use another dp-mode");
-    // The output folder is made last: a bad --resume target leaves nothing behind.
-    const bool resume = !cfg.output.resume.empty();
-    const train::Resolved r = train::preflight(cfg, n, /*check_output=*/!resume);
+    // The output folder is made last: bad input leaves nothing behind.
+    const train::Resolved r = train::preflight(cfg, n, /*check_output=*/false);
     train::check_resume_target(cfg, r, n);
-    if (resume) train::preflight(cfg, n);
+    train::check_memory(cfg, r, n);
+    train::preflight(cfg, n);
     warn_oversubscribed(n);
     // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;

@@ -61,11 +61,21 @@ Backend::Backend(std::string name, int rank, int size)
 
 Backend::~Backend() = default;
 
+std::string Backend::peer(int r) const {
+  if (world_ranks_.empty() || r < 0 || r >= size_) return std::to_string(r);
+  return detail::concat(r, " (world rank ", world_ranks_[r], ")");
+}
+
 WorkPtr Backend::counted(OpKind op, std::string detail, uint64_t bytes, const Options& o,
                          const std::function<WorkPtr(const Call&)>& post) {
   std::ostringstream what;
   what << op_name(op) << "(" << detail << ") on communicator '" << name_ << "' (rank " << rank_
-       << " of " << size_ << ", " << backend_name(kind()) << ")";
+       << " of " << size_;
+  if (!world_ranks_.empty()) {
+    what << ": world ranks";
+    for (int r = 0; r < size_; ++r) what << (r ? "," : " ") << world_ranks_[r];
+  }
+  what << ", " << backend_name(kind()) << ")";
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.calls[static_cast<int>(op)] += 1;
@@ -132,7 +142,7 @@ WorkPtr Backend::send(const at::Tensor& t, int dst, int tag, const Options& o) {
   LOOM_CHECK(dst >= 0 && dst < size_, "send to rank ", dst, " of ", size_);
   LOOM_CHECK(tag >= 0 && tag <= max_tag(), "tag ", tag, " beyond the backend's ", max_tag());
   return counted(OpKind::Send,
-                 describe(t) + " to " + std::to_string(dst) + " tag " + std::to_string(tag),
+                 describe(t) + " to " + peer(dst) + " tag " + std::to_string(tag),
                  nbytes(t), o, [&](const Call& c) { return do_send(t, dst, tag, c); });
 }
 
@@ -141,7 +151,7 @@ WorkPtr Backend::recv(const at::Tensor& t, int src, int tag, const Options& o) {
   LOOM_CHECK(src >= 0 && src < size_, "recv from rank ", src, " of ", size_);
   LOOM_CHECK(tag >= 0 && tag <= max_tag(), "tag ", tag, " beyond the backend's ", max_tag());
   return counted(OpKind::Recv,
-                 describe(t) + " from " + std::to_string(src) + " tag " + std::to_string(tag), 0, o,
+                 describe(t) + " from " + peer(src) + " tag " + std::to_string(tag), 0, o,
                  [&](const Call& c) { return do_recv(t, src, tag, c); });
 }
 
@@ -180,7 +190,9 @@ std::unique_ptr<Backend> Backend::split(int color, int key, const std::string& n
   std::sort(same.begin(), same.end());
   std::vector<int> members;
   for (auto& [k, r] : same) members.push_back(r);
-  return do_split(members, color, name);
+  std::unique_ptr<Backend> child = do_split(members, color, name);
+  for (int m : members) child->world_ranks_.push_back(world_rank(m));
+  return child;
 }
 
 Stats Backend::stats() const {

@@ -34,6 +34,9 @@ class Backend {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }
+  // The rank in the world of this communicator's rank r (messages name world ranks: the
+  // ones a user sees in logs and in LOOM_FAULT_RANK).
+  int world_rank(int r) const { return world_ranks_.empty() ? r : world_ranks_.at(r); }
   // The largest point-to-point tag this backend carries.
   virtual int64_t max_tag() const = 0;
 
@@ -97,10 +100,12 @@ class Backend {
  private:
   WorkPtr counted(OpKind kind, std::string detail, uint64_t bytes, const Options& o,
                   const std::function<WorkPtr(const Call&)>& post);
+  std::string peer(int r) const;  // "1 (world rank 3)"
 
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
+  std::vector<int> world_ranks_;  // empty: this is the world
   mutable std::mutex stats_mu_;
   Stats stats_;
 };

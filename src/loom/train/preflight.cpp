@@ -112,12 +112,18 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     LOOM_USAGE("output.calibrate_every times a transformer layer, but model.kind is '",
                cfg.model.kind, "'; use it with model.kind = gpt or set it to 0");
 
-  // Data: open the training split (checks existence and headers).
+  // Data: open both splits (the test split is read at the last step: fail now, not then).
   std::string path = default_data_path(cfg);
   if (cfg.data.kind == config::DataKind::FashionMnist) {
     data::open_idx_images(path, data::Split::Train);
+    data::open_idx_images(path, data::Split::Test);
   } else if (cfg.data.kind == config::DataKind::Text) {
+    // Byte-level tokens: every byte value must have an embedding row.
+    if (cfg.model.vocab < 256)
+      LOOM_USAGE("data.kind = text reads bytes (256 token values) but model.vocab is ",
+                 cfg.model.vocab, "; set --vocab 256 (or more)");
     data::open_text(path, cfg.model.seq_len, data::Split::Train, cfg.data.test_fraction);
+    data::open_text(path, cfg.model.seq_len, data::Split::Test, cfg.data.test_fraction);
   }
   if (check_output) check_output_dir(cfg.output);
   return r;

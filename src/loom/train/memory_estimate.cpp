@@ -1,0 +1,93 @@
+#include "loom/train/memory_estimate.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "loom/common/error.h"
+#include "loom/plan/evaluate.h"
+
+namespace loom::train {
+namespace {
+
+// A cluster for the memory model only: speeds are nominal (the step time is not used) and the
+// device memory unbounded (the machine's is compared here).
+const plan::Cluster& nominal_cluster() {
+  static const plan::Cluster c = plan::parse_cluster(R"(name = "memory-estimate"
+note = "nominal speeds: only the memory model is used"
+[node]
+devices = 1
+[device]
+memory_gb = 1000000
+memory_bandwidth_gbs = 10
+precision = "fp32"
+peak_tflops = { fp32 = 1.0 }
+[efficiency]
+gemm_size = [1.0]
+gemm = [1.0]
+elementwise = 1.0
+[intra]
+bandwidth_gbs = 10
+latency_us = 1
+[inter]
+bandwidth_gbs = 10
+latency_us = 1
+)",
+                                                     "the memory estimate");
+  return c;
+}
+
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+double available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+std::string gib(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return os.str();
+}
+
+}  // namespace
+
+double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
+  if (cfg.model.kind != config::ModelKind::Gpt) return 0;
+  const plan::Transformer m{cfg.model.layers, cfg.model.width,   cfg.model.heads,
+                            cfg.model.seq_len, cfg.model.vocab, false};
+  plan::Parallel p;
+  p.dp = r.dp;
+  p.pp = r.pp;
+  p.loops = r.loops;
+  p.microbatches = r.m;
+  p.micro_batch = r.micro_batch;
+  p.schedule = cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "1f1b";
+  // slim and quant hold what allreduce holds plus one buffer of the stage's size; the
+  // planner models allreduce.
+  const auto mode = cfg.parallel.dp_mode;
+  p.dp_mode = mode == config::DpMode::Slim || mode == config::DpMode::Quant
+                  ? config::DpMode::AllReduce
+                  : mode;
+  p.reshard_after_forward = cfg.parallel.reshard_after_forward;
+  p.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
+  return plan::evaluate(m, p, nominal_cluster()).sim.peak_memory();
+}
+
+void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
+  const double per_rank = estimate_rank_bytes(cfg, r);
+  const double have = available_bytes();
+  if (per_rank <= 0 || have <= 0 || per_rank * nproc <= have) return;
+  LOOM_USAGE(nproc, " ranks of this model need about ", gib(per_rank * nproc), " (", gib(per_rank),
+             " on the largest rank: parameters, gradients, optimizer state, activations), this ",
+             "machine has ", gib(have),
+             " available; use fewer ranks, more pipeline stages, --dp-mode zero3 or a smaller "
+             "model (loom simulate --from-config shows the breakdown)");
+}
+
+}  // namespace loom::train

@@ -1,0 +1,18 @@
+#pragma once
+// Memory per rank before any rank starts: the planner's memory model (parameters, gradients,
+// optimizer state, activations in flight under the schedule; docs/planner.md) applied to the
+// run's configuration, so that a model that cannot fit is refused in one line instead of
+// swapping the machine to a halt.
+#include "loom/config/config.h"
+#include "loom/train/preflight.h"
+
+namespace loom::train {
+
+// Estimated peak bytes of the largest rank (GPT models; 0 for the others, which are small).
+double estimate_rank_bytes(const config::Config& cfg, const Resolved& r);
+
+// UsageError (one line) when `nproc` ranks of this configuration are estimated to need more
+// than the memory this machine has available (MemAvailable in /proc/meminfo).
+void check_memory(const config::Config& cfg, const Resolved& r, int nproc);
+
+}  // namespace loom::train
