@@ -34,7 +34,9 @@ std::vector<Move> moves() {
       {"dp4_zero2_to_dp2_pp2_zero3", {4, 1, 1, "1f1b", "zero2"}, {2, 2, 1, "1f1b", "zero3"}, true},
       {"pp2_1f1b_to_pp2_bfs_loops2_dp2", {1, 2}, {2, 2, 2, "bfs"}, true},
       {"quant_dp2_pp2_to_dp2_pp1", {2, 2, 1, "1f1b", "quant"}, {2, 1, 1, "1f1b", "quant"}, false},
-      {"slim_dp2_pp2_to_dp2_pp1_gpipe", {2, 2, 1, "1f1b", "slim"}, {2, 1, 1, "gpipe", "slim"},
+      {"slim_dp2_pp2_to_dp2_pp1_gpipe",
+       {2, 2, 1, "1f1b", "slim"},
+       {2, 1, 1, "gpipe", "slim"},
        false},
   };
 }

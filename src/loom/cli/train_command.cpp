@@ -212,18 +212,18 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
     const comm::BackendKind kind = chosen_backend(cfg);
-    return run_with_restarts(cfg, pass, n, max_restarts, min_nproc, [&](const auto& args,
-                                                                        int attempt, int ranks) {
-      launch::Options lo;
-      lo.nproc = ranks;
-      lo.comm = kind;
-      lo.stop_grace_s = stop_grace;
-      lo.attempt = attempt;
-      // The binary itself: mpirun must not find this name on PATH and run itself.
-      lo.command = {std::filesystem::read_symlink(self).string(), "train"};
-      lo.command.insert(lo.command.end(), args.begin(), args.end());
-      return kind == comm::BackendKind::Mpi ? launch::run_mpirun(lo) : launch::run_once(lo);
-    });
+    return run_with_restarts(
+        cfg, pass, n, max_restarts, min_nproc, [&](const auto& args, int attempt, int ranks) {
+          launch::Options lo;
+          lo.nproc = ranks;
+          lo.comm = kind;
+          lo.stop_grace_s = stop_grace;
+          lo.attempt = attempt;
+          // The binary itself: mpirun must not find this name on PATH and run itself.
+          lo.command = {std::filesystem::read_symlink(self).string(), "train"};
+          lo.command.insert(lo.command.end(), args.begin(), args.end());
+          return kind == comm::BackendKind::Mpi ? launch::run_mpirun(lo) : launch::run_once(lo);
+        });
   }
   // The backend comes from the configuration; if it does not parse, from the launch, so that
   // the ranks can agree below on who reports the problem.

@@ -141,8 +141,7 @@ WorkPtr Backend::send(const at::Tensor& t, int dst, int tag, const Options& o) {
   check_dense(t, "send's tensor");
   LOOM_CHECK(dst >= 0 && dst < size_, "send to rank ", dst, " of ", size_);
   LOOM_CHECK(tag >= 0 && tag <= max_tag(), "tag ", tag, " beyond the backend's ", max_tag());
-  return counted(OpKind::Send,
-                 describe(t) + " to " + peer(dst) + " tag " + std::to_string(tag),
+  return counted(OpKind::Send, describe(t) + " to " + peer(dst) + " tag " + std::to_string(tag),
                  nbytes(t), o, [&](const Call& c) { return do_send(t, dst, tag, c); });
 }
 
@@ -150,9 +149,8 @@ WorkPtr Backend::recv(const at::Tensor& t, int src, int tag, const Options& o) {
   check_dense(t, "recv's tensor");
   LOOM_CHECK(src >= 0 && src < size_, "recv from rank ", src, " of ", size_);
   LOOM_CHECK(tag >= 0 && tag <= max_tag(), "tag ", tag, " beyond the backend's ", max_tag());
-  return counted(OpKind::Recv,
-                 describe(t) + " from " + peer(src) + " tag " + std::to_string(tag), 0, o,
-                 [&](const Call& c) { return do_recv(t, src, tag, c); });
+  return counted(OpKind::Recv, describe(t) + " from " + peer(src) + " tag " + std::to_string(tag),
+                 0, o, [&](const Call& c) { return do_recv(t, src, tag, c); });
 }
 
 WorkPtr Backend::all_reduce(void* buf, size_t count, DType t, ReduceOp op, const Options& o) {

@@ -117,6 +117,19 @@ void prune(const fs::path& root, size_t keep) {
   for (size_t i = 0; i + keep < complete.size(); ++i) fs::remove_all(complete[i], ec);
 }
 
+// The rank's own file in step folders older than the newest `keep`; empty folders go too.
+void prune_own(const fs::path& root, size_t keep, int rank) {
+  std::vector<fs::path> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (is_step_folder(e)) steps.push_back(e.path());
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
+    fs::remove(steps[i] / rank_file(rank), ec);
+    fs::remove(steps[i], ec);  // only if empty
+  }
+}
+
 }  // namespace
 
 void clear_run_folder(const std::string& dir) {
@@ -201,6 +214,9 @@ std::string Checkpointer::save(int64_t steps_done) {
   }
   previous_ = steps_done;
   world_.barrier()->wait();
+  // Nodes need not share a file system: every rank removes its own file from the step
+  // folders rank 0 no longer keeps (on a shared one they are gone already).
+  if (world_.rank() != 0) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());
   return dir.string();
 }
 

@@ -59,7 +59,7 @@ std::string gib(double bytes) {
 
 double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   if (cfg.model.kind != config::ModelKind::Gpt) return 0;
-  const plan::Transformer m{cfg.model.layers, cfg.model.width,   cfg.model.heads,
+  const plan::Transformer m{cfg.model.layers,  cfg.model.width, cfg.model.heads,
                             cfg.model.seq_len, cfg.model.vocab, false};
   plan::Parallel p;
   p.dp = r.dp;
