@@ -139,19 +139,26 @@ std::string mpi_library_version() {
   return v;
 }
 
-Mesh make_mesh(Backend& w, int dp, int pp) {
-  if (dp < 1 || pp < 1 || dp * pp != w.size())
-    LOOM_USAGE("dp (", dp, ") x pp (", pp, ") must equal the number of ranks (", w.size(),
-               "); set --dp to ", (pp >= 1 && w.size() % pp == 0) ? w.size() / pp : 1,
-               " or launch ", dp * pp, " ranks");
+Mesh make_mesh(Backend& w, int dp, int pp, int tp) {
+  if (dp < 1 || pp < 1 || tp < 1 || dp * pp * tp != w.size())
+    LOOM_USAGE("dp (", dp, ") x pp (", pp, ") x tp (", tp, ") must equal the number of ranks (",
+               w.size(), "); set --dp to ",
+               (pp >= 1 && tp >= 1 && w.size() % (pp * tp) == 0) ? w.size() / (pp * tp) : 1,
+               " or launch ", dp * pp * tp, " ranks");
   Mesh m;
   m.dp = dp;
   m.pp = pp;
+  m.tp = tp;
   m.rank = w.rank();
-  m.dp_rank = m.rank % dp;
-  m.pp_rank = m.rank / dp;
-  m.dp_comm = w.split(m.pp_rank, m.dp_rank, "dp(pp_rank=" + std::to_string(m.pp_rank) + ")");
-  m.pp_comm = w.split(m.dp_rank, m.pp_rank, "pp(dp_rank=" + std::to_string(m.dp_rank) + ")");
+  m.tp_rank = m.rank % tp;
+  m.dp_rank = (m.rank / tp) % dp;
+  m.pp_rank = m.rank / (tp * dp);
+  const std::string at_pp = "pp_rank=" + std::to_string(m.pp_rank);
+  const std::string at_dp = "dp_rank=" + std::to_string(m.dp_rank);
+  const std::string at_tp = tp > 1 ? ",tp_rank=" + std::to_string(m.tp_rank) : "";
+  m.dp_comm = w.split(m.pp_rank * tp + m.tp_rank, m.dp_rank, "dp(" + at_pp + at_tp + ")");
+  m.pp_comm = w.split(m.dp_rank * tp + m.tp_rank, m.pp_rank, "pp(" + at_dp + at_tp + ")");
+  m.tp_comm = w.split(m.pp_rank * dp + m.dp_rank, m.tp_rank, "tp(" + at_pp + "," + at_dp + ")");
   return m;
 }
 

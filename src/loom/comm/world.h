@@ -1,7 +1,8 @@
 #pragma once
-// Process-wide communication lifetime and the dp x pp mesh.
-// Rank layout: r = pp_rank * dp + dp_rank, so a data-parallel group is a run of consecutive
-// ranks and a pipeline is a strided set (docs/architecture.md).
+// Process-wide communication lifetime and the dp x pp x tp mesh.
+// Rank layout: r = (pp_rank * dp + dp_rank) * tp + tp_rank, so a tensor-parallel group is a run
+// of consecutive ranks (inside a node), then a data-parallel group, and a pipeline is a strided
+// set (docs/architecture.md).
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,19 +42,24 @@ std::string mpi_library_version();
 struct Mesh {
   int dp = 1;
   int pp = 1;
+  int tp = 1;
   int rank = 0;
   int dp_rank = 0;
   int pp_rank = 0;
-  std::unique_ptr<Backend> dp_comm;  // ranks of the same pipeline rank (size dp)
-  std::unique_ptr<Backend> pp_comm;  // ranks of the same replica (size pp)
-  // World rank of (pp_rank, dp_rank).
-  int world_rank(int pp_rank_, int dp_rank_) const { return pp_rank_ * dp + dp_rank_; }
+  int tp_rank = 0;
+  std::unique_ptr<Backend> dp_comm;  // same pipeline rank and tp rank (size dp)
+  std::unique_ptr<Backend> pp_comm;  // same replica and tp rank (size pp)
+  std::unique_ptr<Backend> tp_comm;  // same pipeline rank and replica (size tp)
+  // World rank of (pp_rank, dp_rank, tp_rank).
+  int world_rank(int pp_rank_, int dp_rank_, int tp_rank_ = 0) const {
+    return (pp_rank_ * dp + dp_rank_) * tp + tp_rank_;
+  }
 };
 
-// Builds the mesh; throws UsageError when dp * pp != world size.
-Mesh make_mesh(Backend& base, int dp, int pp);
-inline Mesh make_mesh(int dp, int pp) {
-  return make_mesh(world(), dp, pp);
+// Builds the mesh; throws UsageError when dp * pp * tp != world size.
+Mesh make_mesh(Backend& base, int dp, int pp, int tp = 1);
+inline Mesh make_mesh(int dp, int pp, int tp = 1) {
+  return make_mesh(world(), dp, pp, tp);
 }
 
 }  // namespace loom::comm

@@ -322,8 +322,12 @@ const std::vector<Field>& schema() {
        "(exit 1 naming the step, before its update) or skip (no update for that step)",
        {}},
 
-      {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / pp", int_range(0)},
+      {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / (pp x tp)", int_range(0)},
       {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1)},
+      {LOOM_FIELD(parallel, tp),
+       "tensor-parallel ranks per stage (gpt: attention heads, MLP, vocabulary split; divides "
+       "heads and vocab)",
+       int_range(1)},
       {LOOM_FIELD(parallel, loops), "stages per pipeline rank (interleaved, bfs, gpipe)",
        int_range(1)},
       {LOOM_FIELD(parallel, schedule), "pipeline schedule",

@@ -1,4 +1,6 @@
-// Byte-level GPT, block for block the architecture of the DDP peer, bench/peers/ddp_gpt.py.
+// Byte-level GPT, block for block the architecture of the DDP peer, bench/peers/ddp_gpt.py;
+// with tensor parallelism (tensor_parallel.h) each block computes its part and meets the other
+// ranks of its group in f / g.
 #include <cmath>
 
 #include "loom/common/error.h"
@@ -7,29 +9,59 @@
 namespace loom::model {
 namespace {
 
-class Embedding : public Block {
+namespace F = torch::nn::functional;
+
+// A block that may be split across a tensor-parallel group. Built whole first (the random
+// initialization is the single-process one), then cut to this rank's part.
+class TpBlock : public Block {
  public:
-  Embedding(int64_t vocab, int64_t seq_len, int64_t width) : seq_len_(seq_len), width_(width) {
+  explicit TpBlock(const TensorParallel& tp) : tp_(tp) {}
+  int tp_parts() const override { return tp_.size; }
+  int tp_rank() const override { return tp_.rank; }
+
+ protected:
+  void keep_my_part() {
+    if (tp_.size == 1) return;
+    torch::NoGradGuard no_grad;
+    for (auto& p : named_parameters())
+      if (tp_split(p.key()))
+        p.value().set_data(tp_shard(p.key(), p.value(), tp_.rank, tp_.size).clone());
+  }
+  TensorParallel tp_;
+};
+
+class Embedding : public TpBlock {
+ public:
+  Embedding(int64_t vocab, int64_t seq_len, int64_t width, const TensorParallel& tp)
+      : TpBlock(tp), seq_len_(seq_len), width_(width), part_(vocab / tp.size) {
     tok_ = register_module("tok", torch::nn::Embedding(vocab, width));
     pos_ = register_module("pos", torch::nn::Embedding(seq_len, width));
+    keep_my_part();
   }
   torch::Tensor forward(const torch::Tensor& idx) override {
     auto t = idx.size(1);
     LOOM_CHECK_LE(t, seq_len_, "sequence longer than model.seq_len");
-    return tok_(idx) + pos_(torch::arange(t, torch::kLong));
+    const torch::Tensor pos = pos_(torch::arange(t, torch::kLong));
+    if (tp_.size == 1) return tok_(idx) + pos;
+    // This rank's rows of the vocabulary; the other tokens get zeros, the sum over the group
+    // the embedding.
+    const torch::Tensor local = idx - part_ * tp_.rank;
+    const torch::Tensor other = (local < 0).logical_or(local >= part_);
+    const torch::Tensor e = tok_(local.masked_fill(other, 0)).masked_fill(other.unsqueeze(-1), 0);
+    return reduce_from_tp(e, tp_) + pos;
   }
   double flops_per_sample() const override { return double(seq_len_) * width_; }
   std::string kind() const override { return "embedding"; }
 
  private:
-  int64_t seq_len_, width_;
+  int64_t seq_len_, width_, part_;
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
 };
 
-class TransformerLayer : public Block {
+class TransformerLayer : public TpBlock {
  public:
-  TransformerLayer(int64_t seq_len, int64_t width, int64_t heads)
-      : seq_len_(seq_len), width_(width), heads_(heads) {
+  TransformerLayer(int64_t seq_len, int64_t width, int64_t heads, const TensorParallel& tp)
+      : TpBlock(tp), seq_len_(seq_len), width_(width), heads_(heads) {
     ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     qkv_ = register_module("qkv", torch::nn::Linear(width, 3 * width));
     proj_ = register_module("proj", torch::nn::Linear(width, width));
@@ -40,21 +72,19 @@ class TransformerLayer : public Block {
     mask_ =
         torch::zeros({seq_len, seq_len})
             .masked_fill(torch::triu(torch::ones({seq_len, seq_len}, torch::kBool), 1), -INFINITY);
+    keep_my_part();
   }
   torch::Tensor forward(const torch::Tensor& x) override {
-    auto b = x.size(0), t = x.size(1), hd = width_ / heads_;
-    auto qkv = qkv_(ln1_(x)).view({b, t, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
-    auto q = qkv[0].reshape({b * heads_, t, hd}), k = qkv[1].reshape({b * heads_, t, hd}),
-         v = qkv[2].reshape({b * heads_, t, hd});
-    // softmax(mask + q k^T / sqrt(hd)) in one baddbmm: the same values as the reference's
-    // matmul, divide and masked_fill, without two passes over the t x t scores (and their
-    // backward), about 12% of the attention's time.
-    auto att = torch::baddbmm(mask_.slice(0, 0, t).slice(1, 0, t), q, k.transpose(1, 2),
-                              /*beta=*/1.0, /*alpha=*/1.0 / std::sqrt(double(hd)))
-                   .softmax(-1);
-    auto y = torch::bmm(att, v).view({b, heads_, t, hd}).transpose(1, 2).reshape({b, t, width_});
-    auto h = x + proj_(y);
-    return h + out_(torch::gelu(fc_(ln2_(h))));
+    if (tp_.size == 1) {
+      auto h = x + proj_(attention(qkv_(ln1_(x)), heads_));
+      return h + out_(torch::gelu(fc_(ln2_(h))));
+    }
+    // Column-parallel QKV (this rank's heads) and fc, row-parallel proj and out: one
+    // all-reduce per pair in each direction; the replicated biases are added once, after it.
+    auto y = attention(qkv_(copy_to_tp(ln1_(x), tp_)), heads_ / tp_.size);
+    auto h = x + reduce_from_tp(F::linear(y, proj_->weight), tp_) + proj_->bias;
+    auto z = torch::gelu(fc_(copy_to_tp(ln2_(h), tp_)));
+    return h + reduce_from_tp(F::linear(z, out_->weight), tp_) + out_->bias;
   }
   double flops_per_sample() const override {
     double t = double(seq_len_), d = double(width_);
@@ -64,20 +94,37 @@ class TransformerLayer : public Block {
   std::string kind() const override { return "transformer"; }
 
  private:
+  // Causal self-attention of `heads` heads from their projections qkv [b, t, 3 * heads * hd].
+  torch::Tensor attention(const torch::Tensor& qkv_all, int64_t heads) const {
+    auto b = qkv_all.size(0), t = qkv_all.size(1), hd = width_ / heads_;
+    auto qkv = qkv_all.view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
+    auto q = qkv[0].reshape({b * heads, t, hd}), k = qkv[1].reshape({b * heads, t, hd}),
+         v = qkv[2].reshape({b * heads, t, hd});
+    // softmax(mask + q k^T / sqrt(hd)) in one baddbmm: the same values as the reference's
+    // matmul, divide and masked_fill, without two passes over the t x t scores (and their
+    // backward), about 12% of the attention's time.
+    auto att = torch::baddbmm(mask_.slice(0, 0, t).slice(1, 0, t), q, k.transpose(1, 2),
+                              /*beta=*/1.0, /*alpha=*/1.0 / std::sqrt(double(hd)))
+                   .softmax(-1);
+    return torch::bmm(att, v).view({b, heads, t, hd}).transpose(1, 2).reshape({b, t, heads * hd});
+  }
+
   int64_t seq_len_, width_, heads_;
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc_{nullptr}, out_{nullptr};
   torch::Tensor mask_;
 };
 
-class Head : public Block {
+class Head : public TpBlock {
  public:
-  Head(int64_t vocab, int64_t seq_len, int64_t width)
-      : vocab_(vocab), seq_len_(seq_len), width_(width) {
+  Head(int64_t vocab, int64_t seq_len, int64_t width, const TensorParallel& tp)
+      : TpBlock(tp), vocab_(vocab), seq_len_(seq_len), width_(width) {
     lnf_ = register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     head_ = register_module("head", torch::nn::Linear(width, vocab));
+    keep_my_part();
   }
-  torch::Tensor forward(const torch::Tensor& x) override { return head_(lnf_(x)); }
+  // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
+  torch::Tensor forward(const torch::Tensor& x) override { return head_(copy_to_tp(lnf_(x), tp_)); }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }
 
@@ -89,13 +136,19 @@ class Head : public Block {
 
 }  // namespace
 
-Model build_gpt(const config::ModelConfig& c) {
+Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp) {
+  LOOM_CHECK(c.heads % tp.size == 0 && c.vocab % tp.size == 0, "tp ", tp.size,
+             " must divide heads and vocab (preflight checks it)");
   Model m;
   m.name = "gpt";
-  m.blocks.push_back(std::make_shared<Embedding>(c.vocab, c.seq_len, c.width));
+  m.blocks.push_back(std::make_shared<Embedding>(c.vocab, c.seq_len, c.width, tp));
   for (int64_t i = 0; i < c.layers; ++i)
-    m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads));
-  m.blocks.push_back(std::make_shared<Head>(c.vocab, c.seq_len, c.width));
+    m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp));
+  m.blocks.push_back(std::make_shared<Head>(c.vocab, c.seq_len, c.width, tp));
+  if (tp.size > 1)
+    m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {
+      return vocab_parallel_loss(logits, target, tp);
+    };
   return m;
 }
 

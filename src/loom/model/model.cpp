@@ -5,7 +5,7 @@
 
 namespace loom::model {
 
-Model build_gpt(const config::ModelConfig& c);
+Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp);
 Model build_mlp(const config::ModelConfig& c);
 Model build_cnn(const config::ModelConfig& c);
 
@@ -21,17 +21,20 @@ double Model::flops_per_sample() const {
 }
 
 int64_t Model::num_parameters() const {
-  int64_t n = 0;
+  int64_t n = 0;  // a tensor-parallel part counts for the whole parameter
   for (const auto& b : blocks)
-    for (const auto& p : b->parameters()) n += p.numel();
+    for (const auto& p : b->named_parameters())
+      n += p.value().numel() * (b->tp_parts() > 1 && tp_split(p.key()) ? b->tp_parts() : 1);
   return n;
 }
 
-Model build(const config::ModelConfig& cfg, uint64_t seed) {
+Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp) {
+  LOOM_CHECK(tp.size == 1 || cfg.kind == config::ModelKind::Gpt,
+             "tensor parallelism splits the gpt only (preflight checks it)");
   torch::manual_seed(seed);
   Model m;
   switch (cfg.kind) {
-    case config::ModelKind::Gpt: m = build_gpt(cfg); break;
+    case config::ModelKind::Gpt: m = build_gpt(cfg, tp); break;
     case config::ModelKind::Mlp: m = build_mlp(cfg); break;
     case config::ModelKind::Cnn: m = build_cnn(cfg); break;
   }

@@ -7,11 +7,13 @@
 // pipeline computes it on the last stage only.
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "loom/config/config.h"
+#include "loom/model/tensor_parallel.h"
 
 namespace loom::model {
 
@@ -21,7 +23,14 @@ class Block : public torch::nn::Module {
   // Forward FLOPs for one sample (multiply-add = 2 FLOPs), for balancing and MFU.
   virtual double flops_per_sample() const = 0;
   virtual std::string kind() const = 0;
+  // Tensor parallelism (tensor_parallel.h): the ranks its split parameters are divided over.
+  virtual int tp_parts() const { return 1; }
+  virtual int tp_rank() const { return 0; }
 };
+
+// A loss of logits (or this rank's vocabulary shard of them) against targets.
+using LossFn =
+    std::function<torch::Tensor(const torch::Tensor& logits, const torch::Tensor& target)>;
 
 // Shape and type of a tensor for one micro-batch (a stage's input or output).
 struct TensorSpec {
@@ -34,14 +43,18 @@ struct Model {
   std::vector<std::shared_ptr<Block>> blocks;
   // Cross entropy over the last dimension of logits, mean over all positions.
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& target);
+  // The loss the last stage computes: loss(), or its vocabulary-parallel form under tp.
+  LossFn criterion = &Model::loss;
   bool classifier = false;          // report accuracy
   double flops_per_sample() const;  // forward; training ~ 3x
-  int64_t num_parameters() const;
+  int64_t num_parameters() const;   // the whole model's, also under tensor parallelism
 };
 
 // Builds the full model with torch's default initialization after torch::manual_seed(seed):
-// every rank builds the same parameters, then keeps only its stages.
-Model build(const config::ModelConfig& cfg, uint64_t seed);
+// every rank builds the same parameters, then keeps only its stages. With tp.size > 1 (gpt),
+// each split parameter is then cut to this rank's part (tp_shard), so the parts put together
+// are the single-process parameters.
+Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {});
 
 // What the first block takes for one micro-batch: gpt [micro_batch, seq_len] token ids (int64),
 // mlp / cnn [micro_batch, 1, 28, 28] images (float).

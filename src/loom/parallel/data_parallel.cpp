@@ -21,7 +21,7 @@ void DataParallel::put_flat(ChunkWriter& w, const std::string& key, int replica,
   for (size_t i = 0; i < l.slots.size(); ++i) {
     const auto& s = l.slots[i];
     auto t = torch::from_blob(const_cast<float*>(flat) + s.offset, {s.numel}, torch::kFloat32);
-    w.put(key + "/" + named[i].name, replica, 0, s.shape, t);
+    w.put(key + "/" + checkpoint_name(named[i]), replica, 0, s.shape, t);
   }
 }
 
@@ -29,11 +29,11 @@ bool DataParallel::get_flat(const ChunkReader& r, const std::string& key, int re
                             float* flat) const {
   const FlatLayout& l = buffer_.layout();
   const auto& named = stage_->params();
-  if (l.slots.empty() || !r.has(key + "/" + named[0].name, replica)) return false;
+  if (l.slots.empty() || !r.has(key + "/" + checkpoint_name(named[0]), replica)) return false;
   for (size_t i = 0; i < l.slots.size(); ++i) {
     const auto& s = l.slots[i];
     auto t = torch::from_blob(flat + s.offset, {s.numel}, torch::kFloat32);
-    if (!r.get(key + "/" + named[i].name, replica, 0, t))
+    if (!r.get(key + "/" + checkpoint_name(named[i]), replica, 0, t))
       LOOM_USAGE("checkpoint holds '", key, "' for some parameters of stage ", stage_->index(),
                  " but not for '", named[i].name, "'; it is incomplete");
   }

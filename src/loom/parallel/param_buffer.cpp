@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/function_hook.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "loom/common/error.h"
@@ -52,7 +53,11 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
   LOOM_CHECK(transient_grads_ || !transient_params_,
              "transient parameters need transient gradients");
   LOOM_CHECK(!(o.buckets && transient_grads_), "buckets reduce persistent gradients only");
-  for (const auto& p : stage.params()) tensors_.push_back(p.tensor);
+  for (const auto& p : stage.params()) {
+    tensors_.push_back(p.tensor);
+    // A parameter replicated on a tensor-parallel group is counted once in the global norm.
+    norm_weight_.push_back(p.tp_part < 0 && p.tp_parts > 1 ? 1.0 / p.tp_parts : 1.0);
+  }
   layout_ = FlatLayout::of(tensors_, sharded_ ? d_ : 1);
   torch::Tensor flat = layout_.flatten(tensors_);
   if (sharded_) {
@@ -157,7 +162,20 @@ void ParamBuffer::zero_grads() {
 }
 
 double ParamBuffer::grad_sq_sum() const {
-  return shard_grads_.defined() ? shard_grads_.pow(2).sum().item<double>() : 0.0;
+  if (!shard_grads_.defined()) return 0.0;
+  const bool weighted =
+      std::any_of(norm_weight_.begin(), norm_weight_.end(), [](double w) { return w != 1.0; });
+  if (!weighted) return shard_grads_.pow(2).sum().item<double>();
+  const int64_t lo = sharded_ ? int64_t(rank_) * layout_.shard : 0, hi = lo + shard_grads_.numel();
+  double sum = 0;
+  for (size_t i = 0; i < layout_.slots.size(); ++i) {
+    const auto& s = layout_.slots[i];
+    const int64_t from = std::max(lo, s.offset), to = std::min(hi, s.offset + s.numel);
+    if (from < to)
+      sum +=
+          norm_weight_[i] * shard_grads_.slice(0, from - lo, to - lo).pow(2).sum().item<double>();
+  }
+  return sum;
 }
 
 // ---- parameters ---------------------------------------------------------------------------

@@ -54,12 +54,14 @@ class ParamBuffer {
   const torch::Tensor& shard_grads() const { return shard_grads_; }
 
   // ---- gradients
-  void ensure_grads();         // full gradient allocated (zero), parameters' .grad are its views
-  void arm();                  // the stage's last backward begins: hooks start full buckets
-  void start_grad_sync();      // starts every reduction not started yet
-  void finish_grad_sync();     // waits; shard_grads() is then the mean over dp
-  void zero_grads();           // after the update: persistent gradients back to zero
-  double grad_sq_sum() const;  // squared norm of shard_grads()
+  void ensure_grads();      // full gradient allocated (zero), parameters' .grad are its views
+  void arm();               // the stage's last backward begins: hooks start full buckets
+  void start_grad_sync();   // starts every reduction not started yet
+  void finish_grad_sync();  // waits; shard_grads() is then the mean over dp
+  void zero_grads();        // after the update: persistent gradients back to zero
+  // Squared norm of shard_grads(), parameters replicated on a tensor-parallel group weighted
+  // 1 / tp (the world's sum counts them once).
+  double grad_sq_sum() const;
   int buckets_started_by_hooks() const { return started_by_hooks_; }
 
   // ---- parameters
@@ -84,6 +86,7 @@ class ParamBuffer {
   std::vector<torch::Tensor> tensors_;  // the stage's parameters
   comm::Backend& dp_;
   const bool sharded_, transient_grads_, transient_params_;
+  std::vector<double> norm_weight_;  // per parameter, in grad_sq_sum()
   const int d_, rank_;
   FlatLayout layout_;
   torch::Tensor params_, grads_, master_, shard_grads_;

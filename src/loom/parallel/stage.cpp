@@ -6,13 +6,17 @@
 namespace loom::parallel {
 
 Stage::Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
-             int first_block)
-    : index_(index), num_stages_(num_stages), blocks_(std::move(blocks)) {
-  for (size_t b = 0; b < blocks_.size(); ++b)
+             int first_block, model::LossFn loss)
+    : index_(index), num_stages_(num_stages), blocks_(std::move(blocks)), loss_(std::move(loss)) {
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const int parts = blocks_[b]->tp_parts();
     for (const auto& item : blocks_[b]->named_parameters()) {
-      params_.push_back({model::param_name(first_block + b, item.key()), item.value()});
+      const bool split = parts > 1 && model::tp_split(item.key());
+      params_.push_back({model::param_name(first_block + b, item.key()), item.value(),
+                         split ? blocks_[b]->tp_rank() : -1, parts});
       param_tensors_.push_back(item.value());
     }
+  }
 }
 
 int64_t Stage::num_parameters() const {
@@ -37,7 +41,7 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
   torch::Tensor result = out;
   if (is_last()) {
     LOOM_CHECK(target.defined(), "last stage needs targets");
-    torch::Tensor loss = model::Model::loss(out, target);
+    torch::Tensor loss = loss_(out, target);
     loss_sum_ += loss.item<double>();
     if (out.dim() == 2) {  // classifier logits [b, classes]
       correct_ += out.argmax(1).eq(target).sum().item<int64_t>();

@@ -17,14 +17,27 @@ namespace loom::parallel {
 struct NamedParam {
   std::string name;  // "blocks.3.qkv.weight" (global block index)
   torch::Tensor tensor;
+  // Tensor parallelism: part `tp_part` of `tp_parts` of a split parameter; -1 for a whole one
+  // (replicated on the tp_parts ranks of the group).
+  int tp_part = -1;
+  int tp_parts = 1;
 };
+
+// The name a parameter's state has in checkpoints (state_chunks.h): its name, and for a part
+// of a tensor-parallel split "#tp<part>of<parts>" (each part a tensor of its own shape;
+// model::tp_shard() says how the parts make the whole).
+inline std::string checkpoint_name(const NamedParam& p) {
+  if (p.tp_part < 0) return p.name;
+  return p.name + "#tp" + std::to_string(p.tp_part) + "of" + std::to_string(p.tp_parts);
+}
 
 using ActivationSpec = model::TensorSpec;
 
 class Stage {
  public:
+  // loss: what the last stage computes from its output and the targets.
   Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
-        int first_block);
+        int first_block, model::LossFn loss = &model::Model::loss);
 
   int index() const { return index_; }
   bool is_first() const { return index_ == 0; }
@@ -74,6 +87,7 @@ class Stage {
   int index_;
   int num_stages_;
   std::vector<std::shared_ptr<model::Block>> blocks_;
+  model::LossFn loss_;
   std::vector<NamedParam> params_;
   std::vector<torch::Tensor> param_tensors_;
   std::map<int, Live> live_;

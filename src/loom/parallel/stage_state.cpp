@@ -17,12 +17,12 @@ void save_stage_state(DataParallel& mode, const StageOptimizer& opt, ChunkWriter
   const std::vector<torch::Tensor> tensors = mode.optimized_params();
   const std::vector<StageOptimizer::State> state = opt.state();
   for (const auto& p : mode.pieces()) {
-    const NamedParam& np = named[p.param];
-    w.put("param/" + np.name, replica, p.begin, mode.param_shape(p.param),
+    const std::string name = checkpoint_name(named[p.param]);
+    w.put("param/" + name, replica, p.begin, mode.param_shape(p.param),
           piece_of(tensors[p.tensor], p));
     if (!state.empty())
       for (const auto& [key, t] : state[p.tensor])
-        w.put(key + "/" + np.name, replica, p.begin, mode.param_shape(p.param), piece_of(t, p));
+        w.put(key + "/" + name, replica, p.begin, mode.param_shape(p.param), piece_of(t, p));
   }
   if (!state.empty())
     w.put("optimizer.step", replica, 0, {1}, torch::tensor({opt.steps()}, torch::kInt64));
@@ -37,7 +37,7 @@ void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader
   const std::vector<DataParallel::Piece> pieces = mode.pieces();
   mode.load(r);
   for (const auto& p : pieces) {
-    const std::string& name = named[p.param].name;
+    const std::string name = checkpoint_name(named[p.param]);
     if (!r.get("param/" + name, replica, p.begin, piece_of(tensors[p.tensor], p)))
       LOOM_USAGE("checkpoint lacks parameter '", name,
                  "'; it was written for another model (resume with the model that wrote it)");
@@ -48,7 +48,7 @@ void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader
     for (const auto& key : opt.state_keys()) {
       for (size_t t = 0; t < tensors.size(); ++t) state[t][key] = torch::zeros_like(tensors[t]);
       for (const auto& p : pieces) {
-        const std::string& name = named[p.param].name;
+        const std::string name = checkpoint_name(named[p.param]);
         if (!r.get(key + "/" + name, replica, p.begin, piece_of(state[p.tensor][key], p)))
           LOOM_USAGE("checkpoint lacks optimizer state '", key, "' of '", name,
                      "'; it was written with another optimizer");

@@ -92,6 +92,7 @@ Manifest describe_run(const config::Config& cfg, const Resolved& r, int world) {
   m.world = world;
   m.dp = r.dp;
   m.pp = r.pp;
+  m.tp = r.tp;
   m.loops = r.loops;
   m.dp_mode = config::name_of(cfg.parallel.dp_mode);
   m.schedule = cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom";
@@ -106,11 +107,12 @@ std::string manifest_to_json(const Manifest& m) {
   const auto& md = m.model;
   os << "{\"format\": \"" << kFormat << "\", \"loom_version\": " << quoted(m.loom_version)
      << ", \"step\": " << m.step << ",\n \"world\": " << m.world << ", \"dp\": " << m.dp
-     << ", \"pp\": " << m.pp << ", \"loops\": " << m.loops << ", \"dp_mode\": " << quoted(m.dp_mode)
-     << ", \"schedule\": " << quoted(m.schedule) << ",\n \"optimizer\": " << quoted(m.optimizer)
-     << ", \"dtype\": " << quoted(m.dtype) << ",\n \"model\": " << quoted(config::name_of(md.kind))
-     << ", \"vocab\": " << md.vocab << ", \"seq_len\": " << md.seq_len
-     << ", \"width\": " << md.width << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
+     << ", \"pp\": " << m.pp << ", \"tp\": " << m.tp << ", \"loops\": " << m.loops
+     << ", \"dp_mode\": " << quoted(m.dp_mode) << ", \"schedule\": " << quoted(m.schedule)
+     << ",\n \"optimizer\": " << quoted(m.optimizer) << ", \"dtype\": " << quoted(m.dtype)
+     << ",\n \"model\": " << quoted(config::name_of(md.kind)) << ", \"vocab\": " << md.vocab
+     << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
+     << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
      << ", \"classes\": " << md.classes << ",\n \"blocks\": " << m.blocks
      << ", \"partition\": " << list(m.first) << ",\n \"files\": [";
   for (size_t r = 0; r < m.files.size(); ++r) {
@@ -154,6 +156,7 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.world = static_cast<int>(num("world", 1, kRanks));
   m.dp = static_cast<int>(num("dp", 1, kRanks));
   m.pp = static_cast<int>(num("pp", 1, kRanks));
+  m.tp = static_cast<int>(num("tp", 1, kRanks));
   m.loops = static_cast<int>(num("loops", 1, kRanks));
   m.dp_mode = field(json, "dp_mode", f);
   m.schedule = field(json, "schedule", f);
@@ -204,12 +207,14 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
 }
 
 bool Manifest::same_layout(const Manifest& o) const {
-  return world == o.world && dp == o.dp && pp == o.pp && loops == o.loops && first == o.first &&
-         static_cast<int>(files.size()) == world && static_cast<int>(o.files.size()) == o.world;
+  return world == o.world && dp == o.dp && pp == o.pp && tp == o.tp && loops == o.loops &&
+         first == o.first && static_cast<int>(files.size()) == world &&
+         static_cast<int>(o.files.size()) == o.world;
 }
 
 std::string Manifest::layout() const {
-  return detail::concat("dp ", dp, " x pp ", pp, " x loops ", loops, ", ", dp_mode);
+  return detail::concat("dp ", dp, " x pp ", pp, tp > 1 ? detail::concat(" x tp ", tp) : "",
+                        " x loops ", loops, ", ", dp_mode);
 }
 
 std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
@@ -230,6 +235,11 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
     refuse("model.classes", a.classes, b.classes);
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
+  if (saved.tp != run.tp)
+    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.tp = ", saved.tp,
+               ", this run has tp = ", run.tp, "; resharding across tensor-parallel degrees is ",
+               "not built yet, so resume with tp = ", saved.tp,
+               " (dp, pp, loops and the dp-mode may change)");
   // Slim replicas each train a model of their own: nothing maps them onto other replicas.
   const bool was_slim = saved.dp_mode == "slim", is_slim = run.dp_mode == "slim";
   if (was_slim && !is_slim)

@@ -29,7 +29,7 @@ struct Manifest {
     std::vector<int> stages;  // the stages whose state it holds
   };
   int64_t step = 0;  // steps completed
-  int world = 1, dp = 1, pp = 1, loops = 1;
+  int world = 1, dp = 1, pp = 1, tp = 1, loops = 1;
   std::string dp_mode, schedule, optimizer, dtype = "float32", loom_version;
   config::ModelConfig model;
   int blocks = 0;                             // the model's blocks

@@ -8,7 +8,7 @@
 namespace loom::train {
 Evaluator::Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
                      DataFeed& feed, int m, int64_t micro_batch, bool classifier,
-                     bool has_last_stage)
+                     model::LossFn loss, bool has_last_stage, bool counts)
     : cfg_(cfg),
       world_(world),
       exec_(exec),
@@ -16,7 +16,9 @@ Evaluator::Evaluator(const config::Config& cfg, comm::Backend& world, parallel::
       m_(m),
       micro_batch_(micro_batch),
       classifier_(classifier),
-      has_last_stage_(has_last_stage) {}
+      loss_(std::move(loss)),
+      has_last_stage_(has_last_stage),
+      counts_(counts) {}
 
 EvalResult Evaluator::run() {
   double loss_sum = 0, correct = 0, count = 0;
@@ -31,7 +33,9 @@ EvalResult Evaluator::run() {
     if (!has_last_stage_) continue;
     torch::NoGradGuard ng;
     for (int j = 0; j < m_; ++j) {
-      loss_sum += model::Model::loss(logits[j], mb.targets[j]).item<double>();
+      const double loss = loss_(logits[j], mb.targets[j]).item<double>();
+      if (!counts_) continue;
+      loss_sum += loss;
       count += 1;
       if (classifier_) correct += logits[j].argmax(1).eq(mb.targets[j]).sum().item<double>();
     }

@@ -4,6 +4,7 @@
 // for classifiers, the accuracy, and every rank gets the means.
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
+#include "loom/model/model.h"
 #include "loom/train/data_feed.h"
 
 namespace loom::parallel {
@@ -20,8 +21,12 @@ struct EvalResult {
 class Evaluator {
  public:
   // world: every training rank (the sums run over it). m, micro_batch: per replica and step.
+  // loss: the model's criterion (collective under tensor parallelism, so every rank of the
+  // last stage computes it); counts: whether this rank's losses enter the sums (one rank per
+  // replica).
   Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
-            DataFeed& feed, int m, int64_t micro_batch, bool classifier, bool has_last_stage);
+            DataFeed& feed, int m, int64_t micro_batch, bool classifier, model::LossFn loss,
+            bool has_last_stage, bool counts);
   EvalResult run();  // collective over world
 
  private:
@@ -31,7 +36,9 @@ class Evaluator {
   DataFeed& feed_;
   int m_;
   int64_t micro_batch_;
-  bool classifier_, has_last_stage_;
+  bool classifier_;
+  model::LossFn loss_;
+  bool has_last_stage_, counts_;
 };
 
 }  // namespace loom::train

@@ -64,6 +64,7 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   plan::Parallel p;
   p.dp = r.dp;
   p.pp = r.pp;
+  p.tp = r.tp;
   p.loops = r.loops;
   p.microbatches = r.m;
   p.micro_batch = r.micro_batch;

@@ -62,6 +62,25 @@ void check_output_dir(const config::OutputConfig& o) {
   fs::remove(probe, ec);
 }
 
+// Megatron-style tensor parallelism splits attention heads, the MLP's hidden units and the
+// vocabulary: each must divide.
+void check_tensor_parallel(const config::Config& cfg, int tp) {
+  const auto& m = cfg.model;
+  if (m.kind != config::ModelKind::Gpt)
+    LOOM_USAGE("parallel.tp = ", tp, " splits a transformer, but model.kind is '", m.kind,
+               "'; use --tp 1 with it, or model.kind = gpt");
+  if (m.heads % tp != 0)
+    LOOM_USAGE("parallel.tp (", tp, ") must divide model.heads (", m.heads,
+               "): each tensor-parallel rank computes whole heads; choose --tp among the "
+               "divisors of ",
+               m.heads);
+  if (m.vocab % tp != 0)
+    LOOM_USAGE("parallel.tp (", tp, ") must divide model.vocab (", m.vocab,
+               "): the embedding and the head are split by vocabulary; choose --vocab a multiple "
+               "of ",
+               tp);
+}
+
 }  // namespace
 
 Resolved preflight(const config::Config& cfg, int world, bool check_output) {
@@ -73,16 +92,19 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
         "training lands; use --comm gloo or mpi");
   Resolved r;
   r.pp = static_cast<int>(cfg.parallel.pp);
+  r.tp = static_cast<int>(cfg.parallel.tp);
   r.loops = static_cast<int>(cfg.parallel.loops);
   r.m = static_cast<int>(cfg.train.microbatches);
-  if (world % r.pp != 0)
-    LOOM_USAGE("pp (", r.pp, ") does not divide the number of ranks (", world,
-               "); choose --pp among the divisors of ", world, " or change --nproc");
-  r.dp = cfg.parallel.dp == 0 ? world / r.pp : static_cast<int>(cfg.parallel.dp);
-  if (r.dp * r.pp != world)
-    LOOM_USAGE("dp (", r.dp, ") x pp (", r.pp, ") = ", r.dp * r.pp, " but ", world,
-               " ranks were launched; set --dp ", world / r.pp, " (or 0 for automatic) or --nproc ",
-               r.dp * r.pp);
+  const int pt = r.pp * r.tp;
+  if (world % pt != 0)
+    LOOM_USAGE("pp (", r.pp, ") x tp (", r.tp, ") does not divide the number of ranks (", world,
+               "); choose --pp and --tp whose product divides ", world, " or change --nproc");
+  r.dp = cfg.parallel.dp == 0 ? world / pt : static_cast<int>(cfg.parallel.dp);
+  if (r.dp * pt != world)
+    LOOM_USAGE("dp (", r.dp, ") x pp (", r.pp, ") x tp (", r.tp, ") = ", r.dp * pt, " but ", world,
+               " ranks were launched; set --dp ", world / pt, " (or 0 for automatic) or --nproc ",
+               r.dp * pt);
+  if (r.tp > 1) check_tensor_parallel(cfg, r.tp);
   int64_t per = int64_t(r.dp) * r.m;
   if (cfg.train.global_batch % per != 0)
     LOOM_USAGE("train.global_batch (", cfg.train.global_batch, ") is not divisible by dp (", r.dp,

@@ -10,7 +10,7 @@
 namespace loom::train {
 
 struct Resolved {
-  int dp = 1, pp = 1, loops = 1, m = 1;
+  int dp = 1, pp = 1, tp = 1, loops = 1, m = 1;
   int64_t micro_batch = 1;  // samples per micro-batch
 };
 

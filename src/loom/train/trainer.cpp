@@ -73,7 +73,7 @@ void Trainer::Impl::setup() {
   r = preflight(cfg, base.size(), /*check_output=*/base.rank() == 0);
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
   parallel::MemoryTracker::install();
-  mesh = comm::make_mesh(base, r.dp, r.pp);
+  mesh = comm::make_mesh(base, r.dp, r.pp, r.tp);
   if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
     comm::LinkEmulation e;
     if (!cfg.emulate.bandwidth.empty())
@@ -82,7 +82,7 @@ void Trainer::Impl::setup() {
     comm::set_link_emulation(e);
   }
   is_root = base.rank() == 0;
-  model = model::build(cfg.model, cfg.train.seed);
+  model = model::build(cfg.model, cfg.train.seed, {r.tp, mesh.tp_rank, mesh.tp_comm.get()});
   if (cfg.output.calibrate_every > 0)
     calibration = std::make_unique<Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
   build_stages();
@@ -92,7 +92,8 @@ void Trainer::Impl::setup() {
   build_schedule();
   build_executor();
   evaluator = std::make_unique<Evaluator>(cfg, base, *exec, *feed, r.m, r.micro_batch,
-                                          model.classifier, stages.count(r.pp * r.loops - 1) > 0);
+                                          model.classifier, model.criterion,
+                                          stages.count(r.pp * r.loops - 1) > 0, mesh.tp_rank == 0);
   if (cfg.output.overwrite && cfg.output.resume.empty()) {
     clear_run_folder(cfg.output.dir);
     base.barrier()->wait();  // before rank 0 starts the new metrics
@@ -109,7 +110,8 @@ void Trainer::Impl::build_stages() {
   for (int s = mesh.pp_rank; s < r.pp * r.loops; s += r.pp) {
     std::vector<std::shared_ptr<model::Block>> blocks(model.blocks.begin() + cut.begin(s),
                                                       model.blocks.begin() + cut.end(s));
-    stages[s] = std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s));
+    stages[s] =
+        std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s), model.criterion);
   }
 }
 
@@ -155,7 +157,8 @@ std::string Trainer::Impl::schedule_name() const {
 void Trainer::Impl::announce(RunMetrics& metrics) const {
   metrics.message(detail::concat(
       "loom: ", model.name, " with ", human_count(double(num_params)), " parameters, ",
-      cut.describe(), " on dp=", r.dp, " x pp=", r.pp, " (loops ", r.loops, ", schedule ",
+      cut.describe(), " on dp=", r.dp, " x pp=", r.pp,
+      r.tp > 1 ? detail::concat(" x tp=", r.tp) : std::string(), " (loops ", r.loops, ", schedule ",
       schedule_name(), ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ",
       cfg.parallel.dp_mode, ", comm ", comm::backend_name(base.kind()),
       start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
@@ -188,8 +191,8 @@ StepSample Trainer::Impl::train_step(int64_t step) {
   // One all-reduce gives the loss and the squared gradient norm: the step's update is decided
   // on both (clipping, and the guard against non-finite values).
   double sums[2] = {0, 0};
-  for (auto& [st, stage] : stages)
-    if (stage->is_last()) sums[0] += stage->loss_sum();
+  for (auto& [st, stage] : stages)  // the tensor-parallel ranks of a replica share one loss
+    if (stage->is_last() && mesh.tp_rank == 0) sums[0] += stage->loss_sum();
   for (auto& [st, y] : syncs) sums[1] += y->grad_norm_sq();
   base.all_reduce(sums, 2, comm::DType::Float64)->wait();
   s.loss = sums[0] / (double(r.dp) * r.m);

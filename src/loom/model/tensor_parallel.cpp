@@ -1,0 +1,107 @@
+#include "loom/model/tensor_parallel.h"
+
+#include "loom/comm/backend.h"
+#include "loom/common/error.h"
+
+namespace loom::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+comm::Backend* group(AutogradContext* ctx) {
+  return reinterpret_cast<comm::Backend*>(ctx->saved_data["comm"].toInt());
+}
+
+int64_t handle(const TensorParallel& tp) {
+  LOOM_CHECK(tp.comm != nullptr, "tensor parallelism without a communicator");
+  return reinterpret_cast<int64_t>(tp.comm);
+}
+
+torch::Tensor summed(const torch::Tensor& x, comm::Backend& c) {
+  torch::Tensor out = x.contiguous().clone();
+  c.all_reduce(out)->wait();
+  return out;
+}
+
+struct CopyToTp : torch::autograd::Function<CopyToTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return x.view_as(x);
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
+    return {summed(grad[0], *group(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    return summed(x, *reinterpret_cast<comm::Backend*>(comm));
+  }
+  static tensor_list backward(AutogradContext*, tensor_list grad) {
+    return {grad[0], torch::Tensor()};
+  }
+};
+
+// The local name of a parameter: "qkv.weight" of "blocks.3.qkv.weight".
+std::string local_name(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0) return name;
+  const size_t module = name.rfind('.', dot - 1);
+  return module == std::string::npos ? name : name.substr(module + 1);
+}
+
+}  // namespace
+
+torch::Tensor copy_to_tp(const torch::Tensor& x, const TensorParallel& tp) {
+  if (tp.size == 1) return x;
+  return CopyToTp::apply(x, handle(tp));
+}
+
+torch::Tensor reduce_from_tp(const torch::Tensor& x, const TensorParallel& tp) {
+  if (tp.size == 1) return x;
+  return ReduceFromTp::apply(x, handle(tp));
+}
+
+torch::Tensor vocab_parallel_loss(const torch::Tensor& logits, const torch::Tensor& target,
+                                  const TensorParallel& tp) {
+  const int64_t part = logits.size(-1), begin = part * tp.rank;
+  const torch::Tensor l = logits.reshape({-1, part});
+  const torch::Tensor t = target.reshape({-1});
+  torch::Tensor top;  // the row maxima over the whole vocabulary: only a shift, no gradient
+  {
+    torch::NoGradGuard no_grad;
+    top = std::get<0>(l.max(1)).contiguous();
+    if (tp.size > 1) tp.comm->all_reduce(top, comm::ReduceOp::Max)->wait();
+  }
+  const torch::Tensor shifted = l - top.unsqueeze(1);
+  const torch::Tensor sum_exp = reduce_from_tp(shifted.exp().sum(1), tp);
+  const torch::Tensor local = t - begin;
+  const torch::Tensor mine = (local >= 0).logical_and(local < part);
+  const torch::Tensor picked =
+      shifted.gather(1, local.clamp(0, part - 1).unsqueeze(1)).squeeze(1) * mine.to(l.dtype());
+  return (sum_exp.log() - reduce_from_tp(picked, tp)).mean();
+}
+
+bool tp_split(const std::string& name) {
+  const std::string n = local_name(name);
+  return n == "qkv.weight" || n == "qkv.bias" || n == "fc.weight" || n == "fc.bias" ||
+         n == "proj.weight" || n == "out.weight" || n == "tok.weight" || n == "head.weight" ||
+         n == "head.bias";
+}
+
+torch::Tensor tp_shard(const std::string& name, const torch::Tensor& full, int rank, int parts) {
+  if (parts == 1 || !tp_split(name)) return full;
+  const std::string n = local_name(name);
+  const int dim = n == "proj.weight" || n == "out.weight" ? 1 : 0;
+  if (n == "qkv.weight" || n == "qkv.bias") {  // Q, K and V each by heads
+    std::vector<torch::Tensor> pieces;
+    for (const auto& third : full.chunk(3, 0)) pieces.push_back(third.chunk(parts, 0)[rank]);
+    return torch::cat(pieces, 0);
+  }
+  LOOM_CHECK(full.size(dim) % parts == 0, name, " of size ", full.size(dim), " in dim ", dim,
+             " does not split into ", parts);
+  return full.chunk(parts, dim)[rank];
+}
+
+}  // namespace loom::model

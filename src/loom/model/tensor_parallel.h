@@ -1,0 +1,46 @@
+#pragma once
+// Megatron-style tensor parallelism (Shoeybi et al. 2019) for the GPT: inside a transformer
+// layer the QKV and MLP-up projections are split by output (column-parallel: whole attention
+// heads, blocks of hidden units), the attention output and MLP-down projections by input
+// (row-parallel), so each pair needs one all-reduce in the forward (g) and one in the backward
+// (f, its conjugate). The embedding and the head are split by vocabulary; the loss is computed
+// on the vocabulary shards without gathering the logits. LayerNorms, positions and the
+// row-parallel biases are replicated: their gradients are the same on every tensor-parallel
+// rank.
+#include <torch/torch.h>
+
+#include <string>
+
+namespace loom::comm {
+class Backend;
+}
+
+namespace loom::model {
+
+// This rank's place in its tensor-parallel group; size 1: no tensor parallelism.
+struct TensorParallel {
+  int size = 1;
+  int rank = 0;
+  comm::Backend* comm = nullptr;  // the group (size ranks)
+};
+
+// f: identity in the forward, all-reduce (sum) of the gradient in the backward.
+torch::Tensor copy_to_tp(const torch::Tensor& x, const TensorParallel& tp);
+// g: all-reduce (sum) in the forward, identity in the backward.
+torch::Tensor reduce_from_tp(const torch::Tensor& x, const TensorParallel& tp);
+
+// Mean cross entropy of logits split by vocabulary: `logits` [..., vocab / size] holds this
+// rank's columns [vocab_begin, vocab_begin + vocab / size), `target` [...] the full token ids.
+// Three small all-reduces (max, sum of exponentials, target logit) instead of gathering logits.
+torch::Tensor vocab_parallel_loss(const torch::Tensor& logits, const torch::Tensor& target,
+                                  const TensorParallel& tp);
+
+// Whether a GPT parameter (by its name, "blocks.3.qkv.weight" or "qkv.weight") is split across
+// tensor-parallel ranks (false: replicated).
+bool tp_split(const std::string& name);
+// Part `rank` of `parts` of a GPT parameter's full value (the full value when replicated): rows
+// of each of Q, K and V for qkv, rows for fc and the vocabulary-split tok / head, columns for
+// proj and out.
+torch::Tensor tp_shard(const std::string& name, const torch::Tensor& full, int rank, int parts);
+
+}  // namespace loom::model

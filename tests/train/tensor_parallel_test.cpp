@@ -1,0 +1,124 @@
+// Tensor parallelism (model/tensor_parallel.h) gives the parameters of single-process training:
+// every rank's parts equal the same parts (tp_shard) of the single-process parameters after 3
+// AdamW steps, alone and composed with pipeline schedules and dp-modes; and after 3 SGD steps
+// clipped by the global norm (AdamW hardly sees a uniform scale: SGD shows whether the norm
+// counts the replicated parameters once).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "../parallel/sync_test_util.h"
+#include "../support/shared_tmp.h"
+#include "loom/model/tensor_parallel.h"
+
+using namespace loom;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int tp, dp, pp, loops;
+  const char* schedule;
+  const char* mode;
+  const char* opt = "adamw";
+  int ranks() const { return tp * dp * pp; }
+};
+
+std::vector<Case> cases() {
+  return {
+      {"tp2", 2, 1, 1, 1, "1f1b", "allreduce"},
+      {"tp2_pp2_1f1b", 2, 1, 2, 1, "1f1b", "allreduce"},
+      {"tp2_pp2_gpipe", 2, 1, 2, 1, "gpipe", "allreduce"},
+      {"tp2_pp2_bfs_loops2", 2, 1, 2, 2, "bfs", "allreduce"},
+      {"tp2_pp2_interleaved_loops2", 2, 1, 2, 2, "interleaved", "allreduce"},
+      {"tp2_pp2_zb_h1", 2, 1, 2, 1, "zb-h1", "allreduce"},
+      {"tp2_dp2_allreduce", 2, 2, 1, 1, "1f1b", "allreduce"},
+      {"tp2_dp2_zero1", 2, 2, 1, 1, "1f1b", "zero1"},
+      {"tp2_dp2_zero3", 2, 2, 1, 1, "1f1b", "zero3"},
+      {"tp2_sgd_clipped", 2, 1, 1, 1, "1f1b", "allreduce", "sgd"},
+      {"tp2_pp2_sgd_clipped", 2, 1, 2, 1, "1f1b", "allreduce", "sgd"},
+      {"tp2_dp2_zero3_sgd_clipped", 2, 2, 1, 1, "1f1b", "zero3", "sgd"},
+  };
+}
+
+config::Config configured(const Case& k, const std::string& dir) {
+  config::Config c = test::tiny_config("gpt");
+  c.train.steps = 3;
+  c.train.optimizer = *config::parse_choice<config::Optimizer>(k.opt);
+  c.train.lr = c.train.optimizer == config::Optimizer::Sgd ? 0.05 : 1e-3;
+  c.train.momentum = 0.9;
+  c.train.clip = 0.1;  // below the gradient norm of every step: the clipping acts
+  c.parallel.tp = k.tp;
+  c.parallel.dp = k.dp;
+  c.parallel.pp = k.pp;
+  c.parallel.loops = k.loops;
+  c.parallel.schedule = k.schedule;
+  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(k.mode);
+  c.train.microbatches = k.pp * k.loops > 1 ? 4 : 2;
+  c.output.dir = dir;
+  return c;
+}
+
+class TensorParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallel, MatchesSingleProcess) {
+  const Case k = GetParam();
+  comm::Backend& w = comm::world();
+  const std::string dir = test::shared_tmp(std::string("tp-") + k.name);
+  if (k.ranks() > w.size()) GTEST_SKIP() << "needs " << k.ranks() << " ranks";
+  test::Params ref;
+  {
+    auto self = w.split(w.rank(), 0, "self");
+    config::Config one = configured({"one", 1, 1, 1, 1, "1f1b", "allreduce", k.opt},
+                                    dir + "-ref" + std::to_string(w.rank()));
+    ref = train::Trainer(one, *self).run().params;
+  }
+  const bool in = w.rank() < k.ranks();
+  auto sub = w.split(in ? 0 : 1, w.rank(), "tp");
+  double diff = 0;
+  int split = 0;
+  if (in) {
+    const int tp_rank = w.rank() % k.tp;  // the mesh puts a tensor-parallel group together
+    test::Params got = train::Trainer(configured(k, dir), *sub).run().params;
+    EXPECT_FALSE(got.empty());
+    for (const auto& [name, t] : got) {
+      const torch::Tensor want = model::tp_shard(name, ref.at(name), tp_rank, k.tp);
+      ASSERT_EQ(t.sizes(), want.sizes()) << name;
+      diff = std::max(diff, (t - want).norm().item<double>() /
+                                std::max(1e-12, want.norm().item<double>()));
+      split += model::tp_split(name);
+    }
+    EXPECT_GT(split, 0);
+  }
+  w.all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  if (w.rank() == 0)
+    std::printf("[ tp ] %s: max relative difference %.3g (tolerance 1e-4)\n", k.name, diff);
+  EXPECT_LE(diff, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TensorParallel, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The vocabulary-parallel loss equals the cross entropy of the whole logits, and so do its
+// gradients (each rank's columns).
+TEST(VocabParallelLoss, EqualsCrossEntropyOfTheWholeLogits) {
+  comm::Backend& w = comm::world();
+  const int tp = std::min(2, w.size());
+  const bool in = w.rank() < tp;
+  auto group = w.split(in ? 0 : 1, w.rank(), "tp-loss");
+  if (!in) return;
+  torch::manual_seed(7);
+  const torch::Tensor logits = torch::randn({3, 5, 8}) * 4;
+  const torch::Tensor target = torch::randint(0, 8, {3, 5}, torch::kLong);
+  torch::Tensor whole = logits.clone().requires_grad_(true);
+  torch::Tensor expected = model::Model::loss(whole, target);
+  expected.backward();
+  torch::Tensor mine = logits.chunk(tp, -1)[w.rank()].clone().requires_grad_(true);
+  torch::Tensor got =
+      model::vocab_parallel_loss(mine, target, {tp, w.rank(), group.get()});
+  got.backward();
+  EXPECT_NEAR(got.item<double>(), expected.item<double>(), 1e-6);
+  EXPECT_TRUE(torch::allclose(mine.grad(), whole.grad().chunk(tp, -1)[w.rank()], 1e-6, 1e-7));
+}
+
+}  // namespace
