@@ -122,3 +122,29 @@ TEST(VocabParallelLoss, EqualsCrossEntropyOfTheWholeLogits) {
 }
 
 }  // namespace
+
+namespace {
+
+// The tensor-parallel bytes of one training step are those of docs/tensor-parallel.md: per
+// micro-batch of b sequences of s tokens and width h, 4 all-reduces of b·s·h values per layer
+// (g after attention and MLP in the forward, f before them in the backward), one for the
+// embedding (g) and one for the head (f), and 3 of b·s values for the loss (max, sum of
+// exponentials, target logit); ring all-reduce bytes 2 (T - 1) / T · n · 4.
+TEST(TensorParallelBytes, MatchTheClosedForm) {
+  comm::Backend& w = comm::world();
+  const std::string dir = test::shared_tmp("tp-bytes");
+  const int tp = 2;
+  const bool in = w.rank() < tp;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "tp-bytes");
+  if (!in || w.size() < tp) return;
+  config::Config c = configured({"bytes", tp, 1, 1, 1, "1f1b", "allreduce"}, dir);
+  const auto res = train::Trainer(c, *sub).run();
+  const double m = double(c.train.microbatches), b = double(c.train.global_batch) / m,
+               s = double(c.model.seq_len), h = double(c.model.width),
+               layers = double(c.model.layers), ring = 2.0 * (tp - 1) / tp;
+  const double values = m * ((4 * layers + 2) * b * s * h + 3 * b * s);
+  EXPECT_EQ(res.tp_last_step.total_calls(), static_cast<uint64_t>(m * (4 * layers + 2 + 3)));
+  EXPECT_DOUBLE_EQ(double(res.tp_last_step.total_bytes()), ring * values * 4);
+}
+
+}  // namespace

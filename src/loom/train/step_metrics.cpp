@@ -89,6 +89,7 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
   res->final_loss = s.loss;
   ++res->steps;
   res->dp_last_step = s.dp;
+  res->tp_last_step = s.tp;
   for (auto& [k, v] : s.sync_metrics) res->sync_metrics[k] = v;
   if (root_) {
     JsonLine j;
@@ -111,6 +112,7 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
         .integer("peak_dp_working_bytes", s.peak_working_bytes)
         .integer("peak_bytes", s.peak_bytes);
     if (cfg_.train.clip > 0) j.num("grad_norm", s.grad_norm);
+    if (cfg_.parallel.tp > 1) j.integer("tp_step_bytes", s.tp.total_bytes());
     if (s.skipped) j.integer("skipped", 1);
     for (auto& [k, v] : s.sync_metrics) j.num(k, v);
     write(j.done());

@@ -49,6 +49,7 @@ struct StepSample {
   double compute_s = 0, p2p_wait_s = 0;
   double dp_exposed_s = 0;  // ExposedDpWait
   comm::Stats dp;           // the DP communicator's operations in the step
+  comm::Stats tp;           // the TP communicator's (tensor parallelism)
   int64_t peak_activation_bytes = 0, peak_working_bytes = 0, peak_transient_bytes = 0;
   int64_t peak_bytes = 0;                                    // allocator peak (MemoryTracker)
   std::vector<std::pair<std::string, double>> sync_metrics;  // "name.stage" -> value

@@ -182,7 +182,7 @@ StepSample Trainer::Impl::train_step(int64_t step) {
   feed->train(step, &mb);
   ExposedDpWait dp_wait(syncs);
   dp_wait.start();
-  const comm::Stats dp0 = mesh.dp_comm->stats();
+  const comm::Stats dp0 = mesh.dp_comm->stats(), tp0 = mesh.tp_comm->stats();
   exec->clear_trace();
   parallel::MemoryTracker::reset_peak();
   const parallel::StepReport rep =
@@ -215,6 +215,7 @@ StepSample Trainer::Impl::train_step(int64_t step) {
     y->after_step();
   }
   s.dp = mesh.dp_comm->stats() - dp0;
+  s.tp = mesh.tp_comm->stats() - tp0;
   s.dp_exposed_s = dp_wait.stop();
   s.step_s = seconds_since(t0);
   s.compute_s = rep.compute_s;

@@ -31,6 +31,7 @@ struct TrainResult {
   // The synchronizers' metrics of the last step on this rank, "name.stage" -> value.
   std::map<std::string, double> sync_metrics;
   comm::Stats dp_last_step;      // this rank's DP-group collectives in the last step
+  comm::Stats tp_last_step;      // and its tensor-parallel group's (tp > 1)
   parallel::MemoryBytes memory;  // this rank's stages, summed (modes + optimizers)
   // Measured by the executor after every action, maxima over the run: transient DP buffers
   // held at once, and persistent state (memory minus its working parts) + activations + those.
