@@ -3,13 +3,14 @@
 // AdamW steps, alone and composed with pipeline schedules and dp-modes; and after 3 SGD steps
 // clipped by the global norm (AdamW hardly sees a uniform scale: SGD shows whether the norm
 // counts the replicated parameters once).
+#include "loom/model/tensor_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "../parallel/sync_test_util.h"
 #include "../support/shared_tmp.h"
-#include "loom/model/tensor_parallel.h"
 
 using namespace loom;
 
@@ -84,8 +85,8 @@ TEST_P(TensorParallel, MatchesSingleProcess) {
     for (const auto& [name, t] : got) {
       const torch::Tensor want = model::tp_shard(name, ref.at(name), tp_rank, k.tp);
       ASSERT_EQ(t.sizes(), want.sizes()) << name;
-      diff = std::max(diff, (t - want).norm().item<double>() /
-                                std::max(1e-12, want.norm().item<double>()));
+      diff = std::max(
+          diff, (t - want).norm().item<double>() / std::max(1e-12, want.norm().item<double>()));
       split += model::tp_split(name);
     }
     EXPECT_GT(split, 0);
@@ -114,8 +115,7 @@ TEST(VocabParallelLoss, EqualsCrossEntropyOfTheWholeLogits) {
   torch::Tensor expected = model::Model::loss(whole, target);
   expected.backward();
   torch::Tensor mine = logits.chunk(tp, -1)[w.rank()].clone().requires_grad_(true);
-  torch::Tensor got =
-      model::vocab_parallel_loss(mine, target, {tp, w.rank(), group.get()});
+  torch::Tensor got = model::vocab_parallel_loss(mine, target, {tp, w.rank(), group.get()});
   got.backward();
   EXPECT_NEAR(got.item<double>(), expected.item<double>(), 1e-6);
   EXPECT_TRUE(torch::allclose(mine.grad(), whole.grad().chunk(tp, -1)[w.rank()], 1e-6, 1e-7));
@@ -146,5 +146,59 @@ TEST(TensorParallelBytes, MatchTheClosedForm) {
   EXPECT_EQ(res.tp_last_step.total_calls(), static_cast<uint64_t>(m * (4 * layers + 2 + 3)));
   EXPECT_DOUBLE_EQ(double(res.tp_last_step.total_bytes()), ring * values * 4);
 }
+
+}  // namespace
+
+namespace {
+
+struct RecomputeCase {
+  const char* name;
+  int tp, dp, pp;
+  const char* schedule;
+  const char* mode;
+  int ranks() const { return tp * dp * pp; }
+};
+
+class Recomputation : public ::testing::TestWithParam<RecomputeCase> {};
+
+// Recomputing (selective: the attention core; full: whole layers) runs the same operations on
+// the same values again, so training gives bit-identical parameters, in every schedule
+// (zero-bubble's W included) and with tensor parallelism; the activations kept between forward
+// and backward shrink.
+TEST_P(Recomputation, GivesTheParametersOfNoneAndKeepsLess) {
+  const RecomputeCase k = GetParam();
+  comm::Backend& w = comm::world();
+  const std::string dir = test::shared_tmp(std::string("rc-") + k.name);
+  if (k.ranks() > w.size()) GTEST_SKIP() << "needs " << k.ranks() << " ranks";
+  const bool in = w.rank() < k.ranks();
+  auto sub = w.split(in ? 0 : 1, w.rank(), "recompute");
+  if (!in) return;
+  std::map<std::string, train::TrainResult> runs;
+  for (const char* how : {"none", "selective", "full"}) {
+    config::Config c = configured({k.name, k.tp, k.dp, k.pp, 1, k.schedule, k.mode}, dir + how);
+    c.model.seq_len = 64;  // attention scores worth recomputing
+    c.parallel.recompute = *config::parse_choice<config::Recompute>(how);
+    runs[how] = train::Trainer(c, *sub).run();
+  }
+  for (const char* how : {"selective", "full"}) {
+    for (const auto& [name, t] : runs["none"].params)
+      EXPECT_TRUE(torch::equal(t, runs[how].params.at(name))) << how << " " << name;
+    EXPECT_LT(runs[how].peak_activation_bytes, runs["none"].peak_activation_bytes) << how;
+  }
+  EXPECT_LT(runs["full"].peak_activation_bytes, runs["selective"].peak_activation_bytes);
+  if (w.rank() == 0)
+    std::printf("[ recompute ] %s: activations kept none %lld, selective %lld, full %lld bytes\n",
+                k.name, static_cast<long long>(runs["none"].peak_activation_bytes),
+                static_cast<long long>(runs["selective"].peak_activation_bytes),
+                static_cast<long long>(runs["full"].peak_activation_bytes));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, Recomputation,
+    ::testing::Values(RecomputeCase{"one", 1, 1, 1, "1f1b", "allreduce"},
+                      RecomputeCase{"pp2_zb_h1", 1, 1, 2, "zb-h1", "allreduce"},
+                      RecomputeCase{"tp2_pp2_zb_h1", 2, 1, 2, "zb-h1", "allreduce"},
+                      RecomputeCase{"tp2_dp2_zero3", 2, 2, 1, "1f1b", "zero3"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -352,6 +352,10 @@ const std::vector<Field>& schema() {
        {}},
       {LOOM_FIELD(parallel, max_unsharded),
        "zero3: stages gathered at once per rank (prefetch bound)", int_range(1)},
+      {LOOM_FIELD(parallel, recompute),
+       "activation recomputation (gpt): none, selective (the attention core is recomputed in "
+       "the backward) or full (each layer keeps only its input and runs again in the backward)",
+       {}},
 
       {LOOM_FIELD(slim, core),
        "c: fraction of coordinates in the core set (core + explore "

@@ -29,6 +29,8 @@ enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant };
 enum class CommChoice { Auto, Mpi, Gloo, Nccl };
 // train.on_nan: what a step with a non-finite loss or gradient norm does.
 enum class NanPolicy { Stop, Skip };
+// parallel.recompute: activations recomputed in the backward instead of kept (gpt layers).
+enum class Recompute { None, Selective, Full };
 
 // Each enum's spellings in TOML, flags and messages, in enumerator order.
 template <typename E>
@@ -62,6 +64,10 @@ struct Names<CommChoice> {
 template <>
 struct Names<NanPolicy> {
   static constexpr std::array<std::string_view, 2> list{"stop", "skip"};
+};
+template <>
+struct Names<Recompute> {
+  static constexpr std::array<std::string_view, 3> list{"none", "selective", "full"};
 };
 
 template <typename E>
@@ -146,6 +152,7 @@ struct ParallelConfig {
   double bucket_mib = 25.0;
   bool reshard_after_forward = true;  // zero3
   int64_t max_unsharded = 2;          // zero3 prefetch bound
+  Recompute recompute = Recompute::None;
 
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -58,10 +58,30 @@ class Embedding : public TpBlock {
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
 };
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class TransformerLayer;
+
+// What a recomputation runs again in the backward (parallel.recompute).
+enum class Part : int64_t { Layer, AttentionCore };
+
+// Runs a part of a layer without keeping its activations (only its input), and runs it again
+// with autograd in the backward (Chen et al. 2016; selective: Korthikanti et al. 2022). The
+// part's parameters are inputs of this node, so the weight gradients flow through it: a
+// zero-bubble I (input gradient only) leaves them alone, its W takes them.
+struct Recomputed : torch::autograd::Function<Recomputed> {
+  // params: the part's parameters (a TensorList, so that each is an input of the node).
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t layer,
+                               int64_t part, at::TensorList params);
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
 class TransformerLayer : public TpBlock {
  public:
-  TransformerLayer(int64_t seq_len, int64_t width, int64_t heads, const TensorParallel& tp)
-      : TpBlock(tp), seq_len_(seq_len), width_(width), heads_(heads) {
+  TransformerLayer(int64_t seq_len, int64_t width, int64_t heads, const TensorParallel& tp,
+                   config::Recompute recompute)
+      : TpBlock(tp), seq_len_(seq_len), width_(width), heads_(heads), recompute_(recompute) {
     ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     qkv_ = register_module("qkv", torch::nn::Linear(width, 3 * width));
     proj_ = register_module("proj", torch::nn::Linear(width, width));
@@ -75,16 +95,30 @@ class TransformerLayer : public TpBlock {
     keep_my_part();
   }
   torch::Tensor forward(const torch::Tensor& x) override {
+    if (recompute_ == config::Recompute::Full && torch::GradMode::is_enabled()) {
+      const std::vector<torch::Tensor> params = parameters();
+      return Recomputed::apply(x, reinterpret_cast<int64_t>(this),
+                               static_cast<int64_t>(Part::Layer), at::TensorList(params));
+    }
+    return run(Part::Layer, x);
+  }
+  // The layer, or the attention core of its QKV projections [b, t, 3 * local heads * hd]
+  // (softmax(q k^T) v: no parameters).
+  torch::Tensor run(Part part, const torch::Tensor& x) {
+    if (part == Part::AttentionCore) return attention(x, heads_ / tp_.size);
     if (tp_.size == 1) {
-      auto h = x + proj_(attention(qkv_(ln1_(x)), heads_));
+      auto h = x + proj_(core(qkv_(ln1_(x))));
       return h + out_(torch::gelu(fc_(ln2_(h))));
     }
     // Column-parallel QKV (this rank's heads) and fc, row-parallel proj and out: one
     // all-reduce per pair in each direction; the replicated biases are added once, after it.
-    auto y = attention(qkv_(copy_to_tp(ln1_(x), tp_)), heads_ / tp_.size);
+    auto y = core(qkv_(copy_to_tp(ln1_(x), tp_)));
     auto h = x + reduce_from_tp(F::linear(y, proj_->weight), tp_) + proj_->bias;
     auto z = torch::gelu(fc_(copy_to_tp(ln2_(h), tp_)));
     return h + reduce_from_tp(F::linear(z, out_->weight), tp_) + out_->bias;
+  }
+  std::vector<torch::Tensor> parameters_of(Part part) {
+    return part == Part::Layer ? parameters() : std::vector<torch::Tensor>{};
   }
   double flops_per_sample() const override {
     double t = double(seq_len_), d = double(width_);
@@ -94,6 +128,14 @@ class TransformerLayer : public TpBlock {
   std::string kind() const override { return "transformer"; }
 
  private:
+  // The attention core, recomputed in the backward under selective recomputation (its
+  // t x t scores and probabilities are most of a layer's activations).
+  torch::Tensor core(const torch::Tensor& qkv) {
+    if (recompute_ == config::Recompute::Selective && torch::GradMode::is_enabled())
+      return Recomputed::apply(qkv, reinterpret_cast<int64_t>(this),
+                               static_cast<int64_t>(Part::AttentionCore), at::TensorList());
+    return attention(qkv, heads_ / tp_.size);
+  }
   // Causal self-attention of `heads` heads from their projections qkv [b, t, 3 * heads * hd].
   torch::Tensor attention(const torch::Tensor& qkv_all, int64_t heads) const {
     auto b = qkv_all.size(0), t = qkv_all.size(1), hd = width_ / heads_;
@@ -110,10 +152,37 @@ class TransformerLayer : public TpBlock {
   }
 
   int64_t seq_len_, width_, heads_;
+  config::Recompute recompute_;
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc_{nullptr}, out_{nullptr};
   torch::Tensor mask_;
 };
+
+torch::Tensor Recomputed::forward(AutogradContext* ctx, const torch::Tensor& x, int64_t layer,
+                                  int64_t part, at::TensorList) {
+  ctx->saved_data["layer"] = layer;
+  ctx->saved_data["part"] = part;
+  ctx->save_for_backward({x});
+  return reinterpret_cast<TransformerLayer*>(layer)->run(static_cast<Part>(part), x);
+}
+
+variable_list Recomputed::backward(AutogradContext* ctx, variable_list grad) {
+  auto* layer = reinterpret_cast<TransformerLayer*>(ctx->saved_data["layer"].toInt());
+  const auto part = static_cast<Part>(ctx->saved_data["part"].toInt());
+  const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+  std::vector<torch::Tensor> inputs = {x};
+  for (const auto& p : layer->parameters_of(part)) inputs.push_back(p);
+  torch::Tensor y;
+  {
+    torch::AutoGradMode on(true);
+    y = layer->run(part, x);
+  }
+  variable_list g = torch::autograd::grad({y}, inputs, {grad[0]}, /*retain_graph=*/false,
+                                          /*create_graph=*/false, /*allow_unused=*/true);
+  variable_list out = {g[0], torch::Tensor(), torch::Tensor()};  // x, layer, part
+  out.insert(out.end(), g.begin() + 1, g.end());                 // the parameters
+  return out;
+}
 
 class Head : public TpBlock {
  public:
@@ -136,14 +205,16 @@ class Head : public TpBlock {
 
 }  // namespace
 
-Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp) {
+Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
+                config::Recompute recompute) {
   LOOM_CHECK(c.heads % tp.size == 0 && c.vocab % tp.size == 0, "tp ", tp.size,
              " must divide heads and vocab (preflight checks it)");
   Model m;
   m.name = "gpt";
   m.blocks.push_back(std::make_shared<Embedding>(c.vocab, c.seq_len, c.width, tp));
   for (int64_t i = 0; i < c.layers; ++i)
-    m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp));
+    m.blocks.push_back(
+        std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp, recompute));
   m.blocks.push_back(std::make_shared<Head>(c.vocab, c.seq_len, c.width, tp));
   if (tp.size > 1)
     m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {

@@ -5,7 +5,8 @@
 
 namespace loom::model {
 
-Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp);
+Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
+                config::Recompute recompute);
 Model build_mlp(const config::ModelConfig& c);
 Model build_cnn(const config::ModelConfig& c);
 
@@ -28,13 +29,15 @@ int64_t Model::num_parameters() const {
   return n;
 }
 
-Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp) {
-  LOOM_CHECK(tp.size == 1 || cfg.kind == config::ModelKind::Gpt,
-             "tensor parallelism splits the gpt only (preflight checks it)");
+Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp,
+            config::Recompute recompute) {
+  LOOM_CHECK(
+      (tp.size == 1 && recompute == config::Recompute::None) || cfg.kind == config::ModelKind::Gpt,
+      "tensor parallelism and recomputation are for the gpt only (preflight checks it)");
   torch::manual_seed(seed);
   Model m;
   switch (cfg.kind) {
-    case config::ModelKind::Gpt: m = build_gpt(cfg, tp); break;
+    case config::ModelKind::Gpt: m = build_gpt(cfg, tp, recompute); break;
     case config::ModelKind::Mlp: m = build_mlp(cfg); break;
     case config::ModelKind::Cnn: m = build_cnn(cfg); break;
   }

@@ -53,8 +53,10 @@ struct Model {
 // Builds the full model with torch's default initialization after torch::manual_seed(seed):
 // every rank builds the same parameters, then keeps only its stages. With tp.size > 1 (gpt),
 // each split parameter is then cut to this rank's part (tp_shard), so the parts put together
-// are the single-process parameters.
-Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {});
+// are the single-process parameters. recompute: what the gpt's layers recompute in the
+// backward (the same gradients, less memory kept between forward and backward).
+Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {},
+            config::Recompute recompute = config::Recompute::None);
 
 // What the first block takes for one micro-batch: gpt [micro_batch, seq_len] token ids (int64),
 // mlp / cnn [micro_batch, 1, 28, 28] images (float).

@@ -105,6 +105,10 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
                " ranks were launched; set --dp ", world / pt, " (or 0 for automatic) or --nproc ",
                r.dp * pt);
   if (r.tp > 1) check_tensor_parallel(cfg, r.tp);
+  if (cfg.parallel.recompute != config::Recompute::None && cfg.model.kind != config::ModelKind::Gpt)
+    LOOM_USAGE("parallel.recompute = ", cfg.parallel.recompute,
+               " recomputes transformer layers, but model.kind is '", cfg.model.kind,
+               "'; use --recompute none with it");
   int64_t per = int64_t(r.dp) * r.m;
   if (cfg.train.global_batch % per != 0)
     LOOM_USAGE("train.global_batch (", cfg.train.global_batch, ") is not divisible by dp (", r.dp,

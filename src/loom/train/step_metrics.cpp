@@ -161,6 +161,7 @@ void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
   res->memory = mem;
   const int64_t persistent = mem.total() - mem.working;
   res->peak_working_bytes = peak_working_;
+  res->peak_activation_bytes = peak_act_;
   res->peak_bytes = persistent + peak_transient_;
   // Every rank's state (persistent + transient buffers at their concurrent peak) and peak of
   // state + activations.

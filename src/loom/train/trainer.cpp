@@ -82,7 +82,8 @@ void Trainer::Impl::setup() {
     comm::set_link_emulation(e);
   }
   is_root = base.rank() == 0;
-  model = model::build(cfg.model, cfg.train.seed, {r.tp, mesh.tp_rank, mesh.tp_comm.get()});
+  model = model::build(cfg.model, cfg.train.seed, {r.tp, mesh.tp_rank, mesh.tp_comm.get()},
+                       cfg.parallel.recompute);
   if (cfg.output.calibrate_every > 0)
     calibration = std::make_unique<Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
   build_stages();

@@ -37,6 +37,8 @@ struct TrainResult {
   // held at once, and persistent state (memory minus its working parts) + activations + those.
   int64_t peak_working_bytes = 0;
   int64_t peak_bytes = 0;
+  // Activations kept between forward and backward at once (this rank, maximum over the run).
+  int64_t peak_activation_bytes = 0;
   // Preempted (train/preemption.h): the signal, the steps completed and their checkpoint.
   int stop_signal = 0;
   int64_t stop_step = 0;
