@@ -291,6 +291,19 @@ int simulate_command(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The `loom train` command line that runs a candidate (model, batch and layout).
+std::string train_command_line(const plan::PlanRequest& req, const plan::Candidate& c) {
+  const plan::Parallel& p = c.par;
+  std::ostringstream os;
+  os << "loom train --layers " << req.model.layers << " --width " << req.model.hidden
+     << " --heads " << req.model.heads << " --seq-len " << req.model.seq_len << " --vocab "
+     << req.model.vocab << " --global-batch " << p.global_batch() << " --nproc " << p.gpus()
+     << " --dp " << p.dp << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops
+     << " --microbatches " << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
+     << config::name_of(p.dp_mode) << " --recompute " << (p.recompute ? "full" : "none");
+  return os.str();
+}
+
 int plan_command(const std::vector<std::string>& args) {
   const flags::Parsed a =
       flags::parse(args, {"plan", with_model_flags({{"gpus", "64"},
@@ -357,11 +370,12 @@ int plan_command(const std::vector<std::string>& args) {
           "\"model_tflops_per_device\":%.6g,\"bubble\":%.4g,\"exposed_comm_s\":%.6g,\"peak_bytes\":"
           "%.6g,\"dp\":%d,\"pp\":%d,"
           "\"tp\":%d,\"loops\":%d,\"m\":%d,\"b\":%lld,\"schedule\":\"%s\",\"dp_mode\":\"%s\","
-          "\"recompute\":%s}\n",
+          "\"recompute\":%s,\"command\":\"%s\"}\n",
           i + 1, c.par.describe().c_str(), c.step_s, c.tflops_per_gpu, c.model_tflops_per_gpu,
           c.bubble, c.exposed_s, c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops,
           c.par.microbatches, (long long)c.par.micro_batch, c.par.schedule.c_str(),
-          config::name_of(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false");
+          config::name_of(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false",
+          train_command_line(req, c).c_str());
     }
     return 0;
   }
@@ -372,6 +386,9 @@ int plan_command(const std::vector<std::string>& args) {
       (long long)req.model.seq_len, (long long)req.model.vocab, req.gpus, cluster.name.c_str(),
       (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
   std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
+  if (!r.ranked.empty())
+    std::cout << "\nthe best as a loom train command (--nproc: on one machine; or mpirun -n N):\n  "
+              << train_command_line(req, r.ranked[0]) << "\n";
   std::printf("(searched in %.1f s)\n", r.elapsed_s);
   return 0;
 }
