@@ -3,7 +3,7 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh; do
+for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh bench/tp_compare.sh; do
   [[ -x $b ]] || continue
   echo "== $b"
   bash "$b" "$build" || echo "($b failed)"

@@ -177,6 +177,7 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
                "'");
   if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
   if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
+  if (a.has("tp")) cfg.parallel.tp = to_int("tp", a.get("tp"), 1, 1 << 10);
   if (a.has("loops")) cfg.parallel.loops = to_int("loops", a.get("loops"), 1, 1024);
   if (a.has("schedule")) cfg.parallel.schedule = a.get("schedule");
   if (a.has("dp-mode")) cfg.parallel.dp_mode = plan::parse_dp_mode(a.get("dp-mode"));
@@ -185,11 +186,14 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   if (a.has("global-batch"))
     cfg.train.global_batch = to_int64("global-batch", a.get("global-batch"), 1, 1 << 30);
   const int dp = cfg.parallel.dp > 0 ? static_cast<int>(cfg.parallel.dp) : 1;
-  train::Resolved r = train::preflight(cfg, dp * static_cast<int>(cfg.parallel.pp), false);
+  train::Resolved r = train::preflight(
+      cfg, dp * static_cast<int>(cfg.parallel.pp * cfg.parallel.tp), false);
   *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
         cfg.model.seq_len, cfg.model.vocab, false};
   p->dp = r.dp;
   p->pp = r.pp;
+  p->tp = r.tp;
+  p->recompute = p->recompute || cfg.parallel.recompute == config::Recompute::Full;
   p->loops = r.loops;
   p->microbatches = r.m;
   p->micro_batch = r.micro_batch;
