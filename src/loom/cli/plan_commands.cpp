@@ -186,8 +186,8 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   if (a.has("global-batch"))
     cfg.train.global_batch = to_int64("global-batch", a.get("global-batch"), 1, 1 << 30);
   const int dp = cfg.parallel.dp > 0 ? static_cast<int>(cfg.parallel.dp) : 1;
-  train::Resolved r = train::preflight(
-      cfg, dp * static_cast<int>(cfg.parallel.pp * cfg.parallel.tp), false);
+  train::Resolved r =
+      train::preflight(cfg, dp * static_cast<int>(cfg.parallel.pp * cfg.parallel.tp), false);
   *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
         cfg.model.seq_len, cfg.model.vocab, false};
   p->dp = r.dp;
@@ -299,11 +299,11 @@ int simulate_command(const std::vector<std::string>& args) {
 std::string train_command_line(const plan::PlanRequest& req, const plan::Candidate& c) {
   const plan::Parallel& p = c.par;
   std::ostringstream os;
-  os << "loom train --layers " << req.model.layers << " --width " << req.model.hidden
-     << " --heads " << req.model.heads << " --seq-len " << req.model.seq_len << " --vocab "
-     << req.model.vocab << " --global-batch " << p.global_batch() << " --nproc " << p.gpus()
-     << " --dp " << p.dp << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops
-     << " --microbatches " << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
+  os << "loom train --layers " << req.model.layers << " --width " << req.model.hidden << " --heads "
+     << req.model.heads << " --seq-len " << req.model.seq_len << " --vocab " << req.model.vocab
+     << " --global-batch " << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp
+     << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops << " --microbatches "
+     << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
      << config::name_of(p.dp_mode) << " --recompute " << (p.recompute ? "full" : "none");
   return os.str();
 }
