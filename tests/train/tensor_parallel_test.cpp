@@ -11,6 +11,7 @@
 
 #include "../parallel/sync_test_util.h"
 #include "../support/shared_tmp.h"
+#include "loom/common/error.h"
 
 using namespace loom;
 
@@ -22,24 +23,48 @@ struct Case {
   const char* schedule;
   const char* mode;
   const char* opt = "adamw";
+  bool sp = false;  // sequence parallelism
   int ranks() const { return tp * dp * pp; }
 };
 
+// The matrix tp {1, 2} x sequence-parallel (tp 2) x pp {1, 2} x dp {1, 2} (world <= 4) x
+// {1f1b, bfs (loops 2), zb-h1} (pp 2) x {allreduce, zero3} (dp 2) with AdamW, then SGD clipped
+// by the global norm.
 std::vector<Case> cases() {
-  return {
-      {"tp2", 2, 1, 1, 1, "1f1b", "allreduce"},
-      {"tp2_pp2_1f1b", 2, 1, 2, 1, "1f1b", "allreduce"},
-      {"tp2_pp2_gpipe", 2, 1, 2, 1, "gpipe", "allreduce"},
-      {"tp2_pp2_bfs_loops2", 2, 1, 2, 2, "bfs", "allreduce"},
-      {"tp2_pp2_interleaved_loops2", 2, 1, 2, 2, "interleaved", "allreduce"},
-      {"tp2_pp2_zb_h1", 2, 1, 2, 1, "zb-h1", "allreduce"},
-      {"tp2_dp2_allreduce", 2, 2, 1, 1, "1f1b", "allreduce"},
-      {"tp2_dp2_zero1", 2, 2, 1, 1, "1f1b", "zero1"},
-      {"tp2_dp2_zero3", 2, 2, 1, 1, "1f1b", "zero3"},
-      {"tp2_sgd_clipped", 2, 1, 1, 1, "1f1b", "allreduce", "sgd"},
-      {"tp2_pp2_sgd_clipped", 2, 1, 2, 1, "1f1b", "allreduce", "sgd"},
-      {"tp2_dp2_zero3_sgd_clipped", 2, 2, 1, 1, "1f1b", "zero3", "sgd"},
-  };
+  static std::vector<std::string> names;  // the cases point into it
+  std::vector<Case> out;
+  names.reserve(64);
+  for (int tp : {1, 2})
+    for (bool sp : {false, true}) {
+      if (sp && tp == 1) continue;
+      for (int pp : {1, 2})
+        for (int dp : {1, 2}) {
+          if (tp * pp * dp > 4) continue;
+          for (const char* schedule : {"1f1b", "bfs", "zb-h1"}) {
+            if (pp == 1 && std::string(schedule) != "1f1b") continue;
+            for (const char* mode : {"allreduce", "zero3"}) {
+              if (dp == 1 && std::string(mode) != "allreduce") continue;
+              names.push_back(loom::detail::concat("tp", tp, sp ? "_sp" : "", "_pp", pp, "_dp", dp,
+                                                   "_", schedule, "_", mode));
+              for (char& ch : names.back())
+                if (ch == '-') ch = '_';
+              const int loops = std::string(schedule) == "bfs" ? 2 : 1;
+              out.push_back({names.back().c_str(), tp, dp, pp, loops, schedule, mode, "adamw", sp});
+            }
+          }
+        }
+    }
+  out.push_back({"tp2_dp2_zero1", 2, 2, 1, 1, "1f1b", "zero1"});
+  out.push_back({"tp2_pp2_interleaved_loops2", 2, 1, 2, 2, "interleaved", "allreduce"});
+  for (bool sp : {false, true}) {
+    out.push_back({sp ? "sgd_clipped_tp2_sp" : "sgd_clipped_tp2", 2, 1, 1, 1, "1f1b", "allreduce",
+                   "sgd", sp});
+    out.push_back({sp ? "sgd_clipped_tp2_sp_pp2" : "sgd_clipped_tp2_pp2", 2, 1, 2, 1, "1f1b",
+                   "allreduce", "sgd", sp});
+    out.push_back({sp ? "sgd_clipped_tp2_sp_dp2_zero3" : "sgd_clipped_tp2_dp2_zero3", 2, 2, 1, 1,
+                   "1f1b", "zero3", "sgd", sp});
+  }
+  return out;
 }
 
 config::Config configured(const Case& k, const std::string& dir) {
@@ -50,6 +75,7 @@ config::Config configured(const Case& k, const std::string& dir) {
   c.train.momentum = 0.9;
   c.train.clip = 0.1;  // below the gradient norm of every step: the clipping acts
   c.parallel.tp = k.tp;
+  c.parallel.sequence_parallel = k.sp;
   c.parallel.dp = k.dp;
   c.parallel.pp = k.pp;
   c.parallel.loops = k.loops;
@@ -147,6 +173,25 @@ TEST(TensorParallelBytes, MatchTheClosedForm) {
   EXPECT_DOUBLE_EQ(double(res.tp_last_step.total_bytes()), ring * values * 4);
 }
 
+// With sequence parallelism a stage sends its part of the sequence: the pipeline's bytes are
+// 1/tp of those without it (activations forward, their gradients backward).
+TEST(TensorParallelBytes, SequenceParallelCutsPipelineMessagesByTp) {
+  comm::Backend& w = comm::world();
+  const std::string dir = test::shared_tmp("tp-sp-bytes");
+  const bool in = w.rank() < 4;
+  auto sub = w.split(in ? 0 : 1, w.rank(), "tp-sp-bytes");
+  if (!in || w.size() < 4) return;
+  uint64_t bytes[2];
+  for (bool sp : {false, true}) {
+    config::Config c =
+        configured({"sp-bytes", 2, 1, 2, 1, "1f1b", "allreduce"}, dir + (sp ? "-sp" : ""));
+    c.parallel.sequence_parallel = sp;
+    bytes[sp] = train::Trainer(c, *sub).run().pp_bytes;
+  }
+  EXPECT_GT(bytes[0], 0u);
+  EXPECT_EQ(bytes[1] * 2, bytes[0]);
+}
+
 }  // namespace
 
 namespace {
@@ -156,6 +201,7 @@ struct RecomputeCase {
   int tp, dp, pp;
   const char* schedule;
   const char* mode;
+  bool sp = false;
   int ranks() const { return tp * dp * pp; }
 };
 
@@ -178,6 +224,7 @@ TEST_P(Recomputation, GivesTheParametersOfNoneAndKeepsLess) {
     config::Config c = configured({k.name, k.tp, k.dp, k.pp, 1, k.schedule, k.mode}, dir + how);
     c.model.seq_len = 64;  // attention scores worth recomputing
     c.parallel.recompute = *config::parse_choice<config::Recompute>(how);
+    c.parallel.sequence_parallel = k.sp;
     runs[how] = train::Trainer(c, *sub).run();
   }
   for (const char* how : {"selective", "full"}) {
@@ -198,7 +245,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RecomputeCase{"one", 1, 1, 1, "1f1b", "allreduce"},
                       RecomputeCase{"pp2_zb_h1", 1, 1, 2, "zb-h1", "allreduce"},
                       RecomputeCase{"tp2_pp2_zb_h1", 2, 1, 2, "zb-h1", "allreduce"},
-                      RecomputeCase{"tp2_dp2_zero3", 2, 2, 1, "1f1b", "zero3"}),
+                      RecomputeCase{"tp2_dp2_zero3", 2, 2, 1, "1f1b", "zero3"},
+                      RecomputeCase{"tp2_sp_pp2_zb_h1", 2, 1, 2, "zb-h1", "allreduce", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -193,6 +193,7 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   p->dp = r.dp;
   p->pp = r.pp;
   p->tp = r.tp;
+  p->sequence_parallel = p->sequence_parallel || cfg.parallel.sequence_parallel;
   p->recompute = p->recompute || cfg.parallel.recompute == config::Recompute::Full;
   p->loops = r.loops;
   p->microbatches = r.m;
@@ -304,7 +305,8 @@ std::string train_command_line(const plan::PlanRequest& req, const plan::Candida
      << " --global-batch " << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp
      << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops << " --microbatches "
      << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
-     << config::name_of(p.dp_mode) << " --recompute " << (p.recompute ? "full" : "none");
+     << config::name_of(p.dp_mode) << " --recompute " << (p.recompute ? "full" : "none")
+     << (p.sequence_parallel ? " --sequence-parallel" : "");
   return os.str();
 }
 

@@ -328,6 +328,10 @@ const std::vector<Field>& schema() {
        "tensor-parallel ranks per stage (gpt: attention heads, MLP, vocabulary split; divides "
        "heads and vocab)",
        int_range(1)},
+      {LOOM_FIELD(parallel, sequence_parallel),
+       "with tp > 1: LayerNorms and residuals on a part of the sequence, all-gather and "
+       "reduce-scatter instead of all-reduce, pipeline messages of b*s*h/tp",
+       {}},
       {LOOM_FIELD(parallel, loops), "stages per pipeline rank (interleaved, bfs, gpipe)",
        int_range(1)},
       {LOOM_FIELD(parallel, schedule), "pipeline schedule",

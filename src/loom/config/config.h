@@ -142,7 +142,8 @@ struct TrainConfig {
 struct ParallelConfig {
   int64_t dp = 0;  // 0 = world / (pp * tp)
   int64_t pp = 1;
-  int64_t tp = 1;  // tensor-parallel ranks per stage (Megatron-style, gpt)
+  int64_t tp = 1;                  // tensor-parallel ranks per stage (Megatron-style, gpt)
+  bool sequence_parallel = false;  // with tp > 1: activations cut along the sequence
   int64_t loops = 1;
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | bfs | zb-h1
   std::string schedule_file;        // custom CSV schedule (overrides schedule)

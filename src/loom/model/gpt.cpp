@@ -11,6 +11,18 @@ namespace {
 
 namespace F = torch::nn::functional;
 
+// ln(x) with the LayerNorm's parameters as replicated() makes them (sequence parallelism sums
+// their gradients over the group).
+torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& ln,
+                         const TensorParallel& tp) {
+  if (!tp.sequence) return ln(x);
+  const auto& o = ln->options;
+  return F::layer_norm(x, F::LayerNormFuncOptions(o.normalized_shape())
+                              .weight(replicated(ln->weight, tp))
+                              .bias(replicated(ln->bias, tp))
+                              .eps(o.eps()));
+}
+
 // A block that may be split across a tensor-parallel group. Built whole first (the random
 // initialization is the single-process one), then cut to this rank's part.
 class TpBlock : public Block {
@@ -41,14 +53,18 @@ class Embedding : public TpBlock {
   torch::Tensor forward(const torch::Tensor& idx) override {
     auto t = idx.size(1);
     LOOM_CHECK_LE(t, seq_len_, "sequence longer than model.seq_len");
-    const torch::Tensor pos = pos_(torch::arange(t, torch::kLong));
-    if (tp_.size == 1) return tok_(idx) + pos;
+    if (tp_.size == 1) return tok_(idx) + pos_(torch::arange(t, torch::kLong));
     // This rank's rows of the vocabulary; the other tokens get zeros, the sum over the group
     // the embedding.
     const torch::Tensor local = idx - part_ * tp_.rank;
     const torch::Tensor other = (local < 0).logical_or(local >= part_);
     const torch::Tensor e = tok_(local.masked_fill(other, 0)).masked_fill(other.unsqueeze(-1), 0);
-    return reduce_from_tp(e, tp_) + pos;
+    if (!tp_.sequence) return reduce_from_tp(e, tp_) + pos_(torch::arange(t, torch::kLong));
+    // Sequence parallelism: this rank's positions of the summed embedding.
+    const int64_t n = t / tp_.size;
+    return leave_split(e, tp_) +
+           F::embedding(torch::arange(tp_.rank * n, (tp_.rank + 1) * n, torch::kLong),
+                        replicated(pos_->weight, tp_));
   }
   double flops_per_sample() const override { return double(seq_len_) * width_; }
   std::string kind() const override { return "embedding"; }
@@ -112,10 +128,12 @@ class TransformerLayer : public TpBlock {
     }
     // Column-parallel QKV (this rank's heads) and fc, row-parallel proj and out: one
     // all-reduce per pair in each direction; the replicated biases are added once, after it.
-    auto y = core(qkv_(copy_to_tp(ln1_(x), tp_)));
-    auto h = x + reduce_from_tp(F::linear(y, proj_->weight), tp_) + proj_->bias;
-    auto z = torch::gelu(fc_(copy_to_tp(ln2_(h), tp_)));
-    return h + reduce_from_tp(F::linear(z, out_->weight), tp_) + out_->bias;
+    // With sequence parallelism x is this rank's part of the sequence: all-gather into the
+    // split region, reduce-scatter out of it.
+    auto y = core(qkv_(enter_split(layer_norm(x, ln1_, tp_), tp_)));
+    auto h = x + leave_split(F::linear(y, proj_->weight), tp_) + replicated(proj_->bias, tp_);
+    auto z = torch::gelu(fc_(enter_split(layer_norm(h, ln2_, tp_), tp_)));
+    return h + leave_split(F::linear(z, out_->weight), tp_) + replicated(out_->bias, tp_);
   }
   std::vector<torch::Tensor> parameters_of(Part part) {
     return part == Part::Layer ? parameters() : std::vector<torch::Tensor>{};
@@ -193,7 +211,9 @@ class Head : public TpBlock {
     keep_my_part();
   }
   // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
-  torch::Tensor forward(const torch::Tensor& x) override { return head_(copy_to_tp(lnf_(x), tp_)); }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return head_(enter_split(layer_norm(x, lnf_, tp_), tp_));
+  }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }
 

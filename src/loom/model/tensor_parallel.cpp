@@ -43,6 +43,44 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   }
 };
 
+// [b, s / T, h] parts of the group -> [b, s, h] (part i at positions [i s / T, (i+1) s / T)).
+torch::Tensor gather_sequence(const torch::Tensor& x, comm::Backend& c) {
+  const int64_t parts = c.size(), b = x.size(0), n = x.size(1), h = x.size(2);
+  torch::Tensor all = torch::empty({parts, b, n, h}, x.options());
+  c.all_gather(x.contiguous(), all)->wait();
+  return all.permute({1, 0, 2, 3}).reshape({b, parts * n, h});
+}
+
+// [b, s, h] of every rank -> this rank's [b, s / T, h] of their sum.
+torch::Tensor scatter_sequence_sum(const torch::Tensor& x, comm::Backend& c) {
+  const int64_t parts = c.size(), b = x.size(0), s = x.size(1), h = x.size(2);
+  LOOM_CHECK(s % parts == 0, "sequence of ", s, " does not split into ", parts);
+  torch::Tensor blocks = x.reshape({b, parts, s / parts, h}).permute({1, 0, 2, 3}).contiguous();
+  torch::Tensor mine = torch::empty({b, s / parts, h}, x.options());
+  c.reduce_scatter(blocks, mine)->wait();
+  return mine;
+}
+
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return gather_sequence(x, *reinterpret_cast<comm::Backend*>(comm));
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
+    return {scatter_sequence_sum(grad[0], *group(ctx)), torch::Tensor()};
+  }
+};
+
+struct ScatterSequence : torch::autograd::Function<ScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return scatter_sequence_sum(x, *reinterpret_cast<comm::Backend*>(comm));
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
+    return {gather_sequence(grad[0], *group(ctx)), torch::Tensor()};
+  }
+};
+
 // The local name of a parameter: "qkv.weight" of "blocks.3.qkv.weight".
 std::string local_name(const std::string& name) {
   const size_t dot = name.rfind('.');
@@ -61,6 +99,22 @@ torch::Tensor copy_to_tp(const torch::Tensor& x, const TensorParallel& tp) {
 torch::Tensor reduce_from_tp(const torch::Tensor& x, const TensorParallel& tp) {
   if (tp.size == 1) return x;
   return ReduceFromTp::apply(x, handle(tp));
+}
+
+torch::Tensor enter_split(const torch::Tensor& x, const TensorParallel& tp) {
+  if (tp.size == 1) return x;
+  if (tp.sequence) return GatherSequence::apply(x, handle(tp));
+  return CopyToTp::apply(x, handle(tp));
+}
+
+torch::Tensor leave_split(const torch::Tensor& x, const TensorParallel& tp) {
+  if (tp.size == 1) return x;
+  if (tp.sequence) return ScatterSequence::apply(x, handle(tp));
+  return ReduceFromTp::apply(x, handle(tp));
+}
+
+torch::Tensor replicated(const torch::Tensor& param, const TensorParallel& tp) {
+  return tp.size > 1 && tp.sequence ? CopyToTp::apply(param, handle(tp)) : param;
 }
 
 torch::Tensor vocab_parallel_loss(const torch::Tensor& logits, const torch::Tensor& target,

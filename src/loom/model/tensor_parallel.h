@@ -22,12 +22,26 @@ struct TensorParallel {
   int size = 1;
   int rank = 0;
   comm::Backend* comm = nullptr;  // the group (size ranks)
+  // Sequence parallelism (Korthikanti et al. 2022): between the split regions activations
+  // are cut along the sequence, [b, s / size, h] per rank, so LayerNorms and residuals run on
+  // a part of the sequence and the pipeline sends b·s·h / size.
+  bool sequence = false;
 };
 
 // f: identity in the forward, all-reduce (sum) of the gradient in the backward.
 torch::Tensor copy_to_tp(const torch::Tensor& x, const TensorParallel& tp);
 // g: all-reduce (sum) in the forward, identity in the backward.
 torch::Tensor reduce_from_tp(const torch::Tensor& x, const TensorParallel& tp);
+
+// Into a split region: f, or with sequence parallelism an all-gather along the sequence
+// (dim 1) whose backward reduce-scatters. Out of one: g, or a reduce-scatter along the
+// sequence whose backward all-gathers.
+torch::Tensor enter_split(const torch::Tensor& x, const TensorParallel& tp);
+torch::Tensor leave_split(const torch::Tensor& x, const TensorParallel& tp);
+// A replicated parameter as used outside the split regions: with sequence parallelism each
+// rank sees only its part of the sequence, so the parameter's gradient is summed over the
+// group in the backward (f on the parameter); otherwise the parameter itself.
+torch::Tensor replicated(const torch::Tensor& param, const TensorParallel& tp);
 
 // Mean cross entropy of logits split by vocabulary: `logits` [..., vocab / size] holds this
 // rank's columns [vocab_begin, vocab_begin + vocab / size), `target` [...] the full token ids.

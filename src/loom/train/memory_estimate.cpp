@@ -65,6 +65,7 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   p.dp = r.dp;
   p.pp = r.pp;
   p.tp = r.tp;
+  p.sequence_parallel = cfg.parallel.sequence_parallel;
   p.loops = r.loops;
   p.microbatches = r.m;
   p.micro_batch = r.micro_batch;

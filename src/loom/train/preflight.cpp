@@ -105,6 +105,12 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
                " ranks were launched; set --dp ", world / pt, " (or 0 for automatic) or --nproc ",
                r.dp * pt);
   if (r.tp > 1) check_tensor_parallel(cfg, r.tp);
+  if (cfg.parallel.sequence_parallel && r.tp == 1)
+    LOOM_USAGE("parallel.sequence_parallel splits the sequence over the tensor-parallel ranks, ",
+               "but tp is 1; set --tp 2 (or more) or drop --sequence-parallel");
+  if (cfg.parallel.sequence_parallel && cfg.model.seq_len % r.tp != 0)
+    LOOM_USAGE("parallel.sequence_parallel needs tp (", r.tp, ") to divide model.seq_len (",
+               cfg.model.seq_len, "); choose --seq-len a multiple of ", r.tp);
   if (cfg.parallel.recompute != config::Recompute::None && cfg.model.kind != config::ModelKind::Gpt)
     LOOM_USAGE("parallel.recompute = ", cfg.parallel.recompute,
                " recomputes transformer layers, but model.kind is '", cfg.model.kind,

@@ -82,7 +82,8 @@ void Trainer::Impl::setup() {
     comm::set_link_emulation(e);
   }
   is_root = base.rank() == 0;
-  model = model::build(cfg.model, cfg.train.seed, {r.tp, mesh.tp_rank, mesh.tp_comm.get()},
+  model = model::build(cfg.model, cfg.train.seed,
+                       {r.tp, mesh.tp_rank, mesh.tp_comm.get(), cfg.parallel.sequence_parallel},
                        cfg.parallel.recompute);
   if (cfg.output.calibrate_every > 0)
     calibration = std::make_unique<Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
@@ -159,9 +160,11 @@ void Trainer::Impl::announce(RunMetrics& metrics) const {
   metrics.message(detail::concat(
       "loom: ", model.name, " with ", human_count(double(num_params)), " parameters, ",
       cut.describe(), " on dp=", r.dp, " x pp=", r.pp,
-      r.tp > 1 ? detail::concat(" x tp=", r.tp) : std::string(), " (loops ", r.loops, ", schedule ",
-      schedule_name(), ", ", r.m, " micro-batches of ", r.micro_batch, "), dp-mode ",
-      cfg.parallel.dp_mode, ", comm ", comm::backend_name(base.kind()),
+      r.tp > 1 ? detail::concat(" x tp=", r.tp, cfg.parallel.sequence_parallel ? " sp" : "")
+               : std::string(),
+      " (loops ", r.loops, ", schedule ", schedule_name(), ", ", r.m, " micro-batches of ",
+      r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode, ", comm ",
+      comm::backend_name(base.kind()),
       start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
   if (comm::link_emulation().active())
     metrics.message(
