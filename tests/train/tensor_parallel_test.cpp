@@ -250,3 +250,38 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
+
+namespace {
+
+// Slim-DP and the quantized all-reduce work on each tensor-parallel part as on a whole stage:
+// degenerate Slim-DP (c + e = 1, a sync every step, plain SGD) equals allreduce under tp 2 x
+// dp 2, and 8-bit quant stays within the bound of the quant tests (5% of the update).
+TEST(TensorParallelDataParallel, SlimAndQuantPerPart) {
+  comm::Backend& w = comm::world();
+  config::Config c = test::tiny("gpt");  // collective on first use: before any return
+  if (w.size() < 4) GTEST_SKIP() << "needs 4 ranks";
+  c.parallel.tp = 2;
+  c.parallel.dp = 2;
+  c.parallel.dp_mode = config::DpMode::Slim;
+  c.slim.core = 0.7;
+  c.slim.explore = 0.3;
+  c.slim.period = 1;
+  c.slim.refresh = 2;
+  auto [slim, ref] = test::train_and_allreduce(c, 4, "tp-slim");
+  const double slim_diff = test::max_relative_diff(slim, ref);
+  c.parallel.dp_mode = config::DpMode::Quant;
+  c.quant.bits = 8;
+  auto [quant, ref8] = test::train_and_allreduce(c, 4, "tp-quant");
+  test::Params start = test::initial_params(c);
+  for (auto& [name, t] : start) t = model::tp_shard(name, t, w.rank() % 2, 2);
+  const double quant_diff = test::max_update_diff(quant, ref8, start);
+  if (w.rank() == 0)
+    std::printf(
+        "[ tp ] slim c+e=1 vs allreduce %.3g; 8-bit quant vs allreduce %.3g of the update\n",
+        slim_diff, quant_diff);
+  EXPECT_LE(slim_diff, 1e-6);
+  EXPECT_LE(quant_diff, 0.05);
+  EXPECT_GT(quant_diff, 0.0);  // the quantization did act
+}
+
+}  // namespace
