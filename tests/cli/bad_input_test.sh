@@ -96,6 +96,13 @@ if [[ $mode == local ]]; then
     --nproc 2 --width 16384 --layers 48 --heads 16
   expect_usage vocab_below_bytes "set --vocab 256" -- train --config "$good" --nproc 2 \
     --data.kind text --vocab 100
+  # Tensor parallelism splits whole heads; sequence parallelism needs tp > 1.
+  expect_usage tp_not_dividing_heads "must divide model.heads (2)" -- train --config "$good" \
+    --nproc 3 --tp 3
+  expect_usage sequence_parallel_without_tp "but tp is 1" -- train --config "$good" --nproc 2 \
+    --sequence-parallel
+  expect_usage recompute_a_cnn "recomputes transformer layers" -- train --config "$good" \
+    --nproc 2 --model.kind cnn --data.kind synthetic --recompute full
   expect_usage restarts_need_nproc "--max-restarts, --min-nproc and --stop-grace need --nproc" -- train \
     --config "$good" --max-restarts 1
   # Unwritable output folder: a path below a regular file can never be created.
