@@ -158,4 +158,21 @@ torch::Tensor tp_shard(const std::string& name, const torch::Tensor& full, int r
   return full.chunk(parts, dim)[rank];
 }
 
+torch::Tensor tp_unshard(const std::string& name, const std::vector<torch::Tensor>& parts) {
+  LOOM_CHECK(!parts.empty(), "no parts of ", name);
+  if (parts.size() == 1 || !tp_split(name)) return parts.front();
+  const std::string n = local_name(name);
+  if (n == "qkv.weight" || n == "qkv.bias") {  // each part holds its heads of Q, K and V
+    std::vector<torch::Tensor> q, k, v;
+    for (const auto& p : parts) {
+      auto three = p.chunk(3, 0);
+      q.push_back(three[0]);
+      k.push_back(three[1]);
+      v.push_back(three[2]);
+    }
+    return torch::cat({torch::cat(q, 0), torch::cat(k, 0), torch::cat(v, 0)}, 0);
+  }
+  return torch::cat(parts, n == "proj.weight" || n == "out.weight" ? 1 : 0);
+}
+
 }  // namespace loom::model

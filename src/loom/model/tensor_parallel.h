@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 namespace loom::comm {
 class Backend;
@@ -56,5 +57,8 @@ bool tp_split(const std::string& name);
 // of each of Q, K and V for qkv, rows for fc and the vocabulary-split tok / head, columns for
 // proj and out.
 torch::Tensor tp_shard(const std::string& name, const torch::Tensor& full, int rank, int parts);
+// The full value from all its parts, in rank order (tp_shard's inverse; checkpoints resumed
+// under another tp).
+torch::Tensor tp_unshard(const std::string& name, const std::vector<torch::Tensor>& parts);
 
 }  // namespace loom::model

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "loom/common/error.h"
@@ -26,6 +27,11 @@ SlimSync::SlimSync(const SyncContext& ctx)
     : DataParallel(ctx, BufferOptions{}), cfg_(ctx.cfg->slim), seed_(ctx.cfg->train.seed) {
   n_ = buffer_.layout().numel;
   u_.assign(n_, 0.0f);
+  const auto& named = stage_->params();
+  for (size_t p = 0; p < named.size(); ++p)
+    if (named[p].tp_part < 0 && named[p].tp_parts > 1)
+      for (int64_t i = 0; i < buffer_.layout().slots[p].numel; ++i)
+        replicated_.push_back(buffer_.layout().slots[p].offset + i);
   g_.assign(local(), local() + n_);  // every rank built the same initial parameters (same seed)
 }
 
@@ -63,7 +69,12 @@ void SlimSync::after_step() {
 
 void SlimSync::refresh_core() {
   auto score = slim::significance(g_.data(), u_.data(), n_, cfg_.lambda);
-  core_ = slim::top_k(score, slim::fraction_count(cfg_.core, n_));
+  // Tensor parallelism: the copies of a replicated parameter on the ranks of a group must stay
+  // equal, so every rank syncs all of its coordinates (the rest of a core, chosen by scores
+  // that differ between the ranks' parts, could not agree on them).
+  for (int64_t i : replicated_) score[i] = std::numeric_limits<float>::infinity();
+  core_ = slim::top_k(score, std::max(slim::fraction_count(cfg_.core, n_),
+                                      static_cast<int64_t>(replicated_.size())));
   pool_ = slim::complement(core_, n_);
   mask_.assign(n_, 0);
   for (int64_t i : core_) mask_[i] = 1;

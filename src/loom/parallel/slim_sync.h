@@ -74,8 +74,9 @@ class SlimSync : public DataParallel {
   int64_t n_ = 0;
   std::vector<float> g_, u_;
   std::vector<int64_t> core_, pool_, selected_;  // pool_: coordinates outside the core
-  std::vector<uint8_t> mask_;                    // 1 on the core (S is built by one scan)
-  std::vector<int64_t> explorer_, swaps_;        // reused every sync: no allocation
+  std::vector<int64_t> replicated_;        // of parameters replicated on a tensor-parallel group
+  std::vector<uint8_t> mask_;              // 1 on the core (S is built by one scan)
+  std::vector<int64_t> explorer_, swaps_;  // reused every sync: no allocation
   std::vector<float> buf_;
   double num_ = 0, den_ = 0;  // ||w_r - g||^2 and ||g||^2 (drift)
   int64_t steps_ = 0, round_ = 0;

@@ -69,6 +69,11 @@ bool ChunkSet::covers(const std::string& name, int replica, int64_t begin, int64
   return fill(*v, begin, &probe) == count;
 }
 
+const std::vector<int64_t>* ChunkSet::shape(const std::string& name, int replica) const {
+  const std::vector<Chunk>* v = find(name, replica);
+  return v ? &v->front().shape : nullptr;
+}
+
 bool ChunkSet::get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const {
   const std::vector<Chunk>* v = find(name, replica);
   if (!v) return false;

@@ -54,6 +54,8 @@ class ChunkSet : public ChunkReader {
   bool get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const override;
   // Like get(), but false (instead of UsageError) when the range is not fully covered.
   bool covers(const std::string& name, int replica, int64_t begin, int64_t count) const;
+  // The shape of a tensor it holds chunks of; nullptr when it holds none.
+  const std::vector<int64_t>* shape(const std::string& name, int replica) const;
   // Every logical tensor whole, keyed by (name, replica); UsageError if one has gaps.
   std::map<std::pair<std::string, int>, Chunk> consolidate() const;
   size_t size() const { return count_; }

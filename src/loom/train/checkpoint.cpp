@@ -235,11 +235,6 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
     refuse("model.classes", a.classes, b.classes);
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
-  if (saved.tp != run.tp)
-    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.tp = ", saved.tp,
-               ", this run has tp = ", run.tp, "; resharding across tensor-parallel degrees is ",
-               "not built yet, so resume with tp = ", saved.tp,
-               " (dp, pp, loops and the dp-mode may change)");
   // Slim replicas each train a model of their own: nothing maps them onto other replicas.
   const bool was_slim = saved.dp_mode == "slim", is_slim = run.dp_mode == "slim";
   if (was_slim && !is_slim)
@@ -251,7 +246,8 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
                ", this run has dp = ", run.dp, "; slim keeps one model per replica, so resume it ",
                "with dp = ", saved.dp, " (pp, loops and the schedule may change)");
   const bool reshards = saved.world != run.world || saved.dp != run.dp || saved.pp != run.pp ||
-                        saved.loops != run.loops || saved.dp_mode != run.dp_mode ||
+                        saved.tp != run.tp || saved.loops != run.loops ||
+                        saved.dp_mode != run.dp_mode ||
                         saved.files.size() != static_cast<size_t>(saved.world);
   if (!reshards) return "";
   std::string line = detail::concat("resharding checkpoint step ", saved.step, " from ",

@@ -1,12 +1,14 @@
 #include "loom/train/checkpointer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <tuple>
 #include <vector>
 
 #include "loom/common/error.h"
 #include "loom/common/log.h"
+#include "loom/model/tensor_parallel.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/parallel/stage_state.h"
@@ -29,24 +31,73 @@ std::string rank_file(int rank) {
 // request is not covered yet. Under the layout that wrote it, a rank reads its own file only.
 class CheckpointReader : public parallel::ChunkReader {
  public:
+  // saved_tp / run_tp: the tensor-parallel degrees of the checkpoint and of this run.
   CheckpointReader(std::string dir, const Manifest& m, std::vector<size_t> files,
-                   bool keep_replicas)
-      : dir_(std::move(dir)), m_(m), files_(std::move(files)), keep_replicas_(keep_replicas) {}
+                   bool keep_replicas, int run_tp)
+      : dir_(std::move(dir)),
+        m_(m),
+        files_(std::move(files)),
+        keep_replicas_(keep_replicas),
+        run_tp_(run_tp) {}
   bool get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const override {
+    if (read(name, replica, begin, out)) return true;
+    return m_.tp != run_tp_ && from_other_tp(name, replica, begin, out);
+  }
+  // The RNG state of the first file read (undefined before, or if it has none).
+  const torch::Tensor& first_rng() const { return first_rng_; }
+
+ private:
+  bool read(const std::string& name, int replica, int64_t begin, torch::Tensor& out) const {
     while (!set_.covers(name, replica, begin, out.numel()) && next_ < files_.size()) {
       torch::Tensor rng = read_checkpoint_file(dir_, m_, files_[next_], set_, keep_replicas_);
       if (next_++ == 0) first_rng_ = rng;
     }
     return set_.get(name, replica, begin, out);
   }
-  // The RNG state of the first file read (undefined before, or if it has none).
-  const torch::Tensor& first_rng() const { return first_rng_; }
+  // The whole tensor `name`, undefined when the checkpoint has none.
+  torch::Tensor whole(const std::string& name, int replica) const {
+    torch::Tensor none = torch::empty({0});
+    if (!read(name, replica, 0, none)) return {};
+    const std::vector<int64_t>& shape = *set_.shape(name, replica);
+    torch::Tensor t = torch::empty(shape, torch::kFloat32);
+    torch::Tensor flat = t.view({-1});
+    read(name, replica, 0, flat);
+    return t;
+  }
+  // "<key>/<param>#tp<j>of<T>" (or without the suffix) under another tensor-parallel degree:
+  // the parameter's parts in the checkpoint joined (tp_unshard), this run's part cut
+  // (tp_shard).
+  bool from_other_tp(const std::string& name, int replica, int64_t begin,
+                     torch::Tensor& out) const {
+    const size_t slash = name.find('/'), hash = name.find("#tp");
+    if (slash == std::string::npos) return false;
+    const std::string key = name.substr(0, slash + 1);
+    const std::string param =
+        name.substr(slash + 1, hash == std::string::npos ? hash : hash - slash - 1);
+    int part = 0, parts = 1;
+    if (hash != std::string::npos &&
+        std::sscanf(name.c_str() + hash, "#tp%dof%d", &part, &parts) != 2)
+      return false;
+    std::vector<torch::Tensor> saved;
+    for (int i = 0; i < m_.tp; ++i) {
+      const std::string n =
+          m_.tp == 1 ? key + param : detail::concat(key, param, "#tp", i, "of", m_.tp);
+      saved.push_back(whole(n, replica));
+      if (!saved.back().defined()) return false;
+    }
+    const torch::Tensor mine = model::tp_shard(param, model::tp_unshard(param, saved), part, parts);
+    if (begin + out.numel() > mine.numel())
+      LOOM_USAGE("checkpoint tensor '", name, "' (from tp ", m_.tp, ") has ", mine.numel(),
+                 " elements, this run needs [", begin, ", ", begin + out.numel(), ")");
+    out.copy_(mine.reshape({-1}).slice(0, begin, begin + out.numel()));
+    return true;
+  }
 
- private:
   std::string dir_;
   const Manifest& m_;
   std::vector<size_t> files_;
   bool keep_replicas_;
+  int run_tp_;
   mutable parallel::ChunkSet set_;
   mutable size_t next_ = 0;
   mutable torch::Tensor first_rng_;
@@ -241,7 +292,7 @@ int64_t Checkpointer::load(const std::string& path) {
   std::vector<size_t> files{static_cast<size_t>(world_.rank())};
   if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
   // Per-replica state (quant's residual) belongs to a replica of the same dp only.
-  CheckpointReader reader(dir, saved, files, saved.dp == run.dp);
+  CheckpointReader reader(dir, saved, files, saved.dp == run.dp, run.tp);
   for (const auto& [s, y] : syncs_) parallel::load_stage_state(*y, *optimizers_.at(s), reader);
   if (same && reader.first_rng().defined()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
