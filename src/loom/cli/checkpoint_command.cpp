@@ -72,7 +72,7 @@ int info(const std::string& dir, bool tensors) {
 
 int checkpoint_command(const std::vector<std::string>& args) {
   const std::string sub = args.empty() ? "" : args[0];
-  const bool has_dir = args.size() > 1 && args[1].rfind("-", 0) != 0;
+  const bool has_dir = args.size() > 1 && args[1].rfind('-', 0) != 0;
   const std::vector<std::string> rest(args.begin() + std::min<size_t>(args.size(), has_dir ? 2 : 1),
                                       args.end());
   const flags::Parsed a =

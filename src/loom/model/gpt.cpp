@@ -176,16 +176,22 @@ class TransformerLayer : public TpBlock {
   torch::Tensor mask_;
 };
 
+// Autograd contexts keep only IValues: the layer travels as its address (the model outlives
+// every graph).
+TransformerLayer* layer_at(int64_t address) {
+  return reinterpret_cast<TransformerLayer*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
 torch::Tensor Recomputed::forward(AutogradContext* ctx, const torch::Tensor& x, int64_t layer,
                                   int64_t part, at::TensorList) {
   ctx->saved_data["layer"] = layer;
   ctx->saved_data["part"] = part;
   ctx->save_for_backward({x});
-  return reinterpret_cast<TransformerLayer*>(layer)->run(static_cast<Part>(part), x);
+  return layer_at(layer)->run(static_cast<Part>(part), x);
 }
 
 variable_list Recomputed::backward(AutogradContext* ctx, variable_list grad) {
-  auto* layer = reinterpret_cast<TransformerLayer*>(ctx->saved_data["layer"].toInt());
+  auto* layer = layer_at(ctx->saved_data["layer"].toInt());
   const auto part = static_cast<Part>(ctx->saved_data["part"].toInt());
   const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
   std::vector<torch::Tensor> inputs = {x};

@@ -9,8 +9,14 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// Autograd contexts keep only IValues: the group travels as its address (it outlives every
+// graph: the trainer's mesh owns it).
+comm::Backend* backend_at(int64_t address) {
+  return reinterpret_cast<comm::Backend*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
 comm::Backend* group(AutogradContext* ctx) {
-  return reinterpret_cast<comm::Backend*>(ctx->saved_data["comm"].toInt());
+  return backend_at(ctx->saved_data["comm"].toInt());
 }
 
 int64_t handle(const TensorParallel& tp) {
@@ -36,7 +42,7 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
-    return summed(x, *reinterpret_cast<comm::Backend*>(comm));
+    return summed(x, *backend_at(comm));
   }
   static tensor_list backward(AutogradContext*, tensor_list grad) {
     return {grad[0], torch::Tensor()};
@@ -64,7 +70,7 @@ torch::Tensor scatter_sequence_sum(const torch::Tensor& x, comm::Backend& c) {
 struct GatherSequence : torch::autograd::Function<GatherSequence> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return gather_sequence(x, *reinterpret_cast<comm::Backend*>(comm));
+    return gather_sequence(x, *backend_at(comm));
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
     return {scatter_sequence_sum(grad[0], *group(ctx)), torch::Tensor()};
@@ -74,7 +80,7 @@ struct GatherSequence : torch::autograd::Function<GatherSequence> {
 struct ScatterSequence : torch::autograd::Function<ScatterSequence> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return scatter_sequence_sum(x, *reinterpret_cast<comm::Backend*>(comm));
+    return scatter_sequence_sum(x, *backend_at(comm));
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
     return {gather_sequence(grad[0], *group(ctx)), torch::Tensor()};
