@@ -9,11 +9,7 @@ loom=$1
 tmp=$(mktemp -d)
 mnt="$tmp/full"
 trap 'mountpoint -q "$mnt" 2>/dev/null && umount "$mnt"; rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-fails=0
-passes=0
-ok() { echo "ok   $1"; passes=$((passes + 1)); }
-fail() { echo "FAIL $1"; cat "$tmp/stderr" 2>/dev/null; fails=$((fails + 1)); }
+source "$(dirname "$0")/check_lib.sh"
 
 cfg="$tmp/tiny.toml"
 cat "$(dirname "$0")/tiny_gpt.toml" - >"$cfg" <<'TOML'

@@ -9,12 +9,8 @@ set -u
 loom=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 python="${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python"
-fails=0
-passes=0
-ok() { echo "ok   $1"; passes=$((passes + 1)); }
-fail() { echo "FAIL $1"; cat "$tmp/stderr" 2>/dev/null; fails=$((fails + 1)); }
+source "$(dirname "$0")/check_lib.sh"
 
 cfg="$tmp/tiny.toml"
 cat "$(dirname "$0")/tiny_gpt.toml" - >"$cfg" <<'TOML'

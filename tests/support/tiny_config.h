@@ -27,4 +27,17 @@ inline config::Config tiny_config(const std::string& kind) {
   return c;
 }
 
+// The layout of a test run: dp x pp x tp ranks, `loops` stages per pipeline rank, a schedule
+// and a dp-mode by name, and `microbatches` per replica and step.
+inline void set_layout(config::Config& c, int dp, int pp, int tp, int loops, const char* schedule,
+                       const char* mode, int64_t microbatches) {
+  c.parallel.dp = dp;
+  c.parallel.pp = pp;
+  c.parallel.tp = tp;
+  c.parallel.loops = loops;
+  c.parallel.schedule = schedule;
+  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(mode);
+  c.train.microbatches = microbatches;
+}
+
 }  // namespace loom::test

@@ -59,13 +59,7 @@ std::vector<Move> moves() {
 }
 
 config::Config with_layout(config::Config c, const Layout& l, const std::string& dir) {
-  c.parallel.dp = l.dp;
-  c.parallel.pp = l.pp;
-  c.parallel.tp = l.tp;
-  c.parallel.loops = l.loops;
-  c.parallel.schedule = l.schedule;
-  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(l.mode);
-  c.train.microbatches = l.pp * l.loops > 1 ? 4 : 1;
+  test::set_layout(c, l.dp, l.pp, l.tp, l.loops, l.schedule, l.mode, l.pp * l.loops > 1 ? 4 : 1);
   c.output.dir = dir;
   return c;
 }

@@ -74,14 +74,8 @@ config::Config configured(const Case& k, const std::string& dir) {
   c.train.lr = c.train.optimizer == config::Optimizer::Sgd ? 0.05 : 1e-3;
   c.train.momentum = 0.9;
   c.train.clip = 0.1;  // below the gradient norm of every step: the clipping acts
-  c.parallel.tp = k.tp;
+  test::set_layout(c, k.dp, k.pp, k.tp, k.loops, k.schedule, k.mode, k.pp * k.loops > 1 ? 4 : 2);
   c.parallel.sequence_parallel = k.sp;
-  c.parallel.dp = k.dp;
-  c.parallel.pp = k.pp;
-  c.parallel.loops = k.loops;
-  c.parallel.schedule = k.schedule;
-  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(k.mode);
-  c.train.microbatches = k.pp * k.loops > 1 ? 4 : 2;
   c.output.dir = dir;
   return c;
 }
@@ -260,13 +254,10 @@ TEST(TensorParallelDataParallel, SlimAndQuantPerPart) {
   comm::Backend& w = comm::world();
   config::Config c = test::tiny("gpt");  // collective on first use: before any return
   if (w.size() < 4) GTEST_SKIP() << "needs 4 ranks";
-  c.parallel.tp = 2;
-  c.parallel.dp = 2;
-  c.parallel.dp_mode = config::DpMode::Slim;
-  c.slim.core = 0.7;
+  test::set_layout(c, 2, 1, 2, 1, "1f1b", "slim", 1);
+  c.slim.core = 0.7;  // c + e = 1, a sync every step: allreduce's parameters
   c.slim.explore = 0.3;
   c.slim.period = 1;
-  c.slim.refresh = 2;
   auto [slim, ref] = test::train_and_allreduce(c, 4, "tp-slim");
   const double slim_diff = test::max_relative_diff(slim, ref);
   c.parallel.dp_mode = config::DpMode::Quant;

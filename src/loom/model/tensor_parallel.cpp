@@ -67,23 +67,21 @@ torch::Tensor scatter_sequence_sum(const torch::Tensor& x, comm::Backend& c) {
   return mine;
 }
 
-struct GatherSequence : torch::autograd::Function<GatherSequence> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+// All-gather along the sequence (gather = true) or reduce-scatter along it; the backward of
+// each is the other.
+struct SequenceExchange : torch::autograd::Function<SequenceExchange> {
+  static torch::Tensor exchange(const torch::Tensor& x, comm::Backend& c, bool gather) {
+    return gather ? gather_sequence(x, c) : scatter_sequence_sum(x, c);
+  }
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm,
+                               bool gather) {
     ctx->saved_data["comm"] = comm;
-    return gather_sequence(x, *backend_at(comm));
+    ctx->saved_data["gather"] = gather;
+    return exchange(x, *backend_at(comm), gather);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
-    return {scatter_sequence_sum(grad[0], *group(ctx)), torch::Tensor()};
-  }
-};
-
-struct ScatterSequence : torch::autograd::Function<ScatterSequence> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return scatter_sequence_sum(x, *backend_at(comm));
-  }
-  static tensor_list backward(AutogradContext* ctx, tensor_list grad) {
-    return {gather_sequence(grad[0], *group(ctx)), torch::Tensor()};
+    const bool gathered = ctx->saved_data["gather"].toBool();
+    return {exchange(grad[0], *group(ctx), !gathered), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -109,13 +107,13 @@ torch::Tensor reduce_from_tp(const torch::Tensor& x, const TensorParallel& tp) {
 
 torch::Tensor enter_split(const torch::Tensor& x, const TensorParallel& tp) {
   if (tp.size == 1) return x;
-  if (tp.sequence) return GatherSequence::apply(x, handle(tp));
+  if (tp.sequence) return SequenceExchange::apply(x, handle(tp), true);
   return CopyToTp::apply(x, handle(tp));
 }
 
 torch::Tensor leave_split(const torch::Tensor& x, const TensorParallel& tp) {
   if (tp.size == 1) return x;
-  if (tp.sequence) return ScatterSequence::apply(x, handle(tp));
+  if (tp.sequence) return SequenceExchange::apply(x, handle(tp), false);
   return ReduceFromTp::apply(x, handle(tp));
 }
 

@@ -43,7 +43,7 @@ bool DataParallel::get_flat(const ChunkReader& r, const std::string& key, int re
 std::vector<DataParallel::Piece> DataParallel::pieces() const {
   std::vector<Piece> out;
   const auto& named = stage_->params();
-  for (size_t i = 0; i < named.size(); ++i) out.push_back({i, 0, i, 0, named[i].tensor.numel()});
+  for (size_t i = 0; i < named.size(); ++i) out.push_back({i, i, 0, 0, named[i].tensor.numel()});
   return out;
 }
 

@@ -72,11 +72,8 @@ class DataParallel : public DpHooks {
   // Elements [at, at + length) of optimized_params()[tensor] are elements [begin, begin +
   // length) of the stage's parameter `param` (flattened).
   struct Piece {
-    size_t tensor = 0;
-    int64_t at = 0;
-    size_t param = 0;
-    int64_t begin = 0;
-    int64_t length = 0;
+    size_t tensor = 0, param = 0;
+    int64_t at = 0, begin = 0, length = 0;
   };
   // Default: optimized tensor i is the stage's parameter i, whole.
   virtual std::vector<Piece> pieces() const;

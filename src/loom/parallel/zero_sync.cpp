@@ -61,7 +61,7 @@ std::vector<DataParallel::Piece> ZeroSync::pieces() const {
   for (size_t i = 0; i < l.slots.size(); ++i) {
     const int64_t from = std::max(lo, l.slots[i].offset);
     const int64_t to = std::min(hi, l.slots[i].offset + l.slots[i].numel);
-    if (from < to) out.push_back({0, from - lo, i, from - l.slots[i].offset, to - from});
+    if (from < to) out.push_back({0, i, from - lo, from - l.slots[i].offset, to - from});
   }
   return out;
 }
