@@ -66,7 +66,7 @@ std::string Backend::peer(int r) const {
   return detail::concat(r, " (world rank ", world_ranks_[r], ")");
 }
 
-WorkPtr Backend::counted(OpKind op, std::string detail, uint64_t bytes, const Options& o,
+WorkPtr Backend::counted(OpKind op, const std::string& detail, uint64_t bytes, const Options& o,
                          const std::function<WorkPtr(const Call&)>& post) {
   std::ostringstream what;
   what << op_name(op) << "(" << detail << ") on communicator '" << name_ << "' (rank " << rank_

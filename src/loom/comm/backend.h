@@ -98,7 +98,7 @@ class Backend {
                                             const std::string& name) = 0;
 
  private:
-  WorkPtr counted(OpKind kind, std::string detail, uint64_t bytes, const Options& o,
+  WorkPtr counted(OpKind kind, const std::string& detail, uint64_t bytes, const Options& o,
                   const std::function<WorkPtr(const Call&)>& post);
   std::string peer(int r) const;  // "1 (world rank 3)"
 

@@ -29,7 +29,7 @@ class AfterAccumulate : public torch::autograd::FunctionPostHook {
 // micro-batch's backward, when that gradient is final). The hooks live on the accumulator
 // nodes, which a parameter holds only weakly: keep the returned nodes as long as the hooks.
 std::vector<std::shared_ptr<torch::autograd::Node>> on_grad_accumulated(
-    const std::vector<torch::Tensor>& params, std::function<void(int)> on_ready) {
+    const std::vector<torch::Tensor>& params, const std::function<void(int)>& on_ready) {
   std::vector<std::shared_ptr<torch::autograd::Node>> nodes;
   for (size_t i = 0; i < params.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params[i]);
