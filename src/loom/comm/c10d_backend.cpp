@@ -107,22 +107,24 @@ class C10dBackend : public Backend {
     o.timeout = c.options.timeout;
     return wrap(c, pg_->allreduce(v, o), v);
   }
+  // The blocks of the Backend contract are blocks of the flattened tensors; c10d's base
+  // collectives split dim 0, so they get flat views (the results land in `out` all the same).
   WorkPtr do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
                             const Call& c) override {
-    at::Tensor i = in, o = out;
+    at::Tensor i = in.view({-1}), o = out.view({-1});
     c10d::ReduceScatterOptions opt;
     opt.reduceOp = c10d_op(op);
     opt.timeout = c.options.timeout;
     return wrap(c, pg_->_reduce_scatter_base(o, i, opt), {i, o});
   }
   WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
-    at::Tensor i = in, o = out;
+    at::Tensor i = in.view({-1}), o = out.view({-1});
     c10d::AllgatherOptions opt;
     opt.timeout = c.options.timeout;
     return wrap(c, pg_->_allgather_base(o, i, opt), {i, o});
   }
   WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
-    at::Tensor i = in, o = out;
+    at::Tensor i = in.view({-1}), o = out.view({-1});
     std::vector<int64_t> equal_splits;
     c10d::AllToAllOptions opt;
     opt.timeout = c.options.timeout;
