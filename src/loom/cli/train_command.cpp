@@ -124,7 +124,7 @@ int run_with_restarts(
     const int before = n;
     if (min_nproc > 0) n = smaller_world(cfg, n, min_nproc);
     args = pass;
-    if (n != nproc) args.push_back(detail::concat("--parallel.dp=", 0));  // world / pp
+    if (n != nproc) args.push_back("--parallel.dp=0");  // world / (pp * tp)
     std::string from = "the start";
     try {
       std::string dir;

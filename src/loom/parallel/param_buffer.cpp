@@ -53,11 +53,14 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
   LOOM_CHECK(transient_grads_ || !transient_params_,
              "transient parameters need transient gradients");
   LOOM_CHECK(!(o.buckets && transient_grads_), "buckets reduce persistent gradients only");
+  bool replicated_on_tp = false;
   for (const auto& p : stage.params()) {
     tensors_.push_back(p.tensor);
     // A parameter replicated on a tensor-parallel group is counted once in the global norm.
     norm_weight_.push_back(p.tp_part < 0 && p.tp_parts > 1 ? 1.0 / p.tp_parts : 1.0);
+    replicated_on_tp |= norm_weight_.back() != 1.0;
   }
+  if (!replicated_on_tp) norm_weight_.clear();  // grad_sq_sum() takes the plain sum
   layout_ = FlatLayout::of(tensors_, sharded_ ? d_ : 1);
   torch::Tensor flat = layout_.flatten(tensors_);
   if (sharded_) {
@@ -163,9 +166,7 @@ void ParamBuffer::zero_grads() {
 
 double ParamBuffer::grad_sq_sum() const {
   if (!shard_grads_.defined()) return 0.0;
-  const bool weighted =
-      std::any_of(norm_weight_.begin(), norm_weight_.end(), [](double w) { return w != 1.0; });
-  if (!weighted) return shard_grads_.pow(2).sum().item<double>();
+  if (norm_weight_.empty()) return shard_grads_.pow(2).sum().item<double>();
   const int64_t lo = sharded_ ? int64_t(rank_) * layout_.shard : 0, hi = lo + shard_grads_.numel();
   double sum = 0;
   for (size_t i = 0; i < layout_.slots.size(); ++i) {

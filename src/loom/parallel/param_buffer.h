@@ -86,7 +86,7 @@ class ParamBuffer {
   std::vector<torch::Tensor> tensors_;  // the stage's parameters
   comm::Backend& dp_;
   const bool sharded_, transient_grads_, transient_params_;
-  std::vector<double> norm_weight_;  // per parameter, in grad_sq_sum()
+  std::vector<double> norm_weight_;  // per parameter, in grad_sq_sum(); empty: all 1
   const int d_, rank_;
   FlatLayout layout_;
   torch::Tensor params_, grads_, master_, shard_grads_;

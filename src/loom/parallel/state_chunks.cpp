@@ -13,10 +13,11 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Copies what `chunks` (sorted by begin) hold of [begin, begin + out.numel()) into `out`;
-// returns how far from `begin` the range is covered without a gap.
-int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, torch::Tensor* out) {
-  const int64_t stop = begin + (out ? out->numel() : 0);
+// How far from `begin` the chunks (sorted by begin) cover [begin, begin + count) without a
+// gap; with `out` (count elements), copies what they hold of it there.
+int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, int64_t count,
+             torch::Tensor* out = nullptr) {
+  const int64_t stop = begin + count;
   int64_t pos = begin;
   for (const Chunk& c : chunks) {
     if (pos >= stop) break;
@@ -24,7 +25,7 @@ int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, torch::Tensor* out
     if (c.begin > pos) break;  // a gap
     if (end <= pos) continue;  // wholly before (a duplicate from another file)
     const int64_t to = std::min(end, stop);
-    if (out->numel())
+    if (out)
       out->slice(0, pos - begin, to - begin).copy_(c.data.slice(0, pos - c.begin, to - c.begin));
     pos = to;
   }
@@ -64,9 +65,7 @@ const std::vector<Chunk>* ChunkSet::find(const std::string& name, int replica) c
 
 bool ChunkSet::covers(const std::string& name, int replica, int64_t begin, int64_t count) const {
   const std::vector<Chunk>* v = find(name, replica);
-  if (!v) return false;
-  torch::Tensor probe = torch::empty({count}, v->front().data.options());
-  return fill(*v, begin, &probe) == count;
+  return v && fill(*v, begin, count) == count;
 }
 
 const std::vector<int64_t>* ChunkSet::shape(const std::string& name, int replica) const {
@@ -82,7 +81,7 @@ bool ChunkSet::get(const std::string& name, int replica, int64_t begin, torch::T
   if (begin < 0 || begin + out.numel() > total)
     LOOM_USAGE("checkpoint tensor '", name, "' has ", total, " elements, this run needs [", begin,
                ", ", begin + out.numel(), "); the model differs from the checkpoint's");
-  const int64_t got = fill(*v, begin, &out);
+  const int64_t got = fill(*v, begin, out.numel(), &out);
   if (got != out.numel())
     LOOM_USAGE("checkpoint lacks elements [", begin + got, ", ", begin + out.numel(), ") of '",
                name, "'", replica >= 0 ? detail::concat(" (replica ", replica, ")") : "",

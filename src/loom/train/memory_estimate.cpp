@@ -1,11 +1,11 @@
 #include "loom/train/memory_estimate.h"
 
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "loom/common/error.h"
 #include "loom/plan/evaluate.h"
+#include "loom/train/report.h"
 
 namespace loom::train {
 namespace {
@@ -47,14 +47,6 @@ double available_bytes() {
   return 0;
 }
 
-std::string gib(double bytes) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(1);
-  os << bytes / (1024.0 * 1024 * 1024) << " GiB";
-  return os.str();
-}
-
 }  // namespace
 
 double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
@@ -91,9 +83,10 @@ void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
   }
   const double have = available_bytes();
   if (per_rank <= 0 || have <= 0 || per_rank * nproc <= have) return;
-  LOOM_USAGE(nproc, " ranks of this model need about ", gib(per_rank * nproc), " (", gib(per_rank),
+  LOOM_USAGE(nproc, " ranks of this model need about ", human_bytes(per_rank * nproc), " (",
+             human_bytes(per_rank),
              " on the largest rank: parameters, gradients, optimizer state, activations), this ",
-             "machine has ", gib(have),
+             "machine has ", human_bytes(have),
              " available; use fewer ranks, more pipeline stages, --dp-mode zero3 or a smaller "
              "model (loom simulate --from-config shows the breakdown)");
 }
