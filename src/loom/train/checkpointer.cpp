@@ -31,7 +31,7 @@ std::string rank_file(int rank) {
 // request is not covered yet. Under the layout that wrote it, a rank reads its own file only.
 class CheckpointReader : public parallel::ChunkReader {
  public:
-  // saved_tp / run_tp: the tensor-parallel degrees of the checkpoint and of this run.
+  // run_tp: this run's tensor-parallel degree (the checkpoint's is in the manifest).
   CheckpointReader(std::string dir, const Manifest& m, std::vector<size_t> files,
                    bool keep_replicas, int run_tp)
       : dir_(std::move(dir)),
@@ -66,31 +66,38 @@ class CheckpointReader : public parallel::ChunkReader {
   }
   // "<key>/<param>#tp<j>of<T>" (or without the suffix) under another tensor-parallel degree:
   // the parameter's parts in the checkpoint joined (tp_unshard), this run's part cut
-  // (tp_shard).
+  // (tp_shard), once per tensor (a ZeRO shard asks for it in pieces).
   bool from_other_tp(const std::string& name, int replica, int64_t begin,
                      torch::Tensor& out) const {
+    auto [it, fresh] = recut_.try_emplace({name, replica});
+    if (fresh) it->second = recut(name, replica);
+    const torch::Tensor& mine = it->second;
+    if (!mine.defined()) return false;
+    if (begin + out.numel() > mine.numel())
+      LOOM_USAGE("checkpoint tensor '", name, "' (from tp ", m_.tp, ") has ", mine.numel(),
+                 " elements, this run needs [", begin, ", ", begin + out.numel(), ")");
+    out.copy_(mine.reshape({-1}).slice(0, begin, begin + out.numel()));
+    return true;
+  }
+  // This run's part `name` from the checkpoint's parts; undefined when it has none.
+  torch::Tensor recut(const std::string& name, int replica) const {
     const size_t slash = name.find('/'), hash = name.find("#tp");
-    if (slash == std::string::npos) return false;
+    if (slash == std::string::npos) return {};
     const std::string key = name.substr(0, slash + 1);
     const std::string param =
         name.substr(slash + 1, hash == std::string::npos ? hash : hash - slash - 1);
     int part = 0, parts = 1;
     if (hash != std::string::npos &&
         std::sscanf(name.c_str() + hash, "#tp%dof%d", &part, &parts) != 2)
-      return false;
+      return {};
     std::vector<torch::Tensor> saved;
     for (int i = 0; i < m_.tp; ++i) {
       const std::string n =
           m_.tp == 1 ? key + param : detail::concat(key, param, "#tp", i, "of", m_.tp);
       saved.push_back(whole(n, replica));
-      if (!saved.back().defined()) return false;
+      if (!saved.back().defined()) return {};
     }
-    const torch::Tensor mine = model::tp_shard(param, model::tp_unshard(param, saved), part, parts);
-    if (begin + out.numel() > mine.numel())
-      LOOM_USAGE("checkpoint tensor '", name, "' (from tp ", m_.tp, ") has ", mine.numel(),
-                 " elements, this run needs [", begin, ", ", begin + out.numel(), ")");
-    out.copy_(mine.reshape({-1}).slice(0, begin, begin + out.numel()));
-    return true;
+    return model::tp_shard(param, model::tp_unshard(param, saved), part, parts);
   }
 
   std::string dir_;
@@ -101,10 +108,11 @@ class CheckpointReader : public parallel::ChunkReader {
   mutable parallel::ChunkSet set_;
   mutable size_t next_ = 0;
   mutable torch::Tensor first_rng_;
+  mutable std::map<std::pair<std::string, int>, torch::Tensor> recut_;  // from_other_tp()
 };
 
-// The files that hold state of the blocks [lo, hi) of any of this rank's stages: its own file
-// first, then those of its replica, then the rest.
+// The files that hold state of any block of this rank's stages: its own file first, then
+// those of its replica, then the rest.
 std::vector<size_t> files_to_read(const Manifest& saved, const model::Partition& cut,
                                   const Checkpointer::Stages& stages, int rank, int dp_rank) {
   auto end_of = [&](int s) {
