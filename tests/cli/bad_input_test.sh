@@ -103,6 +103,15 @@ if [[ $mode == local ]]; then
     --sequence-parallel
   expect_usage recompute_a_cnn "recomputes transformer layers" -- train --config "$good" \
     --nproc 2 --model.kind cnn --data.kind synthetic --recompute full
+  # Devices and precision: no GPU on a machine without one (CI's); bf16 reduction is for the
+  # modes that reduce gradients.
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_usage cuda_without_gpu "sees no GPU" -- train --config "$good" --nproc 2 --device cuda
+    expect_usage cuda_without_gpu_one_rank "sees no GPU" -- train --config "$good" --device cuda
+  fi
+  expect_usage bf16_reduce_with_slim "compresses its exchange its own way" -- train \
+    --config "$good" --nproc 2 --dp-mode slim --grad-reduce bf16
+  expect_usage unknown_precision "one of" -- train --config "$good" --precision fp8
   expect_usage restarts_need_nproc "--max-restarts, --min-nproc and --stop-grace need --nproc" -- train \
     --config "$good" --max-restarts 1
   # Unwritable output folder: a path below a regular file can never be created.
@@ -128,7 +137,7 @@ if [[ $mode == local ]]; then
   fi
   expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
   expect_usage bad_comm "parallel.comm" -- train --config "$good" --nproc 2 --comm infiniband
-  expect_usage nccl_on_cpu "nccl needs CUDA tensors" -- train --config "$good" --nproc 2 --comm nccl
+  expect_usage nccl_on_cpu "add --device cuda" -- train --config "$good" --nproc 2 --comm nccl
   expect_command_usage schedule_unsupported "interleaved" -- schedule --schedule interleaved \
     --pp 2 --loops 2 --microbatches 3
   cluster="$(dirname "$0")/../../clusters/a100-80gb.toml"

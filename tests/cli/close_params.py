@@ -1,6 +1,7 @@
 # usage: close_params.py A B TOL: A and B are folders written by `loom checkpoint convert`.
 # Exits 0 when they hold the same parameter tensors and, for each, ||a - b|| / ||b|| <= TOL
 # (checkpoints of runs under different layouts: the same training up to floating-point order).
+# A mode that keeps a model per replica (slim) is compared by its replica 0.
 import sys
 
 import torch
@@ -12,7 +13,8 @@ def params(folder):
     t.update(dict(m.named_parameters()))
     names = bytes(t["index_names"].tolist()).decode().split("\n")[:-1]
     meta = t["index_meta"]
-    return {n: t[f"c{i}"] for i, n in enumerate(names) if n.startswith("param/") and meta[i][0] < 0}
+    replica = -1 if any(meta[i][0] < 0 for i, n in enumerate(names) if n.startswith("param/")) else 0
+    return {n: t[f"c{i}"] for i, n in enumerate(names) if n.startswith("param/") and meta[i][0] == replica}
 
 
 a, b, tol = params(sys.argv[1]), params(sys.argv[2]), float(sys.argv[3])

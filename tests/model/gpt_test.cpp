@@ -1,10 +1,12 @@
 // loom's GPT against a plain transcription of the forward pass of bench/peers/ddp_gpt.py's model,
-// evaluated on loom's own parameters: same logits and same gradients.
+// evaluated on loom's own parameters: same logits and same gradients, with either attention
+// core (standard, flash) and every recomputation (none, selective, full).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "loom/model/model.h"
 
@@ -46,14 +48,18 @@ torch::Tensor reference_forward(std::map<std::string, torch::Tensor>& w, const t
   return lin(ln(x, h + "lnf"), h + "head");
 }
 
-TEST(Gpt, MatchesTheReferenceForwardAndBackward) {
+class Gpt : public ::testing::TestWithParam<
+                std::tuple<loom::config::Attention, loom::config::Recompute>> {};
+
+TEST_P(Gpt, MatchesTheReferenceForwardAndBackward) {
   loom::config::ModelConfig cfg;
   cfg.kind = loom::config::ModelKind::Gpt;
   cfg.seq_len = 16;
   cfg.width = 32;
   cfg.layers = 2;
   cfg.heads = 4;
-  Model m = loom::model::build(cfg, 7);
+  cfg.attention = std::get<0>(GetParam());
+  Model m = loom::model::build(cfg, 7, {}, std::get<1>(GetParam()));
   auto w = params_by_name(m);
   ASSERT_TRUE(w.count("blocks.1.qkv.weight")) << "unexpected parameter names";
   torch::manual_seed(3);
@@ -80,5 +86,16 @@ TEST(Gpt, MatchesTheReferenceForwardAndBackward) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AttentionAndRecompute, Gpt,
+                         ::testing::Combine(::testing::Values(loom::config::Attention::Standard,
+                                                              loom::config::Attention::Flash),
+                                            ::testing::Values(loom::config::Recompute::None,
+                                                              loom::config::Recompute::Selective,
+                                                              loom::config::Recompute::Full)),
+                         [](const auto& info) {
+                           return loom::config::name_of(std::get<0>(info.param)) + "_" +
+                                  loom::config::name_of(std::get<1>(info.param));
+                         });
 
 }  // namespace

@@ -184,6 +184,19 @@ TEST(Resume, ContinuesExactly) {
   expect_resumed_exactly(in_folder(c, "-split"), *sub, *sub, ref);
 }
 
+// The same in bf16 (autocast over fp32 master weights), sharded: the checkpoint holds the fp32
+// masters and moments, and the resumed run continues bit for bit.
+TEST(Resume, ContinuesExactlyInBf16) {
+  config::Config c = tiny("gpt", "adamw");  // collective on first use: before any return
+  auto [n, in, sub] = first_ranks(2, "resume-bf16");
+  if (!in) return;
+  c = resumable(c, n);
+  c.train.precision = config::Precision::Bf16;
+  c.parallel.dp_mode = config::DpMode::Zero3;
+  auto ref = train::Trainer(in_folder(c, "-straight"), *sub).run().params;
+  expect_resumed_exactly(in_folder(c, "-split"), *sub, *sub, ref);
+}
+
 // A checkpoint written under one backend resumes under the other (MPI -> Gloo and back) to the
 // parameters of an uninterrupted run. Runs where the world is MPI (the Gloo run of this binary
 // has no MPI to compare with).

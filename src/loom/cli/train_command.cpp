@@ -19,6 +19,7 @@
 #include "loom/flags/flags.h"
 #include "loom/launch/launcher.h"
 #include "loom/launch/mpirun.h"
+#include "loom/model/compute.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/memory_estimate.h"
 #include "loom/train/preemption.h"
@@ -156,10 +157,27 @@ void warn_oversubscribed(int nproc) {
                  cores, cores == 1 ? "" : "s");
 }
 
-// The backend the configuration asks for; "auto" follows the launch.
-comm::BackendKind chosen_backend(const config::Config& cfg) {
-  if (cfg.parallel.comm == config::CommChoice::Auto) return comm::launch_backend();
-  return comm::parse_backend(config::name_of(cfg.parallel.comm));
+int local_world_size(int nproc) {
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE"); v && *v) return std::atoi(v);
+  return nproc;
+}
+
+// The backend the configuration asks for; "auto" follows the launch, and on GPUs is NCCL
+// unless ranks share a GPU (NCCL refuses that): then Gloo, through host memory. `local_ranks`:
+// the ranks on this machine.
+comm::BackendKind chosen_backend(const config::Config& cfg, int local_ranks) {
+  const bool gpu = cfg.train.device == config::Device::Cuda;
+  const bool shared = gpu && model::gpu_shared(local_ranks);
+  if (cfg.parallel.comm == config::CommChoice::Nccl && shared)
+    LOOM_USAGE(local_ranks, " ranks on ", torch::cuda::device_count(),
+               " GPU(s): NCCL cannot put two ranks on one GPU; use --comm gloo (through host "
+               "memory), or fewer ranks");
+  if (cfg.parallel.comm != config::CommChoice::Auto)
+    return comm::parse_backend(config::name_of(cfg.parallel.comm));
+  const bool several = local_ranks > 1 || comm::launched_by_env();
+  if (gpu && several && !comm::launched_by_mpi() && !std::getenv("LOOM_COMM"))
+    return shared ? comm::BackendKind::Gloo : comm::BackendKind::Nccl;
+  return comm::launch_backend();
 }
 
 }  // namespace
@@ -211,7 +229,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (a.has("config")) pass = {"--config", a.get("config")};
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
-    const comm::BackendKind kind = chosen_backend(cfg);
+    const comm::BackendKind kind = chosen_backend(cfg, n);
     return run_with_restarts(
         cfg, pass, n, max_restarts, min_nproc, [&](const auto& args, int attempt, int ranks) {
           launch::Options lo;
@@ -229,8 +247,13 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   // the ranks can agree below on who reports the problem.
   comm::BackendKind kind = comm::launch_backend();
   try {
-    if (problem.empty()) kind = chosen_backend(load(a));
-  } catch (const UsageError&) {
+    if (problem.empty()) {
+      const config::Config c = load(a);
+      kind = chosen_backend(c, local_world_size(1));
+      // NCCL's groups start on the current GPU: the rank's own, before they are made.
+      model::select_device(c.train.device, model::local_rank());
+    }
+  } catch (const UsageError&) {  // reported below, once the ranks can agree who says it
   }
   // A signal while the ranks meet is a stop after the first step, not a crash; installed again
   // after init in case the communication library set its own.

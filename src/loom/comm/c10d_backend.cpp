@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "loom/comm/c10d_groups.h"
+#include "loom/comm/host_staging.h"
 #include "loom/common/error.h"
 
 namespace loom::comm {
@@ -99,58 +100,74 @@ class C10dBackend : public Backend {
   WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, std::vector<at::Tensor> keep) {
     return std::make_shared<C10dWork>(c, std::move(w), std::move(keep));
   }
+  // Gloo moves host memory: a device tensor goes through a host copy (host_staging.h), flat.
+  Staged flat(const at::Tensor& t, bool input, bool output) const {
+    const at::Tensor v = t.view({-1});
+    return kind_ == BackendKind::Gloo ? stage(v, input, output) : Staged{v, {}, output};
+  }
+  WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, const std::vector<Staged>& s) {
+    std::vector<at::Tensor> keep;
+    for (const auto& x : s) keep.push_back(x.host);
+    WorkPtr work = wrap(c, std::move(w), keep);
+    copy_back_on_completion(*work, s);
+    return work;
+  }
 
   WorkPtr do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) override {
-    std::vector<at::Tensor> v = {t};
+    Staged s = flat(t, true, true);
+    std::vector<at::Tensor> v = {s.host};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d_op(op);
     o.timeout = c.options.timeout;
-    return wrap(c, pg_->allreduce(v, o), v);
+    return wrap(c, pg_->allreduce(v, o), {s});
   }
   // The blocks of the Backend contract are blocks of the flattened tensors; c10d's base
   // collectives split dim 0, so they get flat views (the results land in `out` all the same).
   WorkPtr do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
                             const Call& c) override {
-    at::Tensor i = in.view({-1}), o = out.view({-1});
+    Staged i = flat(in, true, false), o = flat(out, false, true);
     c10d::ReduceScatterOptions opt;
     opt.reduceOp = c10d_op(op);
     opt.timeout = c.options.timeout;
-    return wrap(c, pg_->_reduce_scatter_base(o, i, opt), {i, o});
+    return wrap(c, pg_->_reduce_scatter_base(o.host, i.host, opt), {i, o});
   }
   WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
-    at::Tensor i = in.view({-1}), o = out.view({-1});
+    Staged i = flat(in, true, false), o = flat(out, false, true);
     c10d::AllgatherOptions opt;
     opt.timeout = c.options.timeout;
-    return wrap(c, pg_->_allgather_base(o, i, opt), {i, o});
+    return wrap(c, pg_->_allgather_base(o.host, i.host, opt), {i, o});
   }
   WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
-    at::Tensor i = in.view({-1}), o = out.view({-1});
+    Staged i = flat(in, true, false), o = flat(out, false, true);
     std::vector<int64_t> equal_splits;
     c10d::AllToAllOptions opt;
     opt.timeout = c.options.timeout;
-    return wrap(c, pg_->alltoall_base(o, i, equal_splits, equal_splits, opt), {i, o});
+    return wrap(c, pg_->alltoall_base(o.host, i.host, equal_splits, equal_splits, opt), {i, o});
   }
   WorkPtr do_broadcast(const at::Tensor& t, int root, const Call& c) override {
-    std::vector<at::Tensor> v = {t};
+    Staged s = flat(t, rank() == root, rank() != root);
+    std::vector<at::Tensor> v = {s.host};
     c10d::BroadcastOptions o;
     o.rootRank = root;
     o.timeout = c.options.timeout;
-    return wrap(c, pg_->broadcast(v, o), v);
+    return wrap(c, pg_->broadcast(v, o), {s});
   }
   WorkPtr do_barrier(const Call& c) override {
     c10d::BarrierOptions o;
     o.timeout = c.options.timeout;
-    return wrap(c, pg_->barrier(o), {});
+    return wrap(c, pg_->barrier(o), std::vector<at::Tensor>{});
   }
   // NCCL matches point-to-point messages by order, not by tag: a pair of ranks must post its
   // sends and receives in the same order (loom's schedules do; the tag is checked by Gloo).
   WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call& c) override {
-    std::vector<at::Tensor> v = {t};
-    return wrap(c, pg_->send(v, dst, tag), v);
+    Staged s = flat(t, true, false);
+    std::vector<at::Tensor> v = {s.host};
+    return wrap(c, pg_->send(v, dst, tag), {s});
   }
   WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call& c) override {
-    std::vector<at::Tensor> v = {t};
-    return wrap(c, pg_->recv(v, src, tag), v);
+    Staged s = flat(t, false, true);
+    std::vector<at::Tensor> v = {s.host};
+    return wrap(c, pg_->recv(v, src, tag), {s});
   }
   std::unique_ptr<Backend> do_split(const std::vector<int>& members, int color,
                                     const std::string& name) override {
@@ -190,6 +207,10 @@ int env_int(const char* name, int lo, int hi) {
 
 Rendezvous rendezvous_from_env() {
   Rendezvous r;
+  if (!std::getenv("WORLD_SIZE") && !std::getenv("RANK")) {  // a lone process: a world of one
+    r.host_store = true;
+    return r;
+  }
   r.size = env_int("WORLD_SIZE", 1, 1 << 20);
   r.rank = env_int("RANK", 0, r.size - 1);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) r.host = a;

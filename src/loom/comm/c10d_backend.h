@@ -25,7 +25,8 @@ struct Rendezvous {
 };
 
 // Reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE and
-// TORCHELASTIC_RESTART_COUNT; throws UsageError naming what is missing or malformed.
+// TORCHELASTIC_RESTART_COUNT; throws UsageError naming what is missing or malformed. Neither
+// RANK nor WORLD_SIZE set: a lone process, a world of one.
 Rendezvous rendezvous_from_env();
 
 // The world communicator of `kind` (Gloo or NCCL) for this rank.

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "loom/comm/host_staging.h"
 #include "loom/comm/mpi_engine.h"
 #include "loom/common/error.h"
 
@@ -27,13 +28,43 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
     case at::kInt: return MPI_INT32_T;
     case at::kLong: return MPI_INT64_T;
     case at::kByte: return MPI_UINT8_T;
+    case at::kBFloat16: return MPI_UINT16_T;  // reductions: the bf16 operations below
     default: break;
   }
   throw Error(detail::concat("the mpi backend cannot reduce or move ", t.scalar_type(),
                              " tensors; use --comm gloo or nccl"));
 }
 
-MPI_Op mpi_op(ReduceOp op) {
+// MPI has no bf16 type: bf16 travels as 16-bit words, reduced by these (in fp32, rounded to
+// nearest even as torch rounds).
+template <typename F>
+void bf16_combine(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const c10::BFloat16*>(in);
+  auto* b = static_cast<c10::BFloat16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = c10::BFloat16(F{}(float(a[i]), float(b[i])));
+}
+struct Add {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Larger {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct Smaller {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
+MPI_Op created(MPI_User_function* f) {
+  MPI_Op o = MPI_OP_NULL;
+  MPI_Op_create(f, /*commute=*/1, &o);
+  return o;
+}
+MPI_Op bf16_op(ReduceOp op) {
+  static const MPI_Op sum = created(&bf16_combine<Add>), max = created(&bf16_combine<Larger>),
+                      min = created(&bf16_combine<Smaller>);
+  return op == ReduceOp::Sum ? sum : op == ReduceOp::Max ? max : min;
+}
+
+MPI_Op mpi_op(ReduceOp op, MPI_Datatype type) {
+  if (type == MPI_UINT16_T) return bf16_op(op);
   switch (op) {
     case ReduceOp::Sum: return MPI_SUM;
     case ReduceOp::Max: return MPI_MAX;
@@ -47,33 +78,12 @@ int checked_int(int64_t count) {
   return static_cast<int>(count);
 }
 
-// Host memory for a tensor: itself on the CPU; a host copy of a device tensor, written back to
-// it on completion when `output`.
-struct Staged {
-  at::Tensor host;
-  at::Tensor device;  // undefined for CPU tensors
-  bool output;
-};
-Staged stage(const at::Tensor& t, bool input, bool output) {
-  if (t.device().is_cpu()) return {t, {}, output};
-  at::Tensor h =
-      input ? t.to(torch::kCPU) : torch::empty(t.sizes(), t.options().device(torch::kCPU));
-  return {h, t, output};
-}
-
 // Posts one MPI call on the engine thread; `keep` holds the buffers alive until completion.
 WorkPtr post(const Backend::Call& c, std::vector<Staged> keep, std::function<MPI_Request()> call) {
   auto work = std::make_shared<EngineWork>(c.what, c.options.timeout, c.delay_s);
-  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;
   std::vector<at::Tensor> alive;
-  for (auto& s : keep) {
-    alive.push_back(s.host);
-    if (s.device.defined() && s.output) copy_back.emplace_back(s.device, s.host);
-  }
-  if (!copy_back.empty())
-    work->then([copy_back] {
-      for (auto& [d, h] : copy_back) d.copy_(h);
-    });
+  for (auto& s : keep) alive.push_back(s.host);
+  copy_back_on_completion(*work, keep);
   Engine::Op op;
   op.work = work;
   op.post = [call = std::move(call), alive = std::move(alive)] { return call(); };
@@ -131,7 +141,7 @@ MpiBackend::~MpiBackend() {
 
 WorkPtr MpiBackend::do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) {
   return post_one(c, t, true, true, [this, op](void* b, int n, MPI_Datatype y, MPI_Request* q) {
-    MPI_Iallreduce(MPI_IN_PLACE, b, n, y, mpi_op(op), comm_, q);
+    MPI_Iallreduce(MPI_IN_PLACE, b, n, y, mpi_op(op, y), comm_, q);
   });
 }
 
@@ -139,7 +149,7 @@ WorkPtr MpiBackend::do_reduce_scatter(const at::Tensor& in, const at::Tensor& ou
                                       const Call& c) {
   return post_in_out(c, in, out, out.numel(),
                      [this, op](const void* s, void* r, int n, MPI_Datatype t, MPI_Request* q) {
-                       MPI_Ireduce_scatter_block(s, r, n, t, mpi_op(op), comm_, q);
+                       MPI_Ireduce_scatter_block(s, r, n, t, mpi_op(op, t), comm_, q);
                      });
 }
 

@@ -1,15 +1,10 @@
 #include "loom/comm/world.h"
 
-#include <mpi.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "loom/comm/c10d_backend.h"
-#include "loom/comm/mpi_backend.h"
-#include "loom/comm/mpi_engine.h"
+#include "loom/comm/mpi_world.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 
@@ -18,44 +13,6 @@ namespace {
 std::unique_ptr<Backend> g_world;
 std::unique_ptr<StoreServer> g_store_server;  // rank 0's, when MPI bootstraps a c10d world
 bool g_mpi = false;
-
-void init_mpi(int* argc, char*** argv) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-    if (provided < MPI_THREAD_MULTIPLE)
-      throw Error(
-          "the MPI library does not provide MPI_THREAD_MULTIPLE; rebuild Open MPI with "
-          "thread support");
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-  }
-  g_mpi = true;
-}
-
-// Under mpirun with a c10d backend: rank 0 hosts the store, MPI tells the others where.
-Rendezvous rendezvous_over_mpi() {
-  Rendezvous r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &r.size);
-  char host[256] = {};
-  if (r.rank == 0) {
-    g_store_server = std::make_unique<StoreServer>(r.timeout);
-    r.port = g_store_server->port();
-    if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "127.0.0.1");
-  }
-  MPI_Bcast(&r.port, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
-  r.host = host;
-  // All ranks on one host: loopback, whatever the hostname resolves to.
-  char mine[256] = {};
-  ::gethostname(mine, sizeof mine - 1);
-  int same = std::strcmp(mine, host) == 0, all_same = 0;
-  MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (all_same) r.host = "127.0.0.1";
-  return r;
-}
 }  // namespace
 
 bool launched_by_mpi() {
@@ -71,7 +28,7 @@ bool launched_by_env() {
 BackendKind launch_backend() {
   if (const char* c = std::getenv("LOOM_COMM"); c && *c) return parse_backend(c);
   if (launched_by_mpi()) return BackendKind::Mpi;
-  if (launched_by_env()) return BackendKind::Gloo;
+  if (launched_by_env() || !mpi::available()) return BackendKind::Gloo;
   return BackendKind::Mpi;
 }
 
@@ -82,12 +39,13 @@ void init(BackendKind kind, int* argc, char*** argv) {
       LOOM_USAGE(
           "--comm mpi needs ranks started by mpirun or srun; under torchrun or "
           "`loom launch` use --comm gloo (CPU) or nccl (GPU)");
-    init_mpi(argc, argv);
-    g_world = std::make_unique<MpiBackend>(MPI_COMM_WORLD, "world", false);
-    Engine::instance().start();
-  } else if (launched_by_mpi()) {
-    init_mpi(argc, argv);
-    g_world = make_c10d_world(kind, rendezvous_over_mpi());
+    mpi::init(argc, argv);
+    g_mpi = true;
+    g_world = mpi::make_world();
+  } else if (launched_by_mpi() && mpi::available()) {
+    mpi::init(argc, argv);
+    g_mpi = true;
+    g_world = make_c10d_world(kind, mpi::rendezvous(&g_store_server));
   } else {
     g_world = make_c10d_world(kind, rendezvous_from_env());
   }
@@ -99,14 +57,10 @@ bool initialized() {
 }
 
 void finalize() {
-  if (g_mpi) Engine::instance().stop();
+  if (g_mpi) mpi::stop_engine();
   g_world.reset();
   g_store_server.reset();
-  if (g_mpi) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  }
+  if (g_mpi) mpi::finalize();
 }
 
 void exit_alone(int code) {
@@ -119,9 +73,7 @@ void exit_alone(int code) {
 void abort_all(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
-  int initialized = 0;
-  if (g_mpi) MPI_Initialized(&initialized);
-  if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
+  if (g_mpi) mpi::abort_world(code);
   std::_Exit(code);
 }
 
@@ -131,12 +83,7 @@ Backend& world() {
 }
 
 std::string mpi_library_version() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  std::string v(version, strnlen(version, len));  // Open MPI counts the NUL
-  if (auto nl = v.find('\n'); nl != std::string::npos) v.resize(nl);
-  return v;
+  return mpi::library_version();
 }
 
 Mesh make_mesh(Backend& w, int dp, int pp, int tp) {

@@ -290,6 +290,10 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(model, layers), "transformer blocks (gpt) or hidden layers (mlp)", int_range(1)},
       {LOOM_FIELD(model, heads), "attention heads (gpt); must divide width", int_range(1)},
       {LOOM_FIELD(model, classes), "output classes (mlp, cnn)", int_range(2)},
+      {LOOM_FIELD(model, attention),
+       "attention core (gpt): standard (softmax(q k^T) v, the t x t scores kept) or flash "
+       "(one fused kernel, scaled_dot_product_attention: no t x t scores kept)",
+       {}},
 
       {LOOM_FIELD(data, kind), "data set", {}},
       {LOOM_FIELD(data, path), "text: file or folder; fashion-mnist: folder; empty = default", {}},
@@ -320,6 +324,13 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(train, on_nan),
        "a step whose loss or gradient norm is not finite: stop "
        "(exit 1 naming the step, before its update) or skip (no update for that step)",
+       {}},
+      {LOOM_FIELD(train, device),
+       "where each rank computes: cpu, or cuda (GPU LOCAL_RANK mod the GPUs visible)",
+       {}},
+      {LOOM_FIELD(train, precision),
+       "fp32, or bf16 compute (autocast) with fp32 master weights, gradients and optimizer "
+       "state",
        {}},
 
       {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / (pp x tp)", int_range(0)},
@@ -359,6 +370,10 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(parallel, recompute),
        "activation recomputation (gpt): none, selective (the attention core is recomputed in "
        "the backward) or full (each layer keeps only its input and runs again in the backward)",
+       {}},
+      {LOOM_FIELD(parallel, grad_reduce),
+       "type the data-parallel gradient reduction travels in (allreduce, zero1-3): fp32, or "
+       "bf16 (half the bytes, rounded sums)",
        {}},
 
       {LOOM_FIELD(slim, core),
@@ -795,6 +810,13 @@ void validate(const Config& c) {
     LOOM_USAGE("slim.core + slim.explore must be in (0, 1], got ", number_text(c.slim.core), " + ",
                number_text(c.slim.explore), " = ", number_text(sum), "; ",
                sum > 0 ? "lower" : "raise", " slim.core or slim.explore");
+  }
+
+  const auto& p = c.parallel;
+  if (p.grad_reduce == Precision::Bf16 &&
+      (p.dp_mode == DpMode::Slim || p.dp_mode == DpMode::Quant)) {
+    LOOM_USAGE("parallel.grad_reduce = bf16 applies to dp_mode allreduce and zero1-3; dp_mode ",
+               p.dp_mode, " compresses its exchange its own way; drop --grad-reduce");
   }
 
   const bool text_model = m.kind == ModelKind::Gpt;

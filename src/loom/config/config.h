@@ -31,6 +31,14 @@ enum class CommChoice { Auto, Mpi, Gloo, Nccl };
 enum class NanPolicy { Stop, Skip };
 // parallel.recompute: activations recomputed in the backward instead of kept (gpt layers).
 enum class Recompute { None, Selective, Full };
+// train.device: where a rank computes (cuda: GPU LOCAL_RANK mod the GPUs it sees).
+enum class Device { Cpu, Cuda };
+// train.precision: fp32, or bf16 compute (autocast) over fp32 master weights and optimizer
+// state. parallel.grad_reduce: the type data-parallel gradients travel in.
+enum class Precision { Fp32, Bf16 };
+// model.attention: the attention core as explicit softmax(q k^T) v, or one fused kernel
+// (scaled_dot_product_attention: flash attention where the device has it).
+enum class Attention { Standard, Flash };
 
 // Each enum's spellings in TOML, flags and messages, in enumerator order.
 template <typename E>
@@ -70,6 +78,19 @@ struct Names<Recompute> {
   static constexpr std::array<std::string_view, 3> list{"none", "selective", "full"};
 };
 
+template <>
+struct Names<Device> {
+  static constexpr std::array<std::string_view, 2> list{"cpu", "cuda"};
+};
+template <>
+struct Names<Precision> {
+  static constexpr std::array<std::string_view, 2> list{"fp32", "bf16"};
+};
+template <>
+struct Names<Attention> {
+  static constexpr std::array<std::string_view, 2> list{"standard", "flash"};
+};
+
 template <typename E>
 concept Choice = std::is_enum_v<E> && requires {
   Names<E>::list;
@@ -98,12 +119,13 @@ inline int zero_level(DpMode m) {
 
 struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
-  int64_t vocab = 256;    // gpt: byte-level
-  int64_t seq_len = 128;  // gpt: T
-  int64_t width = 256;    // gpt: D; mlp: hidden units
-  int64_t layers = 4;     // gpt: transformer blocks; mlp: hidden layers
-  int64_t heads = 4;      // gpt: attention heads (must divide width)
-  int64_t classes = 10;   // mlp/cnn
+  int64_t vocab = 256;                        // gpt: byte-level
+  int64_t seq_len = 128;                      // gpt: T
+  int64_t width = 256;                        // gpt: D; mlp: hidden units
+  int64_t layers = 4;                         // gpt: transformer blocks; mlp: hidden layers
+  int64_t heads = 4;                          // gpt: attention heads (must divide width)
+  int64_t classes = 10;                       // mlp/cnn
+  Attention attention = Attention::Standard;  // gpt
 
   bool operator==(const ModelConfig&) const = default;
 };
@@ -135,6 +157,8 @@ struct TrainConfig {
   uint64_t seed = 1234;
   int64_t threads = 1;  // compute threads per rank
   NanPolicy on_nan = NanPolicy::Stop;
+  Device device = Device::Cpu;
+  Precision precision = Precision::Fp32;
 
   bool operator==(const TrainConfig&) const = default;
 };
@@ -154,6 +178,7 @@ struct ParallelConfig {
   bool reshard_after_forward = true;  // zero3
   int64_t max_unsharded = 2;          // zero3 prefetch bound
   Recompute recompute = Recompute::None;
+  Precision grad_reduce = Precision::Fp32;  // allreduce and zero modes
 
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "loom/common/error.h"
+#include "loom/model/compute.h"
 #include "loom/model/model.h"
 
 namespace loom::model {
@@ -53,17 +54,18 @@ class Embedding : public TpBlock {
   torch::Tensor forward(const torch::Tensor& idx) override {
     auto t = idx.size(1);
     LOOM_CHECK_LE(t, seq_len_, "sequence longer than model.seq_len");
-    if (tp_.size == 1) return tok_(idx) + pos_(torch::arange(t, torch::kLong));
+    const auto positions = torch::dtype(torch::kLong).device(idx.device());
+    if (tp_.size == 1) return tok_(idx) + pos_(torch::arange(t, positions));
     // This rank's rows of the vocabulary; the other tokens get zeros, the sum over the group
     // the embedding.
     const torch::Tensor local = idx - part_ * tp_.rank;
     const torch::Tensor other = (local < 0).logical_or(local >= part_);
     const torch::Tensor e = tok_(local.masked_fill(other, 0)).masked_fill(other.unsqueeze(-1), 0);
-    if (!tp_.sequence) return reduce_from_tp(e, tp_) + pos_(torch::arange(t, torch::kLong));
+    if (!tp_.sequence) return reduce_from_tp(e, tp_) + pos_(torch::arange(t, positions));
     // Sequence parallelism: this rank's positions of the summed embedding.
     const int64_t n = t / tp_.size;
     return leave_split(e, tp_) +
-           F::embedding(torch::arange(tp_.rank * n, (tp_.rank + 1) * n, torch::kLong),
+           F::embedding(torch::arange(tp_.rank * n, (tp_.rank + 1) * n, positions),
                         replicated(pos_->weight, tp_));
   }
   double flops_per_sample() const override { return double(seq_len_) * width_; }
@@ -96,18 +98,26 @@ struct Recomputed : torch::autograd::Function<Recomputed> {
 class TransformerLayer : public TpBlock {
  public:
   TransformerLayer(int64_t seq_len, int64_t width, int64_t heads, const TensorParallel& tp,
-                   config::Recompute recompute)
-      : TpBlock(tp), seq_len_(seq_len), width_(width), heads_(heads), recompute_(recompute) {
+                   config::Recompute recompute, config::Attention attention)
+      : TpBlock(tp),
+        seq_len_(seq_len),
+        width_(width),
+        heads_(heads),
+        recompute_(recompute),
+        flash_(attention == config::Attention::Flash) {
     ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     qkv_ = register_module("qkv", torch::nn::Linear(width, 3 * width));
     proj_ = register_module("proj", torch::nn::Linear(width, width));
     ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     fc_ = register_module("fc", torch::nn::Linear(width, 4 * width));
     out_ = register_module("out", torch::nn::Linear(4 * width, width));
-    // Additive causal mask: 0 on and below the diagonal, -inf above.
-    mask_ =
-        torch::zeros({seq_len, seq_len})
-            .masked_fill(torch::triu(torch::ones({seq_len, seq_len}, torch::kBool), 1), -INFINITY);
+    // Additive causal mask: 0 on and below the diagonal, -inf above. A buffer, so that it moves
+    // with the layer to its device (not a parameter: no gradient, not in checkpoints).
+    if (!flash_)
+      mask_ = register_buffer(
+          "mask", torch::zeros({seq_len, seq_len})
+                      .masked_fill(torch::triu(torch::ones({seq_len, seq_len}, torch::kBool), 1),
+                                   -INFINITY));
     keep_my_part();
   }
   torch::Tensor forward(const torch::Tensor& x) override {
@@ -158,6 +168,11 @@ class TransformerLayer : public TpBlock {
   torch::Tensor attention(const torch::Tensor& qkv_all, int64_t heads) const {
     auto b = qkv_all.size(0), t = qkv_all.size(1), hd = width_ / heads_;
     auto qkv = qkv_all.view({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
+    if (flash_)  // one fused kernel; it keeps no t x t scores and recomputes them backward
+      return at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{},
+                                              /*dropout_p=*/0.0, /*is_causal=*/true)
+          .transpose(1, 2)
+          .reshape({b, t, heads * hd});
     auto q = qkv[0].reshape({b * heads, t, hd}), k = qkv[1].reshape({b * heads, t, hd}),
          v = qkv[2].reshape({b * heads, t, hd});
     // softmax(mask + q k^T / sqrt(hd)) in one baddbmm: the same values as the reference's
@@ -171,6 +186,7 @@ class TransformerLayer : public TpBlock {
 
   int64_t seq_len_, width_, heads_;
   config::Recompute recompute_;
+  bool flash_;
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc_{nullptr}, out_{nullptr};
   torch::Tensor mask_;
@@ -186,6 +202,7 @@ torch::Tensor Recomputed::forward(AutogradContext* ctx, const torch::Tensor& x, 
                                   int64_t part, at::TensorList) {
   ctx->saved_data["layer"] = layer;
   ctx->saved_data["part"] = part;
+  ctx->saved_data["bf16"] = autocast_on(x.device());  // the recomputation runs as this did
   ctx->save_for_backward({x});
   return layer_at(layer)->run(static_cast<Part>(part), x);
 }
@@ -199,6 +216,7 @@ variable_list Recomputed::backward(AutogradContext* ctx, variable_list grad) {
   torch::Tensor y;
   {
     torch::AutoGradMode on(true);
+    AutocastScope autocast(x.device(), ctx->saved_data["bf16"].toBool());
     y = layer->run(part, x);
   }
   variable_list g = torch::autograd::grad({y}, inputs, {grad[0]}, /*retain_graph=*/false,
@@ -239,8 +257,8 @@ Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
   m.name = "gpt";
   m.blocks.push_back(std::make_shared<Embedding>(c.vocab, c.seq_len, c.width, tp));
   for (int64_t i = 0; i < c.layers; ++i)
-    m.blocks.push_back(
-        std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp, recompute));
+    m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp,
+                                                          recompute, c.attention));
   m.blocks.push_back(std::make_shared<Head>(c.vocab, c.seq_len, c.width, tp));
   if (tp.size > 1)
     m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {

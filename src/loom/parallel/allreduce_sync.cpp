@@ -7,6 +7,7 @@ BufferOptions replicated_buckets(const config::Config& cfg) {
   BufferOptions o;
   o.buckets = true;
   o.bucket_mib = cfg.parallel.bucket_mib;
+  o.bf16_reduce = cfg.parallel.grad_reduce == config::Precision::Bf16;
   return o;
 }
 

@@ -50,8 +50,8 @@ void Executor::post_recv(const schedule::Action& a) {
   int from_stage = k.dir == 0 ? a.stage - 1 : a.stage + 1;
   // The gradient of a stage's output has the shape of the next stage's input.
   const ActivationSpec& spec = boundary_.at(k.dir == 0 ? a.stage : a.stage + 1);
-  torch::Tensor buf = torch::empty(
-      spec.shape, torch::TensorOptions().dtype(k.dir == 0 ? spec.dtype : torch::kFloat32));
+  // A gradient has its activation's type (under bf16 autocast the residual stream stays fp32).
+  torch::Tensor buf = torch::empty(spec.shape, device_options(spec.dtype));
   auto w = pp_.recv(buf, shape_.rank_of(from_stage), tag(k));
   inbox_.emplace(k, std::make_pair(buf, w));
 }
@@ -216,7 +216,7 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
         in = take({s, j, 2});
       } else {
         const ActivationSpec& spec = boundary_.at(s);
-        in = torch::empty(spec.shape, torch::TensorOptions().dtype(spec.dtype));
+        in = torch::empty(spec.shape, device_options(spec.dtype));
         pp_.recv(in, shape_.rank_of(s - 1), tag({s, j, 2}))->wait();
       }
       torch::Tensor out = st->forward_eval(in);

@@ -89,6 +89,10 @@ class Executor {
   std::map<int, Stage*> stages_;
   std::map<int, DpHooks*> hooks_;
   std::vector<ActivationSpec> boundary_;
+  // Received tensors are made on the stages' device.
+  torch::TensorOptions device_options(torch::Dtype t) const {
+    return stages_.empty() ? torch::dtype(t) : stages_.begin()->second->options(t);
+  }
   std::map<int, size_t> last_backward_;  // stage -> index of its last B/W in actions_
 
   std::map<Key, torch::Tensor> mailbox_;                          // ready tensors

@@ -21,7 +21,8 @@ FlatLayout FlatLayout::of(const std::vector<torch::Tensor>& params, int parts) {
 
 torch::Tensor FlatLayout::flatten(const std::vector<torch::Tensor>& params) const {
   torch::NoGradGuard no_grad;
-  torch::Tensor flat = torch::zeros({padded}, torch::kFloat32);
+  const torch::Device device = params.empty() ? torch::kCPU : params.front().device();
+  torch::Tensor flat = torch::zeros({padded}, torch::dtype(torch::kFloat32).device(device));
   for (size_t i = 0; i < slots.size(); ++i)
     flat.narrow(0, slots[i].offset, slots[i].numel).copy_(params[i].detach().reshape({-1}));
   return flat;

@@ -1,5 +1,6 @@
 #include "loom/parallel/memory_tracker.h"
 
+#include <ATen/DeviceAccelerator.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
@@ -12,6 +13,15 @@ namespace {
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<bool> g_installed{false};
+std::atomic<int> g_device{-1};  // >= 0: the accelerator whose allocator counts
+
+int64_t device_stat(bool peak) {
+  const auto index = static_cast<c10::DeviceIndex>(g_device.load());
+  const auto stats = at::accelerator::getDeviceStats(index);
+  const auto& bytes =
+      stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  return peak ? bytes.peak : bytes.current;
+}
 
 // libtorch's raw_allocate path requires context == data, so sizes live in a side table.
 std::mutex g_mu;
@@ -78,15 +88,21 @@ void MemoryTracker::install() {
 }
 
 bool MemoryTracker::installed() {
-  return g_installed.load();
+  return g_installed.load() || g_device.load() >= 0;
+}
+void MemoryTracker::track_device(int index) {
+  g_device = index;
 }
 int64_t MemoryTracker::live_bytes() {
+  if (g_device.load() >= 0) return device_stat(false);
   return g_live.load(std::memory_order_relaxed);
 }
 int64_t MemoryTracker::peak_bytes() {
+  if (g_device.load() >= 0) return device_stat(true);
   return g_peak.load(std::memory_order_relaxed);
 }
 void MemoryTracker::reset_peak() {
+  if (g_device.load() >= 0) return at::accelerator::resetPeakStats(g_device.load());
   g_peak.store(g_live.load());
 }
 

@@ -48,7 +48,9 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
       transient_grads_(o.transient_grads),
       transient_params_(o.transient_params),
       d_(dp.size()),
-      rank_(dp.rank()) {
+      rank_(dp.rank()),
+      options_(stage.options(torch::kFloat32)),
+      bf16_reduce_(o.bf16_reduce) {
   LOOM_CHECK(sharded_ || !transient_grads_, "transient gradients need a sharded buffer");
   LOOM_CHECK(transient_grads_ || !transient_params_,
              "transient parameters need transient gradients");
@@ -67,7 +69,7 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
     master_ = layout_.shard_of(flat, rank_).clone();
     master_.set_requires_grad(true);  // the optimizer reads master_.grad()
   }
-  if (transient_grads_) shard_grads_ = torch::zeros({layout_.shard}, torch::kFloat32);
+  if (transient_grads_) shard_grads_ = torch::zeros({layout_.shard}, options_);
   if (transient_params_) {
     unbind_params();  // the full copy in `flat` is freed here; start_param_sync() gathers it
   } else {
@@ -80,6 +82,7 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
     for (const auto& s : layout_.slots) numels.push_back(s.numel);
     plan_ = GradBuckets(numels, GradBuckets::cap_elements(o.bucket_mib, kFloat));
     bucket_work_.resize(plan_.size());
+    bucket_bf16_.resize(plan_.size());
     if (d_ > 1)
       accumulators_ = on_grad_accumulated(tensors_, [this](int i) {
         const int b = plan_.ready(i);
@@ -112,7 +115,7 @@ void ParamBuffer::wait(comm::WorkPtr& w) {
 
 void ParamBuffer::ensure_grads() {
   if (grads_.defined()) return;
-  grads_ = torch::zeros({layout_.padded}, torch::kFloat32);
+  grads_ = torch::zeros({layout_.padded}, options_);
   // AccumulateGrad adds in place into a defined gradient (no grad mode during backward), and
   // Stage::backward_weight uses add_, so the gradients stay views of grads_.
   for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].mutable_grad() = layout_.view(grads_, i);
@@ -128,8 +131,9 @@ void ParamBuffer::arm() {
 void ParamBuffer::launch(int bucket) {
   // The bucket's parameters are adjacent in the flat gradient, from its lowest index on.
   const auto& b = plan_.buckets()[bucket];
-  bucket_work_[bucket] =
-      dp_.all_reduce(grads_.narrow(0, layout_.slots[b.params.back()].offset, b.numel));
+  torch::Tensor range = grads_.narrow(0, layout_.slots[b.params.back()].offset, b.numel);
+  if (bf16_reduce_) range = bucket_bf16_[bucket] = range.to(torch::kBFloat16);
+  bucket_work_[bucket] = dp_.all_reduce(range);
 }
 
 void ParamBuffer::start_grad_sync() {
@@ -137,8 +141,13 @@ void ParamBuffer::start_grad_sync() {
   if (transient_grads_) {
     ensure_grads();  // a stage whose backward produced nothing still takes part
     for (auto& t : tensors_) t.mutable_grad() = torch::Tensor();  // grads_ lives until finish
-    scatter_ = dp_.reduce_scatter(grads_.data_ptr<float>(), shard_grads_.data_ptr<float>(),
-                                  layout_.shard, comm::DType::Float32);
+    if (bf16_reduce_) {
+      grads_bf16_ = grads_.to(torch::kBFloat16);
+      shard_bf16_ = torch::empty({layout_.shard}, grads_bf16_.options());
+      scatter_ = dp_.reduce_scatter(grads_bf16_, shard_bf16_);
+    } else {
+      scatter_ = dp_.reduce_scatter(grads_, shard_grads_);
+    }
     return;
   }
   plan_.disarm();
@@ -151,10 +160,19 @@ void ParamBuffer::finish_grad_sync() {
   if (!grad_sync_started_) start_grad_sync();  // dp = 1: lowering adds no REDUCE_GRAD
   grad_sync_started_ = false;
   torch::NoGradGuard no_grad;
-  for (auto& w : bucket_work_) wait(w);
+  for (int b = 0; b < static_cast<int>(bucket_work_.size()); ++b) {
+    wait(bucket_work_[b]);
+    if (bucket_bf16_[b].defined()) {
+      const auto& bucket = plan_.buckets()[b];
+      grads_.narrow(0, layout_.slots[bucket.params.back()].offset, bucket.numel)
+          .copy_(bucket_bf16_[b]);
+      bucket_bf16_[b] = torch::Tensor();
+    }
+  }
   if (transient_grads_) {
     wait(scatter_);
-    grads_ = torch::Tensor();
+    if (shard_bf16_.defined()) shard_grads_.copy_(shard_bf16_);
+    grads_ = grads_bf16_ = shard_bf16_ = torch::Tensor();
   }
   if (d_ > 1) shard_grads_.mul_(1.0 / d_);
   if (sharded_) master_.mutable_grad() = shard_grads_;
@@ -168,15 +186,13 @@ double ParamBuffer::grad_sq_sum() const {
   if (!shard_grads_.defined()) return 0.0;
   if (norm_weight_.empty()) return shard_grads_.pow(2).sum().item<double>();
   const int64_t lo = sharded_ ? int64_t(rank_) * layout_.shard : 0, hi = lo + shard_grads_.numel();
-  double sum = 0;
+  torch::Tensor sum = torch::zeros({}, options_.dtype(torch::kFloat64));  // one read at the end
   for (size_t i = 0; i < layout_.slots.size(); ++i) {
     const auto& s = layout_.slots[i];
     const int64_t from = std::max(lo, s.offset), to = std::min(hi, s.offset + s.numel);
-    if (from < to)
-      sum +=
-          norm_weight_[i] * shard_grads_.slice(0, from - lo, to - lo).pow(2).sum().item<double>();
+    if (from < to) sum += norm_weight_[i] * shard_grads_.slice(0, from - lo, to - lo).pow(2).sum();
   }
-  return sum;
+  return sum.item<double>();
 }
 
 // ---- parameters ---------------------------------------------------------------------------
@@ -187,7 +203,7 @@ void ParamBuffer::bind_params() {
 }
 
 void ParamBuffer::unbind_params() {
-  for (auto& t : tensors_) t.set_data(torch::empty({0}, torch::kFloat32));
+  for (auto& t : tensors_) t.set_data(torch::empty({0}, options_));
   bound_ = false;
 }
 
@@ -196,10 +212,9 @@ void ParamBuffer::start_param_sync() {
   if (transient_params_) {
     if (params_.defined()) return;  // already (being) gathered
     // A fresh buffer each time: views of the previous one may still be referenced by autograd.
-    params_ = torch::empty({layout_.padded}, torch::kFloat32);
+    params_ = torch::empty({layout_.padded}, options_);
   }
-  gather_ = dp_.all_gather(master_.data_ptr<float>(), params_.data_ptr<float>(), layout_.shard,
-                           comm::DType::Float32);
+  gather_ = dp_.all_gather(master_.detach(), params_);
   note_working();
 }
 
@@ -225,9 +240,8 @@ torch::Tensor ParamBuffer::gathered_copy() {
     wait(gather_);
     return params_;
   }
-  torch::Tensor flat = torch::empty({layout_.padded}, torch::kFloat32);
-  comm::WorkPtr w = dp_.all_gather(master_.data_ptr<float>(), flat.data_ptr<float>(), layout_.shard,
-                                   comm::DType::Float32);
+  torch::Tensor flat = torch::empty({layout_.padded}, options_);
+  comm::WorkPtr w = dp_.all_gather(master_.detach(), flat);
   wait(w);
   return flat;
 }

@@ -1,5 +1,6 @@
 #pragma once
-// One stage's parameters and gradients as two flat fp32 buffers (flat_layout.h), shared by
+// One stage's parameters and gradients as two flat fp32 buffers (flat_layout.h) on the stage's
+// device, shared by
 // every data-parallel mode. The stage's parameter tensors are views of the parameter buffer and
 // their .grad are views of the gradient buffer, so autograd accumulates straight into it and a
 // gradient bucket is a range of it (no bucket copies).
@@ -35,6 +36,7 @@ struct BufferOptions {
   bool transient_params = false;  // zero3 (needs transient_grads)
   bool buckets = false;           // bucketed all-reduce (allreduce, zero1)
   double bucket_mib = 25;
+  bool bf16_reduce = false;  // gradients travel as bf16 (parallel.grad_reduce), summed in it
 };
 
 class ParamBuffer {
@@ -88,6 +90,7 @@ class ParamBuffer {
   const bool sharded_, transient_grads_, transient_params_;
   std::vector<double> norm_weight_;  // per parameter, in grad_sq_sum(); empty: all 1
   const int d_, rank_;
+  torch::TensorOptions options_;  // fp32 on the stage's device
   FlatLayout layout_;
   torch::Tensor params_, grads_, master_, shard_grads_;
   bool bound_ = false;  // parameters currently point into params_
@@ -95,6 +98,10 @@ class ParamBuffer {
   comm::WorkPtr gather_, scatter_;
   GradBuckets plan_;
   std::vector<comm::WorkPtr> bucket_work_;
+  // bf16 reduction: what travels, copied back into the fp32 gradients when it arrived.
+  const bool bf16_reduce_;
+  std::vector<torch::Tensor> bucket_bf16_;
+  torch::Tensor grads_bf16_, shard_bf16_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
   int started_by_hooks_ = 0;
   int64_t peak_params_ = 0, peak_grads_ = 0, peak_working_ = 0;  // transient, bytes

@@ -1,11 +1,18 @@
 #include "loom/parallel/quant_sync.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "loom/common/error.h"
 
 namespace loom::parallel {
+namespace {
+
+// The first n values of v as a CPU tensor (no copy).
+torch::Tensor host(std::vector<float>& v, int64_t n) {
+  return torch::from_blob(v.data(), {n}, torch::kFloat32);
+}
+
+}  // namespace
 
 QuantSync::QuantSync(const SyncContext& ctx) : DataParallel(ctx, BufferOptions{}) {
   fmt_.bits = static_cast<int>(ctx.cfg->quant.bits);
@@ -31,8 +38,8 @@ void QuantSync::reduce_grad() {
   const int d = dp_->size();
   if (d == 1 || exchange_) return;
   bytes_ = 0;
-  std::memcpy(x_.data(), buffer_.grads().data_ptr<float>(), n_ * sizeof(float));
-  for (int64_t i = 0; i < n_; ++i) x_[i] += e_[i];  // error feedback (padding stays 0)
+  host(x_, n_).copy_(buffer_.grads().narrow(0, 0, n_));  // from the device, if on one
+  for (int64_t i = 0; i < n_; ++i) x_[i] += e_[i];       // error feedback (padding stays 0)
   for (int j = 0; j < d; ++j)
     quant::encode(x_.data() + j * shard_, shard_, fmt_, send_.data() + j * chunk_);
   // New residual from exactly what was sent: e = x - dequant(quant(x)).
@@ -72,7 +79,7 @@ void QuantSync::finish_grad_sync() {
   exposed_s_ += gather->waited_s();
   for (int j = 0; j < d; ++j)
     quant::decode(gathered_.data() + j * chunk_, shard_, fmt_, x_.data() + j * shard_);
-  std::memcpy(buffer_.grads().data_ptr<float>(), x_.data(), n_ * sizeof(float));  // the mean
+  buffer_.grads().narrow(0, 0, n_).copy_(host(x_, n_));  // the mean
 }
 
 std::vector<std::pair<std::string, double>> QuantSync::step_metrics() const {

@@ -26,6 +26,8 @@ double ratio(double num, double den) {
 SlimSync::SlimSync(const SyncContext& ctx)
     : DataParallel(ctx, BufferOptions{}), cfg_(ctx.cfg->slim), seed_(ctx.cfg->train.seed) {
   n_ = buffer_.layout().numel;
+  w_ = HostMirror(buffer_.params());
+  w_.pull();
   u_.assign(n_, 0.0f);
   const auto& named = stage_->params();
   for (size_t p = 0; p < named.size(); ++p)
@@ -60,9 +62,13 @@ void SlimSync::after_step() {
   ++steps_;
   bytes_ = 0;
   fraction_ = 0;
+  w_.pull();
   measure_drift();
   drift_pre_ = ratio(num_, den_);
-  if (n_ > 0 && steps_ % cfg_.period == 0) sync();  // updates num_ and den_ on S
+  if (n_ > 0 && steps_ % cfg_.period == 0) {
+    sync();  // updates num_ and den_ on S
+    w_.push();
+  }
   drift_ = ratio(num_, den_);
   work_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
 }
@@ -178,6 +184,7 @@ void SlimSync::load(const ChunkReader& r) {
 }
 
 void SlimSync::after_load() {
+  w_.pull();
   if (fresh_global_) g_.assign(local(), local() + n_);  // u_ = 0, counters 0: a new start
 }
 

@@ -26,6 +26,7 @@
 #include <chrono>
 
 #include "loom/parallel/data_parallel.h"
+#include "loom/parallel/host_mirror.h"
 
 namespace loom::parallel {
 
@@ -66,12 +67,13 @@ class SlimSync : public DataParallel {
  private:
   void sync();
   void refresh_core();
-  void measure_drift();                                                // num_, den_ from w and g_
-  float* local() const { return buffer_.params().data_ptr<float>(); }  // w_r
+  void measure_drift();                       // num_, den_ from w and g_
+  float* local() const { return w_.data(); }  // w_r on the host (pulled)
 
   config::SlimConfig cfg_;
   uint64_t seed_;
   int64_t n_ = 0;
+  HostMirror w_;  // of the local parameters
   std::vector<float> g_, u_;
   std::vector<int64_t> core_, pool_, selected_;  // pool_: coordinates outside the core
   std::vector<int64_t> replicated_;        // of parameters replicated on a tensor-parallel group

@@ -6,8 +6,12 @@
 namespace loom::parallel {
 
 Stage::Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
-             int first_block, model::LossFn loss)
-    : index_(index), num_stages_(num_stages), blocks_(std::move(blocks)), loss_(std::move(loss)) {
+             int first_block, model::LossFn loss, model::Compute compute)
+    : index_(index),
+      num_stages_(num_stages),
+      blocks_(std::move(blocks)),
+      loss_(std::move(loss)),
+      compute_(compute) {
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const int parts = blocks_[b]->tp_parts();
     for (const auto& item : blocks_[b]->named_parameters()) {
@@ -26,9 +30,27 @@ int64_t Stage::num_parameters() const {
 }
 
 torch::Tensor Stage::run_blocks(const torch::Tensor& input) {
+  model::AutocastScope autocast(compute_);
   torch::Tensor x = input;
   for (auto& b : blocks_) x = b->forward(x);
   return x;
+}
+
+namespace {
+
+// A running sum on the device (no host synchronisation per micro-batch).
+void accumulate(torch::Tensor& sum, const torch::Tensor& v) {
+  sum = sum.defined() ? sum + v : v.clone();
+}
+
+}  // namespace
+
+double Stage::loss_sum() const {
+  return loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
+}
+
+int64_t Stage::correct() const {
+  return correct_.defined() ? correct_.item<int64_t>() : 0;
 }
 
 torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Tensor& target,
@@ -41,10 +63,11 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
   torch::Tensor result = out;
   if (is_last()) {
     LOOM_CHECK(target.defined(), "last stage needs targets");
+    out = out.to(torch::kFloat32);  // bf16 logits: the loss in fp32
     torch::Tensor loss = loss_(out, target);
-    loss_sum_ += loss.item<double>();
+    accumulate(loss_sum_, loss.detach().to(torch::kFloat64));
     if (out.dim() == 2) {  // classifier logits [b, classes]
-      correct_ += out.argmax(1).eq(target).sum().item<int64_t>();
+      accumulate(correct_, out.argmax(1).eq(target).sum());
       counted_ += target.numel();
     }
     live.output = loss * loss_scale;
@@ -62,12 +85,13 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
 
 torch::Tensor Stage::forward_eval(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
-  return run_blocks(input);
+  torch::Tensor out = run_blocks(input);
+  return is_last() ? out.to(torch::kFloat32) : out;
 }
 
 ActivationSpec Stage::output_spec(const ActivationSpec& in) {
   torch::NoGradGuard no_grad;
-  torch::Tensor out = run_blocks(torch::zeros(in.shape, torch::TensorOptions().dtype(in.dtype)));
+  torch::Tensor out = run_blocks(torch::zeros(in.shape, options(in.dtype)));
   return {out.sizes().vec(), out.scalar_type()};
 }
 
@@ -121,8 +145,8 @@ void Stage::backward_weight(int mb) {
 }
 
 void Stage::reset_step_stats() {
-  loss_sum_ = 0;
-  correct_ = counted_ = 0;
+  loss_sum_ = correct_ = torch::Tensor();
+  counted_ = 0;
 }
 
 int64_t Stage::live_activation_bytes() const {

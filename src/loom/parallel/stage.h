@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/model/compute.h"
 #include "loom/model/model.h"
 
 namespace loom::parallel {
@@ -35,14 +36,19 @@ using ActivationSpec = model::TensorSpec;
 
 class Stage {
  public:
-  // loss: what the last stage computes from its output and the targets.
+  // loss: what the last stage computes from its output and the targets (in fp32). The blocks
+  // must already be on compute.device; bf16 runs them under autocast.
   Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block>> blocks,
-        int first_block, model::LossFn loss = &model::Model::loss);
+        int first_block, model::LossFn loss = &model::Model::loss, model::Compute compute = {});
 
   int index() const { return index_; }
   bool is_first() const { return index_ == 0; }
   bool is_last() const { return index_ == num_stages_ - 1; }
   const std::vector<NamedParam>& params() const { return params_; }
+  const model::Compute& compute() const { return compute_; }
+  torch::TensorOptions options(torch::Dtype t) const {
+    return torch::dtype(t).device(compute_.device);
+  }
   int64_t num_parameters() const;
 
   // Runs the blocks on `input` (tokens on the first stage, else an activation; the stage
@@ -51,7 +57,7 @@ class Stage {
   // backward. Returns the output activation (last stage: the unscaled loss).
   torch::Tensor forward(int mb, const torch::Tensor& input, const torch::Tensor& target,
                         double loss_scale);
-  // Forward without autograd state (evaluation). Returns logits on the last stage.
+  // Forward without autograd state (evaluation). Returns fp32 logits on the last stage.
   torch::Tensor forward_eval(const torch::Tensor& input);
   // The spec of this stage's output for an input of spec `in`: the blocks run once, without
   // autograd, on zeros of that shape (valid token ids too). Needs the parameters (not zero3-
@@ -65,9 +71,10 @@ class Stage {
   torch::Tensor backward_input(int mb, const torch::Tensor& grad_output);
   void backward_weight(int mb);
 
-  // Last-stage statistics of the step (sum of unscaled losses, correct predictions).
-  double loss_sum() const { return loss_sum_; }
-  int64_t correct() const { return correct_; }
+  // Last-stage statistics of the step (sum of unscaled losses, correct predictions), kept on
+  // the device during the step: reading them is the step's one host synchronisation.
+  double loss_sum() const;
+  int64_t correct() const;
   int64_t counted() const { return counted_; }
   void reset_step_stats();
 
@@ -81,18 +88,19 @@ class Stage {
     torch::Tensor grad_output;  // kept between I and W
     int64_t bytes = 0;          // rough size of what the graph holds
   };
-  torch::Tensor run_blocks(const torch::Tensor& input);
+  torch::Tensor run_blocks(const torch::Tensor& input);  // under the compute's autocast
   Live take(int mb);
 
   int index_;
   int num_stages_;
   std::vector<std::shared_ptr<model::Block>> blocks_;
   model::LossFn loss_;
+  model::Compute compute_;
   std::vector<NamedParam> params_;
   std::vector<torch::Tensor> param_tensors_;
   std::map<int, Live> live_;
-  double loss_sum_ = 0;
-  int64_t correct_ = 0, counted_ = 0;
+  torch::Tensor loss_sum_, correct_;  // undefined: none this step
+  int64_t counted_ = 0;
   bool classifier_ = false;
 };
 

@@ -15,6 +15,7 @@ BufferOptions sharded(const config::Config& cfg, int level) {
   o.transient_params = level == 3;
   o.buckets = level == 1;
   o.bucket_mib = cfg.parallel.bucket_mib;
+  o.bf16_reduce = cfg.parallel.grad_reduce == config::Precision::Bf16;
   return o;
 }
 

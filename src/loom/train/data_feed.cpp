@@ -28,13 +28,14 @@ std::unique_ptr<data::Dataset> open(const config::Config& cfg, data::Split split
 }  // namespace
 
 DataFeed::DataFeed(const config::Config& cfg, int dp, int dp_rank, int m, bool needs_inputs,
-                   bool needs_targets)
+                   bool needs_targets, torch::Device device)
     : global_batch_(cfg.train.global_batch),
       dp_(dp),
       dp_rank_(dp_rank),
       m_(m),
       needs_inputs_(needs_inputs),
       needs_targets_(needs_targets),
+      device_(device),
       train_set_(open(cfg, data::Split::Train)),
       eval_set_(open(cfg, data::Split::Test)) {
   train_sampler_ = std::make_unique<data::Sampler>(train_set_->size(), cfg.train.seed, true);
@@ -48,8 +49,8 @@ void DataFeed::fill(data::Dataset& ds, data::Sampler& smp, int64_t step, MicroBa
   for (int j = 0; j < m_; ++j) {
     auto idx = smp.microbatch(step, global_batch_, dp_, dp_rank_, m_, j);
     data::Batch b = ds.get(idx);
-    out->inputs.push_back(needs_inputs_ ? to_tensor(b.input) : torch::Tensor());
-    out->targets.push_back(needs_targets_ ? to_tensor(b.target) : torch::Tensor());
+    out->inputs.push_back(needs_inputs_ ? to_tensor(b.input).to(device_) : torch::Tensor());
+    out->targets.push_back(needs_targets_ ? to_tensor(b.target).to(device_) : torch::Tensor());
   }
 }
 

@@ -22,8 +22,9 @@ struct MicroBatches {
 class DataFeed {
  public:
   // dp, dp_rank: the replicas and this rank's; m: micro-batches per replica and step.
+  // Batches are made on the host and handed over on `device`.
   DataFeed(const config::Config& cfg, int dp, int dp_rank, int m, bool needs_inputs,
-           bool needs_targets);
+           bool needs_targets, torch::Device device = torch::kCPU);
 
   void train(int64_t step, MicroBatches* out) { fill(*train_set_, *train_sampler_, step, out); }
   void eval(int64_t batch, MicroBatches* out) { fill(*eval_set_, *eval_sampler_, batch, out); }
@@ -35,6 +36,7 @@ class DataFeed {
   int64_t global_batch_;
   int dp_, dp_rank_, m_;
   bool needs_inputs_, needs_targets_;
+  torch::Device device_;
   std::unique_ptr<data::Dataset> train_set_, eval_set_;
   std::unique_ptr<data::Sampler> train_sampler_, eval_sampler_;
 };

@@ -27,19 +27,23 @@ EvalResult Evaluator::run() {
       1, std::min<int64_t>(cfg_.train.eval_batches, feed_.eval_size() / global_batch));
   if (feed_.eval_size() < global_batch) batches = 0;
   MicroBatches mb;
+  torch::Tensor losses, hits;  // on the device, read once at the end
+  auto add = [](torch::Tensor& sum, const torch::Tensor& v) { sum = sum.defined() ? sum + v : v; };
   for (int64_t i = 0; i < batches; ++i) {
     feed_.eval(i, &mb);
     auto logits = exec_.run_forward(mb.inputs, m_);
     if (!has_last_stage_) continue;
     torch::NoGradGuard ng;
     for (int j = 0; j < m_; ++j) {
-      const double loss = loss_(logits[j], mb.targets[j]).item<double>();
+      const torch::Tensor loss = loss_(logits[j], mb.targets[j]);  // a collective under tp
       if (!counts_) continue;
-      loss_sum += loss;
+      add(losses, loss.to(torch::kFloat64));
       count += 1;
-      if (classifier_) correct += logits[j].argmax(1).eq(mb.targets[j]).sum().item<double>();
+      if (classifier_) add(hits, logits[j].argmax(1).eq(mb.targets[j]).sum());
     }
   }
+  if (losses.defined()) loss_sum = losses.item<double>();
+  if (hits.defined()) correct = hits.item<double>();
   // Only the last stage's ranks (one per replica) contribute.
   const double n_loss = comm::sum_over(world_, count);
   const double total = comm::sum_over(world_, loss_sum);

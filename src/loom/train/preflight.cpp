@@ -7,6 +7,7 @@
 
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
+#include "loom/model/compute.h"
 #include "loom/model/partition.h"
 #include "loom/model/spec.h"
 #include "loom/schedule/generate.h"
@@ -85,11 +86,10 @@ void check_tensor_parallel(const config::Config& cfg, int tp) {
 
 Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   config::validate(cfg);
-  // NCCL moves CUDA tensors only, and the runtime keeps every tensor on the CPU for now.
-  if (cfg.parallel.comm == config::CommChoice::Nccl)
-    LOOM_USAGE(
-        "parallel.comm nccl needs CUDA tensors, and loom trains on CPU tensors until GPU "
-        "training lands; use --comm gloo or mpi");
+  // NCCL moves CUDA tensors only.
+  if (cfg.parallel.comm == config::CommChoice::Nccl && cfg.train.device != config::Device::Cuda)
+    LOOM_USAGE("parallel.comm nccl needs CUDA tensors, but train.device is ", cfg.train.device,
+               "; add --device cuda, or use --comm gloo or mpi");
   Resolved r;
   r.pp = static_cast<int>(cfg.parallel.pp);
   r.tp = static_cast<int>(cfg.parallel.tp);
@@ -115,6 +115,7 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     LOOM_USAGE("parallel.recompute = ", cfg.parallel.recompute,
                " recomputes transformer layers, but model.kind is '", cfg.model.kind,
                "'; use --recompute none with it");
+  model::check_device(cfg.train.device);
   int64_t per = int64_t(r.dp) * r.m;
   if (cfg.train.global_batch % per != 0)
     LOOM_USAGE("train.global_batch (", cfg.train.global_batch, ") is not divisible by dp (", r.dp,

@@ -38,6 +38,7 @@ struct Trainer::Impl {
   comm::Backend& base;
   Resolved r;
   comm::Mesh mesh;
+  model::Compute compute;
   model::Model model;
   model::Partition cut;
   schedule::Schedule lowered;
@@ -72,7 +73,9 @@ struct Trainer::Impl {
 void Trainer::Impl::setup() {
   r = preflight(cfg, base.size(), /*check_output=*/base.rank() == 0);
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  compute = model::compute_of(cfg, model::local_rank());
   parallel::MemoryTracker::install();
+  if (compute.device.is_cuda()) parallel::MemoryTracker::track_device(compute.device.index());
   mesh = comm::make_mesh(base, r.dp, r.pp, r.tp);
   if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
     comm::LinkEmulation e;
@@ -82,15 +85,17 @@ void Trainer::Impl::setup() {
     comm::set_link_emulation(e);
   }
   is_root = base.rank() == 0;
+  // Built on the CPU (the seed's initialization on every device), then placed.
   model = model::build(cfg.model, cfg.train.seed,
                        {r.tp, mesh.tp_rank, mesh.tp_comm.get(), cfg.parallel.sequence_parallel},
                        cfg.parallel.recompute);
+  for (auto& b : model.blocks) b->to(compute.device);
   if (cfg.output.calibrate_every > 0)
     calibration = std::make_unique<Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
   build_stages();
   // Only the ranks that own the first or last stage read data.
   feed = std::make_unique<DataFeed>(cfg, r.dp, mesh.dp_rank, r.m, stages.count(0) > 0,
-                                    stages.count(r.pp * r.loops - 1) > 0);
+                                    stages.count(r.pp * r.loops - 1) > 0, compute.device);
   build_schedule();
   build_executor();
   evaluator = std::make_unique<Evaluator>(cfg, base, *exec, *feed, r.m, r.micro_batch,
@@ -112,8 +117,8 @@ void Trainer::Impl::build_stages() {
   for (int s = mesh.pp_rank; s < r.pp * r.loops; s += r.pp) {
     std::vector<std::shared_ptr<model::Block>> blocks(model.blocks.begin() + cut.begin(s),
                                                       model.blocks.begin() + cut.end(s));
-    stages[s] =
-        std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s), model.criterion);
+    stages[s] = std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s),
+                                                  model.criterion, compute);
   }
 }
 
@@ -164,7 +169,8 @@ void Trainer::Impl::announce(RunMetrics& metrics) const {
                : std::string(),
       " (loops ", r.loops, ", schedule ", schedule_name(), ", ", r.m, " micro-batches of ",
       r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode, ", comm ",
-      comm::backend_name(base.kind()),
+      comm::backend_name(base.kind()), ", ", compute.device.is_cuda() ? "cuda" : "cpu",
+      compute.bf16 ? " bf16" : "",
       start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
   if (comm::link_emulation().active())
     metrics.message(

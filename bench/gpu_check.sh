@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The GPU check (docs/gpu.md), made to fit one call of the lent GPU machine (at most 8 minutes):
+#   bash scripts/gpu-bundle.sh                        # here: what the GPU machine lacks
+#   run(command="bash bench/gpu_check.sh", carry=["gpu-bundle"], timeout_s=480)
+# It builds loom there against the machine's own torch (no MPI, no tests: LOOM_WITH_MPI=OFF,
+# LOOM_BUILD_TESTS=OFF), then
+#   (a) throughput: a GPT (width 1024, 12 layers, sequence 1024, bf16, flash attention) trained
+#       by loom on one GPU beside the plain PyTorch eager loop of bench/peers/eager_gpt.py (the
+#       same model, autocast bf16, fused AdamW), tokens/s and MFU of each;
+#   (b) equivalence: 3 AdamW steps of a small GPT with pp=2 (two ranks sharing the GPU, so Gloo
+#       through host memory: NCCL refuses two ranks on one GPU) and dp=2 in every dp-mode,
+#       parameters against one process on the GPU (slim and quant, which are not meant to equal
+#       it, against the same run on the CPU).
+# Results: $OUT/gpu_check.txt (OUT defaults to runs/gpu-check).
+# A dry run without a GPU: LOOM_CHECK_DEVICE=cpu LOOM_BIN=build/bin/loom LOOM_CHECK_SMALL=1.
+set -uo pipefail
+py=${LOOM_PYTHON:-/opt/torch/.venv/bin/python3}
+[ -x "$py" ] || py=${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python
+out=${OUT:-runs/gpu-check}
+device=${LOOM_CHECK_DEVICE:-cuda}
+mkdir -p "$out"
+report="$out/gpu_check.txt"
+: >"$report"
+say() { echo "$*" | tee -a "$report"; }
+start=$SECONDS
+
+# ---- build -----------------------------------------------------------------------------------
+loom=${LOOM_BIN:-}
+if [ -z "$loom" ]; then
+  build=${LOOM_GPU_BUILD:-build-gpu}
+  torch_dir=$("$py" -c "import os, torch; print(os.path.dirname(torch.__file__))")
+  bundle=$(realpath -m "${LOOM_GPU_BUNDLE:-gpu-bundle}")
+  extra=()
+  if [ -d "$bundle" ]; then
+    lib="$bundle/usr/lib/x86_64-linux-gnu"
+    extra=("-DCMAKE_PREFIX_PATH=$bundle/usr;$lib/cmake" "-DZLIB_INCLUDE_DIR=$bundle/usr/include"
+           "-DZLIB_LIBRARY=$lib/libz.so")
+    export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+  fi
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WITH_MPI=OFF \
+      -DLOOM_BUILD_TESTS=OFF "-DLOOM_TORCH_DIR=$torch_dir" "${extra[@]}" >"$out/cmake.log" 2>&1; then
+    say "build: cmake failed (tail of $out/cmake.log):"; tail -20 "$out/cmake.log" | tee -a "$report"; exit 1
+  fi
+  if ! cmake --build "$build" --target loom -j "$(nproc)" >"$out/build.log" 2>&1; then
+    say "build: failed (tail of $out/build.log):"; tail -30 "$out/build.log" | tee -a "$report"; exit 1
+  fi
+  loom="$build/bin/loom"
+  say "build: $((SECONDS - start)) s"
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+"$py" -c "import torch; print('device:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', '| torch', torch.__version__)" | tee -a "$report"
+
+# ---- (a) throughput --------------------------------------------------------------------------
+if [ -n "${LOOM_CHECK_SMALL:-}" ]; then
+  width=64 layers=2 heads=2 seq=64 vocab=512 mb=2 steps=6 warm=2
+else
+  width=1024 layers=12 heads=16 seq=1024 vocab=32768 mb=8 steps=25 warm=5
+fi
+m=2  # micro-batches per step
+model=(--model.kind gpt --vocab "$vocab" --seq-len "$seq" --width "$width" --layers "$layers"
+       --heads "$heads" --attention flash)
+"$py" bench/peers/eager_gpt.py --width "$width" --layers "$layers" --heads "$heads" --seq-len "$seq" \
+  --vocab "$vocab" --micro-batch "$mb" --microbatches "$m" --steps "$((steps - warm))" --warmup "$warm" \
+  --device "$device" >"$out/eager.txt" 2>&1
+eager=$(sed -nE 's/^eager: ([0-9.]+) tokens\/s.*/\1/p' "$out/eager.txt")
+params=$(sed -nE 's/.* ([0-9]+) parameters$/\1/p' "$out/eager.txt")
+"$loom" train "${model[@]}" --data.kind synthetic --data.synthetic_size 4096 \
+  --global-batch "$((mb * m))" --microbatches "$m" --optimizer adamw --lr 3e-4 --steps "$steps" \
+  --eval-batches 1 --device "$device" --precision bf16 --progress false --overwrite \
+  --output.dir "$out/a-loom" >"$out/a-loom.txt" 2>&1 || { say "(a) loom failed:"; tail -5 "$out/a-loom.txt" | tee -a "$report"; }
+looms=$("$py" - "$out/a-loom/metrics.jsonl" "$warm" <<'PY'
+import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r]
+rows = rows[int(sys.argv[2]):]
+print(f"{sum(1 / r['tokens_per_s'] for r in rows) and len(rows) / sum(1 / r['tokens_per_s'] for r in rows):.0f}")
+PY
+)
+"$py" - "$eager" "$looms" "$params" "$layers" "$seq" "$width" <<'PY' | tee -a "$report"
+import sys
+eager, loom, n, layers, s, h = (float(x or 0) for x in sys.argv[1:])
+flops = 6 * n + 12 * layers * s * h  # per token, forward and backward (attention as dense)
+peak = 989.4e12  # H200 SXM, dense bf16 (NVIDIA's specification)
+print(f"(a) eager PyTorch: {eager:.0f} tokens/s, MFU {eager * flops / peak:.1%}")
+print(f"(a) loom:          {loom:.0f} tokens/s, MFU {loom * flops / peak:.1%}")
+print(f"(a) loom / eager = {loom / eager if eager else 0:.3f} (target >= 0.95); "
+      f"{n / 1e6:.1f}M parameters, {flops / 1e9:.2f} GFLOP per token, peak {peak / 1e12:.0f} TFLOP/s")
+PY
+
+# ---- (b) equivalence -------------------------------------------------------------------------
+small=(--model.kind gpt --vocab 256 --seq-len 64 --width 128 --layers 4 --heads 4
+       --data.kind synthetic --data.synthetic_size 1024 --global-batch 16 --optimizer adamw
+       --lr 1e-3 --steps 3 --eval-batches 1 --progress false --overwrite)
+pass=0 fail=0
+run() {  # name device nproc flags... -> $out/b-name/params (consolidated)
+  local name=$1 dev=$2 n=$3
+  shift 3
+  local dir="$out/b-$name"
+  local launch=()
+  if [ "$n" -gt 1 ]; then launch=(--nproc "$n"); fi
+  if ! "$loom" train "${small[@]}" --device "$dev" "${launch[@]}" "$@" --output.dir "$dir" >"$dir.txt" 2>&1; then
+    say "(b) $name: training failed:"; tail -3 "$dir.txt" | tee -a "$report"; return 1
+  fi
+  rm -rf "$dir/params"
+  if ! "$loom" checkpoint convert "$dir/checkpoint" --out "$dir/params" >>"$dir.txt" 2>&1; then
+    say "(b) $name: checkpoint convert failed:"; tail -3 "$dir.txt" | tee -a "$report"; return 1
+  fi
+}
+compare() {  # label a b tolerance
+  local line
+  # pipefail (set above): the comparison's own status, its last line
+  if line=$("$py" -W ignore tests/cli/close_params.py "$out/b-$2/params" "$out/b-$3/params" "$4" 2>&1 | tail -1); then
+    pass=$((pass + 1)); say "(b) PASS $1: $line"
+  else
+    fail=$((fail + 1)); say "(b) FAIL $1: $line"
+  fi
+}
+run one "$device" 1 --microbatches 8
+run one-cpu cpu 1 --microbatches 8 && compare "one process, $device vs cpu" one one-cpu 1e-4
+run pp2 "$device" 2 --pp 2 --microbatches 8 && compare "pp=2 1f1b" pp2 one 1e-5
+run pp2-bf16 "$device" 2 --pp 2 --microbatches 8 --precision bf16 &&
+  run one-bf16 "$device" 1 --microbatches 8 --precision bf16 && compare "pp=2 bf16" pp2-bf16 one-bf16 1e-5
+for mode in allreduce zero1 zero2 zero3; do
+  run "dp2-$mode" "$device" 2 --dp 2 --microbatches 4 --dp-mode "$mode" &&
+    compare "dp=2 $mode" "dp2-$mode" one 1e-5
+done
+for mode in slim quant; do
+  run "dp2-$mode" "$device" 2 --dp 2 --microbatches 4 --dp-mode "$mode" &&
+    run "dp2-$mode-cpu" cpu 2 --dp 2 --microbatches 4 --dp-mode "$mode" &&
+    compare "dp=2 $mode, $device vs cpu" "dp2-$mode" "dp2-$mode-cpu" 1e-4
+done
+say "(b) $pass passed, $fail failed; $((SECONDS - start)) s in all"
+[ "$fail" -eq 0 ]

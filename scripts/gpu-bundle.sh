@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Packs what a loom build needs on the lent GPU machine and that machine lacks (it has torch,
+# nvcc, CMake and ninja, but no Debian -dev packages and no network) into gpu-bundle/
+# (git-ignored; the device tool carries it when named in `carry`): the toml++ headers and CMake
+# package and its library, and zlib's headers and shared library. Copied from this machine's packages
+# (scripts/install-deps.sh installs them); a few MiB.
+#   bash scripts/gpu-bundle.sh [FOLDER]
+set -euo pipefail
+out=${1:-gpu-bundle}
+rm -rf "$out"
+mkdir -p "$out"
+for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || { echo "gpu-bundle: $pkg is not installed; run scripts/install-deps.sh" >&2; exit 2; }
+  dpkg -L "$pkg" | while read -r f; do
+    case "$f" in /usr/share/doc/*) continue ;; esac
+    if [ -f "$f" ] || [ -L "$f" ]; then
+      mkdir -p "$out$(dirname "$f")"
+      cp -a "$f" "$out$f"
+    fi
+  done
+done
+# zlib's -dev package links libz.so to the runtime library by an absolute path: copy the file.
+lib=$(readlink -f /usr/lib/x86_64-linux-gnu/libz.so)
+rm -f "$out/usr/lib/x86_64-linux-gnu/libz.so"
+cp "$lib" "$out/usr/lib/x86_64-linux-gnu/libz.so"
+echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out"
