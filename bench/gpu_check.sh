@@ -128,5 +128,11 @@ for mode in slim quant; do
     run "dp2-$mode-cpu" cpu 2 --dp 2 --microbatches 4 --dp-mode "$mode" &&
     compare "dp=2 $mode, $device vs cpu" "dp2-$mode" "dp2-$mode-cpu" 1e-4
 done
+# A checkpoint written on the GPU resumes on the CPU (one step more).
+if run resume-on-cpu cpu 1 --microbatches 8 --steps 4 --resume "$out/b-one/checkpoint"; then
+  pass=$((pass + 1)); say "(b) PASS the GPU run's checkpoint resumed on the CPU for a 4th step"
+else
+  fail=$((fail + 1))
+fi
 say "(b) $pass passed, $fail failed; $((SECONDS - start)) s in all"
 [ "$fail" -eq 0 ]

@@ -96,3 +96,10 @@ target_compile_definitions(loom_torch INTERFACE LOOM_HAVE_CUDA=${LOOM_HAVE_CUDA}
 # that call symbols Debian's libstdc++ lacks (remove_all jumps to 0; pytorch issue 133437).
 # libstdc++ ahead of libtorch among an executable's NEEDED libraries makes its definitions win.
 target_link_options(loom_torch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
+# c10d's ProcessGroupGloo.hpp includes gloo's headers, which the wheel lacks: Debian's
+# libgloo-dev puts them in /usr/include; elsewhere (the GPU machine's bundle) they are found on
+# CMAKE_PREFIX_PATH.
+find_path(LOOM_GLOO_INCLUDE gloo/config.h)
+if(LOOM_GLOO_INCLUDE AND NOT LOOM_GLOO_INCLUDE STREQUAL "/usr/include")
+  target_include_directories(loom_torch SYSTEM INTERFACE "${LOOM_GLOO_INCLUDE}")
+endif()

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Packs what a loom build needs on the lent GPU machine and that machine lacks (it has torch,
 # nvcc, CMake and ninja, but no Debian -dev packages and no network) into gpu-bundle/
-# (git-ignored; the device tool carries it when named in `carry`): the toml++ headers and CMake
-# package and its library, and zlib's headers and shared library. Copied from this machine's packages
+# (git-ignored; the device tool carries it when named in `carry`): the toml++ headers, CMake
+# package and library, zlib's headers and shared library, gloo's headers (c10d's Gloo header
+# includes them) and nlohmann/json. Copied from this machine's packages
 # (scripts/install-deps.sh installs them); a few MiB.
 #   bash scripts/gpu-bundle.sh [FOLDER]
 set -euo pipefail
 out=${1:-gpu-bundle}
 rm -rf "$out"
 mkdir -p "$out"
-for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev; do
+for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || { echo "gpu-bundle: $pkg is not installed; run scripts/install-deps.sh" >&2; exit 2; }
   dpkg -L "$pkg" | while read -r f; do
     case "$f" in /usr/share/doc/*) continue ;; esac

@@ -12,6 +12,7 @@ packages=(
   libtomlplusplus-dev     # configuration files
   libgloo-dev             # headers only: c10d's ProcessGroupGloo.hpp includes gloo's
   zlib1g-dev              # gzipped IDX files
+  nlohmann-json3-dev      # JSON of Hugging Face model folders (config.json, safetensors)
   dataset-fashion-mnist   # /usr/share/datasets/fashion-mnist
   fortunes                # ~1 MB of English text under /usr/share/games/fortunes
 )

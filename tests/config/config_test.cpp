@@ -109,7 +109,7 @@ TEST(Config, FieldsDescribeEveryMember) {
     EXPECT_TRUE(keys.insert(f.section + "." + f.name).second) << "listed twice: " << f.name;
   }
   // One per member of the structs in config.h; update when a field is added.
-  EXPECT_EQ(fields().size(), 8u + 4u + 21u + 15u + 6u + 2u + 2u + 8u);
+  EXPECT_EQ(fields().size(), 12u + 5u + 21u + 15u + 6u + 2u + 2u + 9u);
 }
 
 TEST(Config, FullFile) {
@@ -294,7 +294,7 @@ TEST(ConfigErrors, WrongType) {
   expect_toml_error("[output]\nprogress = 1\n", {"output.progress must be true or false"});
   expect_toml_error("[output]\ndir = 3\n", {"output.dir must be a string, got 3"});
   expect_toml_error("[model]\nkind = [\"gpt\"]\n",
-                    {"model.kind must be one of gpt|mlp|cnn, got an array"});
+                    {"model.kind must be one of gpt|mlp|cnn|llama, got an array"});
   expect_toml_error("[data]\npath = \"a\\nb\"\nkind = 1\n",
                     {"data.kind must be one of text|fashion-mnist|synthetic, got 1"});
 }
@@ -308,7 +308,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"[model]\nvocab = 1", "model.vocab must be in 2..65536, got 1"},
       {"[model]\nvocab = 65537", "model.vocab must be in 2..65536"},
       {"[model]\nclasses = 1", "model.classes must be >= 2"},
-      {"[model]\nkind = \"rnn\"", "model.kind must be one of gpt|mlp|cnn, got 'rnn'"},
+      {"[model]\nkind = \"rnn\"", "model.kind must be one of gpt|mlp|cnn|llama, got 'rnn'"},
       {"[data]\nkind = \"mnist\"", "data.kind must be one of text|fashion-mnist|synthetic"},
       {"[data]\ntest_fraction = 0", "data.test_fraction must be in (0, 1), got 0"},
       {"[data]\ntest_fraction = 1", "data.test_fraction must be in (0, 1)"},

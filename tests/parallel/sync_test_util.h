@@ -49,6 +49,17 @@ inline std::pair<Params, Params> train_and_allreduce(config::Config c, int ranks
   return {std::move(got), train_on(c, ranks, tag + "-ref")};
 }
 
+// Trains `c` in one process (the world's rank r alone, in its own folder), with
+// `microbatches` micro-batches per step: a pipeline run's reference when it runs the same
+// micro-batches (so every product has the shape it has in the pipeline).
+inline Params single_process(config::Config c, const std::string& dir, int64_t microbatches) {
+  comm::Backend& w = comm::world();
+  auto self = w.split(w.rank(), 0, "self");
+  c.output.dir = dir + std::to_string(w.rank());
+  set_layout(c, 1, 1, 1, 1, "1f1b", "allreduce", microbatches);
+  return train::Trainer(c, *self).run().params;
+}
+
 // The parameters every run starts from (same seed on every rank), by global name.
 inline Params initial_params(const config::Config& c) {
   auto m = model::build(c.model, c.train.seed);

@@ -38,12 +38,7 @@ config::Config bf16_run(const std::string& dir) {
 
 // One process, every micro-batch of the global batch in turn (dp x m of them).
 test::Params single_process(const config::Config& base, const std::string& dir) {
-  comm::Backend& w = comm::world();
-  auto self = w.split(w.rank(), 0, "self");
-  config::Config one = base;
-  one.output.dir = dir + std::to_string(w.rank());
-  test::set_layout(one, 1, 1, 1, 1, "1f1b", "allreduce", kDp * kMicro);
-  return train::Trainer(one, *self).run().params;
+  return test::single_process(base, dir, kDp * kMicro);
 }
 
 class Bf16 : public ::testing::TestWithParam<Case> {};
@@ -65,9 +60,10 @@ TEST_P(Bf16, MatchesSingleProcessBf16) {
   // between two bf16 runs must stay far below.
   const double bf16_effect = test::max_relative_diff(ref, ref32);
   if (comm::world().rank() == 0)
-    std::printf("[ bf16 ] %s: max relative difference %.3g to single-process bf16 (tolerance "
-                "1e-5); bf16 vs fp32 %.3g\n",
-                name.c_str(), diff, bf16_effect);
+    std::printf(
+        "[ bf16 ] %s: max relative difference %.3g to single-process bf16 (tolerance "
+        "1e-5); bf16 vs fp32 %.3g\n",
+        name.c_str(), diff, bf16_effect);
   EXPECT_LE(diff, 1e-5);
   EXPECT_GT(bf16_effect, 100 * diff);  // the runs really computed in bf16
 }
@@ -78,8 +74,8 @@ INSTANTIATE_TEST_SUITE_P(All, Bf16,
                                            Case{"zb-h1", "allreduce", 1},
                                            Case{"zb-h1", "zero3", 1}),
                          [](const auto& info) {
-                           std::string n = loom::detail::concat(info.param.schedule, "_",
-                                                          info.param.mode);
+                           std::string n =
+                               loom::detail::concat(info.param.schedule, "_", info.param.mode);
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
@@ -100,17 +96,10 @@ TEST(Bf16TensorParallel, CloseToSingleProcessBf16) {
     c.train.optimizer = config::Optimizer::Sgd;
     c.train.lr = 0.05;
     comm::Backend& w = comm::world();
-    test::Params ref, ref32;
-    {
-      auto self = w.split(w.rank(), 0, "self");
-      config::Config one = c;
-      test::set_layout(one, 1, 1, 1, 1, "1f1b", "allreduce", 2);
-      one.output.dir = dir + "-ref" + std::to_string(w.rank());
-      ref = train::Trainer(one, *self).run().params;
-      one.train.precision = config::Precision::Fp32;
-      one.output.dir = dir + "-fp32" + std::to_string(w.rank());
-      ref32 = train::Trainer(one, *self).run().params;
-    }
+    const test::Params ref = test::single_process(c, dir + "-ref", 2);
+    config::Config fp32 = c;
+    fp32.train.precision = config::Precision::Fp32;
+    const test::Params ref32 = test::single_process(fp32, dir + "-fp32", 2);
     test::set_layout(c, 1, 1, 2, 1, "1f1b", "allreduce", 2);
     c.parallel.sequence_parallel = sp;
     auto tp_diff = [&](const config::Config& run, const test::Params& want, const char* tag) {
@@ -130,10 +119,11 @@ TEST(Bf16TensorParallel, CloseToSingleProcessBf16) {
     const double diff32 = tp_diff(c32, ref32, "-fp32");
     const double bf16_effect = test::max_relative_diff(ref, ref32);
     if (w.rank() == 0)
-      std::printf("[ bf16 tp ] %s: max relative difference to one process in fp32 %.3g (one "
-                  "process in bf16: %.3g); to one process in bf16 %.3g; tp=2 fp32 to one "
-                  "process fp32 %.3g\n",
-                  name.c_str(), to_fp32, bf16_effect, diff, diff32);
+      std::printf(
+          "[ bf16 tp ] %s: max relative difference to one process in fp32 %.3g (one "
+          "process in bf16: %.3g); to one process in bf16 %.3g; tp=2 fp32 to one "
+          "process fp32 %.3g\n",
+          name.c_str(), to_fp32, bf16_effect, diff, diff32);
     EXPECT_LT(diff32, 1e-4) << name;
     EXPECT_LT(to_fp32, 2 * bf16_effect) << name;
   }

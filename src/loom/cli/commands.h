@@ -15,5 +15,9 @@ int simulate_command(const std::vector<std::string>& args);
 int plan_command(const std::vector<std::string>& args);
 int profile_command(const std::vector<std::string>& args);
 int checkpoint_command(const std::vector<std::string>& args);
+int tokenizer_command(const std::vector<std::string>& args);
+int generate_command(const std::vector<std::string>& args);
+int export_command(const std::vector<std::string>& args);
+int import_command(const std::vector<std::string>& args);
 
 }  // namespace loom::cli

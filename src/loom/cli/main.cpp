@@ -31,6 +31,14 @@ commands:
   profile    measure this machine and write a cluster file for simulate and plan
   checkpoint what a checkpoint holds (info), or one consolidated file of it (convert)
                loom checkpoint info runs/gpt/checkpoint
+  tokenizer  train a SentencePiece tokenizer on a text corpus
+               loom tokenizer train --data /usr/share/games/fortunes --vocab 4096 --out tok.model
+  generate   sample text from a checkpoint, whatever layout trained it
+               loom generate --checkpoint runs/gpt/checkpoint --prompt "The " --max-tokens 80
+  export     write a checkpoint as a Hugging Face model folder (config.json, model.safetensors)
+               loom export --checkpoint runs/llama/checkpoint --out hf-llama --format hf
+  import     make a loom checkpoint from a Hugging Face model folder
+               loom import --from hf-llama --out runs/imported/checkpoint
   version    print the versions of loom and of the libtorch it runs on (also --version)
 
 Run `loom <command> --help` (or -h) for the flags of a command. Every command reads them
@@ -74,6 +82,10 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return loom::cli::plan_command(rest);
     if (cmd == "profile") return loom::cli::profile_command(rest);
     if (cmd == "checkpoint") return loom::cli::checkpoint_command(rest);
+    if (cmd == "tokenizer") return loom::cli::tokenizer_command(rest);
+    if (cmd == "generate") return loom::cli::generate_command(rest);
+    if (cmd == "export") return loom::cli::export_command(rest);
+    if (cmd == "import") return loom::cli::import_command(rest);
     if (cmd == "version" || cmd == "--version") return version_command(rest);
     std::fprintf(stderr, "loom: error: unknown command '%s'; run `loom --help` for the list\n",
                  cmd.c_str());

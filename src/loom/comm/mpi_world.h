@@ -18,9 +18,9 @@ std::unique_ptr<Backend> make_world();
 // Under mpirun with a c10d backend: rank 0 hosts the store (kept in *server), MPI tells the
 // others where.
 Rendezvous rendezvous(std::unique_ptr<StoreServer>* server);
-void stop_engine();           // before the world is destroyed
-void finalize();              // MPI_Finalize (if init() ran), after the world is gone
-void abort_world(int code);   // MPI_Abort on the world, if MPI is up; returns otherwise
+void stop_engine();          // before the world is destroyed
+void finalize();             // MPI_Finalize (if init() ran), after the world is gone
+void abort_world(int code);  // MPI_Abort on the world, if MPI is up; returns otherwise
 std::string library_version();
 
 }  // namespace loom::comm::mpi

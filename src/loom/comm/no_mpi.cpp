@@ -1,7 +1,7 @@
 // The MPI seam (mpi_world.h) of a build without MPI (cmake -DLOOM_WITH_MPI=OFF): ranks meet
 // through c10d (Gloo, NCCL) under `loom train --nproc N`, `loom launch` or torchrun.
-#include "loom/common/error.h"
 #include "loom/comm/mpi_world.h"
+#include "loom/common/error.h"
 
 namespace loom::comm::mpi {
 

@@ -294,9 +294,21 @@ const std::vector<Field>& schema() {
        "attention core (gpt): standard (softmax(q k^T) v, the t x t scores kept) or flash "
        "(one fused kernel, scaled_dot_product_attention: no t x t scores kept)",
        {}},
+      {LOOM_FIELD(model, kv_heads),
+       "key/value heads of grouped-query attention (llama); divides heads; 0 = heads",
+       int_range(0)},
+      {LOOM_FIELD(model, ffn_width),
+       "SwiGLU hidden units (llama); 0 = the smallest multiple of 64 >= 8 * width / 3",
+       int_range(0)},
+      {LOOM_FIELD(model, tie_embeddings), "the output head is the token embedding (llama)", {}},
+      {LOOM_FIELD(model, rope_theta), "base of the rotary position embedding (llama)",
+       float_range(0, true)},
 
       {LOOM_FIELD(data, kind), "data set", {}},
       {LOOM_FIELD(data, path), "text: file or folder; fashion-mnist: folder; empty = default", {}},
+      {LOOM_FIELD(data, tokenizer),
+       "text: SentencePiece model file (loom tokenizer train); empty = bytes (256 tokens)",
+       {}},
       {LOOM_FIELD(data, synthetic_size), "samples in the synthetic data set", int_range(1)},
       {LOOM_FIELD(data, test_fraction), "held-out tail of the text", float_range(0, true, 1)},
 
@@ -417,6 +429,8 @@ const std::vector<Field>& schema() {
        "times a transformer layer alone, then all at once, outside the step time, into "
        "metrics.jsonl; gpt only); 0 = off",
        int_range(0)},
+      {LOOM_FIELD(output, sample_every),
+       "steps between text samples printed by rank 0 (gpt, llama); 0 = off", int_range(0)},
   };
   return table;
 }
@@ -819,13 +833,27 @@ void validate(const Config& c) {
                p.dp_mode, " compresses its exchange its own way; drop --grad-reduce");
   }
 
-  const bool text_model = m.kind == ModelKind::Gpt;
+  if (m.kind == ModelKind::Llama) {
+    const int64_t kv = m.kv_heads ? m.kv_heads : m.heads;
+    if (m.heads % kv != 0)
+      LOOM_USAGE("model.kv_heads (", kv, ") must divide model.heads (", m.heads,
+                 "): each key/value head serves a group of query heads");
+    if ((m.width / m.heads) % 2 != 0)
+      LOOM_USAGE("model.width / model.heads (", m.width / m.heads,
+                 ") must be even: rotary embeddings turn pairs of dimensions");
+  }
+
+  const bool text_model = m.kind == ModelKind::Gpt || m.kind == ModelKind::Llama;
   const bool fits = c.data.kind == DataKind::Synthetic ||
                     c.data.kind == (text_model ? DataKind::Text : DataKind::FashionMnist);
   if (!fits) {
     LOOM_USAGE("model.kind ", quote(name_of(m.kind)), " does not fit data.kind ",
                quote(name_of(c.data.kind)), ": ", m.kind, " needs data.kind ",
                text_model ? "text" : "fashion-mnist", "|synthetic; change model.kind or data.kind");
+  }
+  if (!c.data.tokenizer.empty() && c.data.kind != DataKind::Text) {
+    LOOM_USAGE("data.tokenizer applies to data.kind = text, not ", c.data.kind,
+               "; drop --tokenizer");
   }
 }
 

@@ -19,7 +19,7 @@ namespace loom::config {
 
 // The fields with a fixed set of values are enums, parsed once here; the rest of loom compares
 // enumerators, never spellings.
-enum class ModelKind { Gpt, Mlp, Cnn };
+enum class ModelKind { Gpt, Mlp, Cnn, Llama };
 enum class DataKind { Text, FashionMnist, Synthetic };
 enum class Optimizer { AdamW, Sgd };
 enum class LrSchedule { Cosine, Constant };
@@ -45,7 +45,7 @@ template <typename E>
 struct Names;
 template <>
 struct Names<ModelKind> {
-  static constexpr std::array<std::string_view, 3> list{"gpt", "mlp", "cnn"};
+  static constexpr std::array<std::string_view, 4> list{"gpt", "mlp", "cnn", "llama"};
 };
 template <>
 struct Names<DataKind> {
@@ -112,6 +112,11 @@ std::ostream& operator<<(std::ostream& os, E e) {
   return os << Names<E>::list.at(static_cast<size_t>(e));
 }
 
+// The language models (token input, transformer layers): gpt and llama.
+inline bool is_transformer(ModelKind k) {
+  return k == ModelKind::Gpt || k == ModelKind::Llama;
+}
+
 // 1, 2 or 3 for the ZeRO modes, 0 for the others.
 inline int zero_level(DpMode m) {
   return m == DpMode::Zero1 ? 1 : m == DpMode::Zero2 ? 2 : m == DpMode::Zero3 ? 3 : 0;
@@ -125,14 +130,20 @@ struct ModelConfig {
   int64_t layers = 4;                         // gpt: transformer blocks; mlp: hidden layers
   int64_t heads = 4;                          // gpt: attention heads (must divide width)
   int64_t classes = 10;                       // mlp/cnn
-  Attention attention = Attention::Standard;  // gpt
+  Attention attention = Attention::Standard;  // gpt, llama
+  // llama: grouped-query attention, SwiGLU, rotary positions (model/llama.cpp).
+  int64_t kv_heads = 0;         // key/value heads; 0 = heads
+  int64_t ffn_width = 0;        // SwiGLU hidden units; 0 = a multiple of 64 >= 8 * width / 3
+  bool tie_embeddings = false;  // the head is the token embedding
+  double rope_theta = 10000.0;
 
   bool operator==(const ModelConfig&) const = default;
 };
 
 struct DataConfig {
   DataKind kind = DataKind::Text;
-  std::string path;  // text: file or folder; fashion-mnist: folder; "" = default
+  std::string path;       // text: file or folder; fashion-mnist: folder; "" = default
+  std::string tokenizer;  // text: SentencePiece model (loom tokenizer train); "" = bytes
   int64_t synthetic_size = 65536;
   double test_fraction = 0.05;  // text: held-out tail
 
@@ -217,6 +228,7 @@ struct OutputConfig {
   std::string resume;            // checkpoint folder to resume from ("" = fresh start)
   std::string trace;             // Chrome trace JSON of the measured timeline ("" = none)
   int64_t calibrate_every = 0;   // steps between speed calibrations (train/calibration.h); 0 = off
+  int64_t sample_every = 0;      // steps between text samples printed by rank 0; 0 = off
 
   bool operator==(const OutputConfig&) const = default;
 };

@@ -7,6 +7,8 @@ namespace loom::model {
 
 Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
                 config::Recompute recompute);
+Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
+                  config::Recompute recompute);
 Model build_mlp(const config::ModelConfig& c);
 Model build_cnn(const config::ModelConfig& c);
 
@@ -32,14 +34,15 @@ int64_t Model::num_parameters() const {
 Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel& tp,
             config::Recompute recompute) {
   LOOM_CHECK(
-      (tp.size == 1 && recompute == config::Recompute::None) || cfg.kind == config::ModelKind::Gpt,
-      "tensor parallelism and recomputation are for the gpt only (preflight checks it)");
+      (tp.size == 1 && recompute == config::Recompute::None) || config::is_transformer(cfg.kind),
+      "tensor parallelism and recomputation are for the transformers (preflight checks it)");
   torch::manual_seed(seed);
   Model m;
   switch (cfg.kind) {
     case config::ModelKind::Gpt: m = build_gpt(cfg, tp, recompute); break;
     case config::ModelKind::Mlp: m = build_mlp(cfg); break;
     case config::ModelKind::Cnn: m = build_cnn(cfg); break;
+    case config::ModelKind::Llama: m = build_llama(cfg, tp, recompute); break;
   }
   const ModelSpec spec = spec_of(cfg);
   LOOM_CHECK(static_cast<int>(m.blocks.size()) == spec.blocks, "model/spec.cpp says ", spec.blocks,

@@ -12,7 +12,8 @@ ModelSpec spec_of(const config::ModelConfig& m) {
   using config::ModelKind;
   const int layers = static_cast<int>(m.layers);
   switch (m.kind) {
-    case ModelKind::Gpt:  // embedding, transformer layers, final norm + head
+    case ModelKind::Gpt:    // embedding, transformer layers, final norm + head
+    case ModelKind::Llama:  // the same cut
       return {layers + 2, {m.seq_len}, true, false, config::DataKind::Text};
     case ModelKind::Mlp:  // hidden layers, output layer
       return {layers + 1, {1, 28, 28}, false, true, config::DataKind::FashionMnist};

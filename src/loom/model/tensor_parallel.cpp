@@ -141,17 +141,29 @@ torch::Tensor vocab_parallel_loss(const torch::Tensor& logits, const torch::Tens
   return (sum_exp.log() - reduce_from_tp(picked, tp)).mean();
 }
 
+namespace {
+
+// Row-parallel weights, split along their input (dim 1); every other split parameter is
+// column-parallel (dim 0). gpt: proj, out; llama: o, down.
+bool row_parallel(const std::string& local) {
+  return local == "proj.weight" || local == "out.weight" || local == "o.weight" ||
+         local == "down.weight";
+}
+
+}  // namespace
+
 bool tp_split(const std::string& name) {
   const std::string n = local_name(name);
   return n == "qkv.weight" || n == "qkv.bias" || n == "fc.weight" || n == "fc.bias" ||
-         n == "proj.weight" || n == "out.weight" || n == "tok.weight" || n == "head.weight" ||
-         n == "head.bias";
+         row_parallel(n) || n == "tok.weight" || n == "head.weight" || n == "head.bias" ||
+         n == "q.weight" || n == "k.weight" || n == "v.weight" || n == "gate.weight" ||
+         n == "up.weight";
 }
 
 torch::Tensor tp_shard(const std::string& name, const torch::Tensor& full, int rank, int parts) {
   if (parts == 1 || !tp_split(name)) return full;
   const std::string n = local_name(name);
-  const int dim = n == "proj.weight" || n == "out.weight" ? 1 : 0;
+  const int dim = row_parallel(n) ? 1 : 0;
   if (n == "qkv.weight" || n == "qkv.bias") {  // Q, K and V each by heads
     std::vector<torch::Tensor> pieces;
     for (const auto& third : full.chunk(3, 0)) pieces.push_back(third.chunk(parts, 0)[rank]);
@@ -176,7 +188,7 @@ torch::Tensor tp_unshard(const std::string& name, const std::vector<torch::Tenso
     }
     return torch::cat({torch::cat(q, 0), torch::cat(k, 0), torch::cat(v, 0)}, 0);
   }
-  return torch::cat(parts, n == "proj.weight" || n == "out.weight" ? 1 : 0);
+  return torch::cat(parts, row_parallel(n) ? 1 : 0);
 }
 
 }  // namespace loom::model

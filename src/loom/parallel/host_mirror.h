@@ -13,8 +13,10 @@ class HostMirror {
       : t_(std::move(t)),
         host_(t_.device().is_cpu()
                   ? t_
-                  : torch::empty(t_.sizes(), torch::dtype(torch::kFloat32)
-                                                 .pinned_memory(torch::cuda::is_available()))) {}
+                  : torch::empty(
+                        t_.sizes(),
+                        torch::dtype(torch::kFloat32).pinned_memory(torch::cuda::is_available()))) {
+  }
   float* data() const { return host_.data_ptr<float>(); }
   void pull() {
     if (!t_.device().is_cpu()) host_.copy_(t_);

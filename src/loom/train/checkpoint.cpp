@@ -113,8 +113,13 @@ std::string manifest_to_json(const Manifest& m) {
      << ",\n \"model\": " << quoted(config::name_of(md.kind)) << ", \"vocab\": " << md.vocab
      << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
      << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
-     << ", \"classes\": " << md.classes << ",\n \"blocks\": " << m.blocks
-     << ", \"partition\": " << list(m.first) << ",\n \"files\": [";
+     << ", \"classes\": " << md.classes;
+  if (md.kind == config::ModelKind::Llama)
+    os << ", \"kv_heads\": " << md.kv_heads << ", \"ffn_width\": " << md.ffn_width
+       << ", \"tie_embeddings\": " << int(md.tie_embeddings)
+       << ", \"rope_theta\": " << quoted(detail::concat(md.rope_theta));
+  os << ",\n \"blocks\": " << m.blocks << ", \"partition\": " << list(m.first)
+     << ",\n \"files\": [";
   for (size_t r = 0; r < m.files.size(); ++r) {
     const Manifest::File& f = m.files[r];
     os << (r ? ",\n   " : "\n   ") << "{\"rank\": " << r << ", \"file\": " << quoted(f.name)
@@ -172,6 +177,12 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.model.layers = num("layers", 1, kBig);
   m.model.heads = num("heads", 1, kBig);
   m.model.classes = num("classes", 1, kBig);
+  if (m.model.kind == config::ModelKind::Llama) {
+    m.model.kv_heads = num("kv_heads", 0, kBig);
+    m.model.ffn_width = num("ffn_width", 0, kBig);
+    m.model.tie_embeddings = num("tie_embeddings", 0, 1) != 0;
+    m.model.rope_theta = std::stod(field(json, "rope_theta", f));
+  }
   const int stages = m.pp * m.loops;
   m.blocks = static_cast<int>(num("blocks", 1, kBig));
   std::smatch part;
@@ -227,12 +238,17 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
   if (a.layers != b.layers) refuse("model.layers", a.layers, b.layers);
   if (a.width != b.width) refuse("model.width", a.width, b.width);
   if (a.heads != b.heads) refuse("model.heads", a.heads, b.heads);
-  if (a.kind == config::ModelKind::Gpt && a.seq_len != b.seq_len)
+  if (config::is_transformer(a.kind) && a.seq_len != b.seq_len)
     refuse("model.seq_len", a.seq_len, b.seq_len);
-  if (a.kind == config::ModelKind::Gpt && a.vocab != b.vocab)
-    refuse("model.vocab", a.vocab, b.vocab);
-  if (a.kind != config::ModelKind::Gpt && a.classes != b.classes)
+  if (config::is_transformer(a.kind) && a.vocab != b.vocab) refuse("model.vocab", a.vocab, b.vocab);
+  if (!config::is_transformer(a.kind) && a.classes != b.classes)
     refuse("model.classes", a.classes, b.classes);
+  if (a.kind == config::ModelKind::Llama) {
+    if (a.kv_heads != b.kv_heads) refuse("model.kv_heads", a.kv_heads, b.kv_heads);
+    if (a.ffn_width != b.ffn_width) refuse("model.ffn_width", a.ffn_width, b.ffn_width);
+    if (a.tie_embeddings != b.tie_embeddings)
+      refuse("model.tie_embeddings", a.tie_embeddings, b.tie_embeddings);
+  }
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
   // Slim replicas each train a model of their own: nothing maps them onto other replicas.

@@ -20,7 +20,7 @@ Evaluator::Evaluator(const config::Config& cfg, comm::Backend& world, parallel::
       has_last_stage_(has_last_stage),
       counts_(counts) {}
 
-EvalResult Evaluator::run() {
+EvalResult Evaluator::run(bool /*final*/) {
   double loss_sum = 0, correct = 0, count = 0;
   const int64_t global_batch = cfg_.train.global_batch;
   int64_t batches = std::max<int64_t>(

@@ -27,7 +27,8 @@ class Evaluator {
   Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
             DataFeed& feed, int m, int64_t micro_batch, bool classifier, model::LossFn loss,
             bool has_last_stage, bool counts);
-  EvalResult run();  // collective over world
+  // Collective over world. final: the run's last evaluation (may cover more of the test split).
+  EvalResult run(bool final = false);
 
  private:
   const config::Config& cfg_;

@@ -8,6 +8,7 @@
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
 #include "loom/model/compute.h"
+#include "loom/model/model.h"
 #include "loom/model/partition.h"
 #include "loom/model/spec.h"
 #include "loom/schedule/generate.h"
@@ -67,7 +68,7 @@ void check_output_dir(const config::OutputConfig& o) {
 // vocabulary: each must divide.
 void check_tensor_parallel(const config::Config& cfg, int tp) {
   const auto& m = cfg.model;
-  if (m.kind != config::ModelKind::Gpt)
+  if (!config::is_transformer(m.kind))
     LOOM_USAGE("parallel.tp = ", tp, " splits a transformer, but model.kind is '", m.kind,
                "'; use --tp 1 with it, or model.kind = gpt");
   if (m.heads % tp != 0)
@@ -80,6 +81,15 @@ void check_tensor_parallel(const config::Config& cfg, int tp) {
                "): the embedding and the head are split by vocabulary; choose --vocab a multiple "
                "of ",
                tp);
+  if (m.kind == config::ModelKind::Llama) {
+    const int64_t kv = m.kv_heads ? m.kv_heads : m.heads, ffn = model::llama_ffn_width(m);
+    if (kv % tp != 0)
+      LOOM_USAGE("parallel.tp (", tp, ") must divide model.kv_heads (", kv,
+                 "): each tensor-parallel rank computes whole key/value heads");
+    if (ffn % tp != 0)
+      LOOM_USAGE("parallel.tp (", tp, ") must divide the SwiGLU width (", ffn,
+                 "); set --ffn-width to a multiple of ", tp);
+  }
 }
 
 }  // namespace
@@ -111,11 +121,18 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   if (cfg.parallel.sequence_parallel && cfg.model.seq_len % r.tp != 0)
     LOOM_USAGE("parallel.sequence_parallel needs tp (", r.tp, ") to divide model.seq_len (",
                cfg.model.seq_len, "); choose --seq-len a multiple of ", r.tp);
-  if (cfg.parallel.recompute != config::Recompute::None && cfg.model.kind != config::ModelKind::Gpt)
+  if (cfg.parallel.recompute != config::Recompute::None && !config::is_transformer(cfg.model.kind))
     LOOM_USAGE("parallel.recompute = ", cfg.parallel.recompute,
                " recomputes transformer layers, but model.kind is '", cfg.model.kind,
                "'; use --recompute none with it");
   model::check_device(cfg.train.device);
+  if (cfg.model.kind == config::ModelKind::Llama && cfg.model.tie_embeddings && r.pp * r.loops > 1)
+    LOOM_USAGE(
+        "model.tie_embeddings shares the embedding with the head, which sit on the first "
+        "and the last of ",
+        r.pp * r.loops,
+        " stages; loom ties them on one stage only: "
+        "use --pp 1 --loops 1, or drop --tie-embeddings");
   int64_t per = int64_t(r.dp) * r.m;
   if (cfg.train.global_batch % per != 0)
     LOOM_USAGE("train.global_batch (", cfg.train.global_batch, ") is not divisible by dp (", r.dp,
@@ -144,6 +161,10 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   if (cfg.output.calibrate_every > 0 && cfg.model.kind != config::ModelKind::Gpt)
     LOOM_USAGE("output.calibrate_every times a transformer layer, but model.kind is '",
                cfg.model.kind, "'; use it with model.kind = gpt or set it to 0");
+  if (cfg.output.calibrate_every > 0 && cfg.train.device == config::Device::Cuda)
+    LOOM_USAGE(
+        "output.calibrate_every times the CPU cores a rank shares (the simulator's "
+        "core-sharing model), which says nothing of a GPU; set it to 0 with --device cuda");
 
   // Data: open both splits (the test split is read at the last step: fail now, not then).
   std::string path = default_data_path(cfg);

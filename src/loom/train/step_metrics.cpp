@@ -49,7 +49,7 @@ RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Ba
       pp_comm_(pp_comm),
       start_step_(start_step),
       root_(world.rank() == 0),
-      gpt_(cfg.model.kind == config::ModelKind::Gpt) {
+      gpt_(config::is_transformer(cfg.model.kind)) {
   items_per_step_ = double(cfg.train.global_batch) * (gpt_ ? cfg.model.seq_len : 1);
   if (root_) {
     fs::create_directories(cfg.output.dir);

@@ -251,7 +251,7 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
   }
   const bool last = done == cfg.train.steps;
   if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || last) {
-    const EvalResult e = evaluator->run();
+    const EvalResult e = evaluator->run(/*final=*/last);
     metrics.eval(done, e.loss, e.accuracy, res);
   }
   if ((cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0) || last)

@@ -1,0 +1,208 @@
+// Llama-style decoder, computed as Hugging Face's LlamaForCausalLM computes it (so that exported
+// weights give the same logits there): RMSNorm before attention and MLP, rotary position
+// embeddings (rotate-half form), grouped-query attention (model.kv_heads), a SwiGLU MLP, no
+// biases, and a head that is its own matrix or the token embedding (model.tie_embeddings).
+// Tensor parallelism as in the GPT: column-parallel q, k, v (whole heads: tp divides kv_heads),
+// gate and up, row-parallel o and down.
+#include <cmath>
+
+#include "loom/common/error.h"
+#include "loom/model/model.h"
+#include "loom/model/transformer_parts.h"
+
+namespace loom::model {
+namespace {
+
+namespace F = torch::nn::functional;
+
+constexpr double kNormEps = 1e-5;  // exported as rms_norm_eps
+
+struct RmsNormImpl : torch::nn::Module {
+  explicit RmsNormImpl(int64_t width) {
+    weight = register_parameter("weight", torch::ones({width}));
+  }
+  torch::Tensor weight;
+};
+TORCH_MODULE(RmsNorm);
+
+// x / rms(x) * weight, in fp32 as Hugging Face computes it; the weight as replicated() makes it.
+torch::Tensor rms_norm(const torch::Tensor& x, RmsNorm& n, const TensorParallel& tp) {
+  const torch::Tensor x32 = x.to(torch::kFloat32);
+  const torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + kNormEps);
+  return replicated(n->weight, tp) * normed.to(x.scalar_type());
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return torch::cat({-halves[1], halves[0]}, -1);
+}
+
+// model.ffn_width, or the smallest multiple of 64 >= 8 * width / 3.
+int64_t ffn_width_of(const config::ModelConfig& c) {
+  if (c.ffn_width) return c.ffn_width;
+  const int64_t units = (8 * c.width + 2) / 3;  // ceil(8 * width / 3)
+  return (units + 63) / 64 * 64;
+}
+
+class LlamaLayer : public RecomputableLayer {
+ public:
+  LlamaLayer(const config::ModelConfig& c, const TensorParallel& tp, config::Recompute recompute)
+      : RecomputableLayer(tp, recompute),
+        seq_len_(c.seq_len),
+        width_(c.width),
+        heads_(c.heads),
+        kv_heads_(c.kv_heads ? c.kv_heads : c.heads),
+        hd_(c.width / c.heads),
+        ffn_(ffn_width_of(c)),
+        flash_(c.attention == config::Attention::Flash) {
+    norm1_ = register_module("norm1", RmsNorm(width_));
+    q_ = register_module("q", linear(width_, heads_ * hd_));
+    k_ = register_module("k", linear(width_, kv_heads_ * hd_));
+    v_ = register_module("v", linear(width_, kv_heads_ * hd_));
+    o_ = register_module("o", linear(heads_ * hd_, width_));
+    norm2_ = register_module("norm2", RmsNorm(width_));
+    gate_ = register_module("gate", linear(width_, ffn_));
+    up_ = register_module("up", linear(width_, ffn_));
+    down_ = register_module("down", linear(ffn_, width_));
+    // Rotary angles of each position (buffers: they move with the layer to its device).
+    const torch::Tensor inv_freq =
+        1.0 / torch::pow(c.rope_theta, torch::arange(0, hd_, 2, torch::kInt64).to(torch::kFloat32) /
+                                           double(hd_));
+    const torch::Tensor angles =
+        torch::outer(torch::arange(c.seq_len, torch::kInt64).to(torch::kFloat32), inv_freq);
+    const torch::Tensor both = torch::cat({angles, angles}, -1);
+    cos_ = register_buffer("cos", both.cos());
+    sin_ = register_buffer("sin", both.sin());
+    if (!flash_) mask_ = register_buffer("mask", causal_mask(c.seq_len));
+    keep_my_part();
+  }
+
+  torch::Tensor run(Part part, const torch::Tensor& x) override {
+    if (part == Part::AttentionCore) return attention(x);
+    // Column-parallel q, k, v, gate, up (this rank's heads and units), row-parallel o and down:
+    // with tp = 1 enter_split and leave_split are the identity.
+    const torch::Tensor n = enter_split(rms_norm(x, norm1_, tp_), tp_);
+    const torch::Tensor qkv = torch::cat({rope(q_(n)), rope(k_(n)), v_(n)}, -1);
+    const torch::Tensor h = x + leave_split(o_(core(qkv)), tp_);
+    const torch::Tensor m = enter_split(rms_norm(h, norm2_, tp_), tp_);
+    return h + leave_split(down_(torch::silu(gate_(m)) * up_(m)), tp_);
+  }
+  torch::Tensor decode(const torch::Tensor& x, KvCache& cache) override {
+    const auto b = x.size(0), n = x.size(1);
+    const int64_t first = cache.positions();
+    const torch::Tensor norm = rms_norm(x, norm1_, tp_);
+    auto heads = [&](const torch::Tensor& y) { return y.view({b, n, -1, hd_}).transpose(1, 2); };
+    const torch::Tensor y = cached_attention(heads(rope(q_(norm), first)),
+                                             heads(rope(k_(norm), first)), heads(v_(norm)), cache);
+    const torch::Tensor h = x + o_(y);
+    const torch::Tensor m = rms_norm(h, norm2_, tp_);
+    return h + down_(torch::silu(gate_(m)) * up_(m));
+  }
+  double flops_per_sample() const override {
+    const double t = double(seq_len_), d = double(width_), a = double(heads_ * hd_);
+    const double kv = double(kv_heads_ * hd_), f = double(ffn_);
+    // q, k, v, o; gate, up, down; attention scores and mix.
+    return 2.0 * t * (d * (2 * a + 2 * kv) + 3 * d * f) + 4.0 * t * t * a;
+  }
+  std::string kind() const override { return "transformer"; }
+
+ private:
+  static torch::nn::Linear linear(int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  }
+  // Rotary embedding of [b, t, heads * hd] (this rank's heads) at positions first, first + 1,
+  // ...: position p turns each pair (i, i + hd/2) by p * theta^(-2i/hd).
+  torch::Tensor rope(const torch::Tensor& y, int64_t first = 0) const {
+    const auto b = y.size(0), t = y.size(1);
+    const torch::Tensor v = y.view({b, t, -1, hd_});
+    const auto cos = cos_.slice(0, first, first + t).unsqueeze(1).to(y.scalar_type());
+    const auto sin = sin_.slice(0, first, first + t).unsqueeze(1).to(y.scalar_type());
+    return (v * cos + rotate_half(v) * sin).view({b, t, -1});
+  }
+  // Causal attention of this rank's heads from [b, t, (heads + 2 kv_heads) * hd]; each key and
+  // value head serves heads / kv_heads consecutive query heads.
+  torch::Tensor attention(const torch::Tensor& qkv) const {
+    const auto b = qkv.size(0), t = qkv.size(1);
+    const int64_t h = heads_ / tp_.size, kv = kv_heads_ / tp_.size;
+    auto parts = qkv.split({h * hd_, kv * hd_, kv * hd_}, -1);
+    auto q = parts[0].view({b, t, h, hd_}).transpose(1, 2);
+    auto k = parts[1].view({b, t, kv, hd_}).transpose(1, 2);
+    auto v = parts[2].view({b, t, kv, hd_}).transpose(1, 2);
+    if (kv != h) {
+      k = k.repeat_interleave(h / kv, 1);
+      v = v.repeat_interleave(h / kv, 1);
+    }
+    torch::Tensor y;
+    if (flash_) {
+      y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                           /*is_causal=*/true);
+    } else {
+      auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(hd_)) +
+                    mask_.slice(0, 0, t).slice(1, 0, t);
+      y = torch::matmul(scores.softmax(-1, torch::kFloat32).to(q.scalar_type()), v);
+    }
+    return y.transpose(1, 2).reshape({b, t, h * hd_});
+  }
+
+  int64_t seq_len_, width_, heads_, kv_heads_, hd_, ffn_;
+  bool flash_;
+  RmsNorm norm1_{nullptr}, norm2_{nullptr};
+  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
+  torch::nn::Linear gate_{nullptr}, up_{nullptr}, down_{nullptr};
+  torch::Tensor cos_, sin_, mask_;
+};
+
+class LlamaHead : public TpBlock {
+ public:
+  // tied: the token embedding's weight (not a parameter of this block), or undefined.
+  LlamaHead(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied)
+      : TpBlock(tp), vocab_(c.vocab), seq_len_(c.seq_len), width_(c.width), tied_(tied) {
+    norm_ = register_module("norm", RmsNorm(c.width));
+    if (!tied_.defined())
+      head_ = register_module(
+          "head", torch::nn::Linear(torch::nn::LinearOptions(c.width, c.vocab).bias(false)));
+    keep_my_part();
+  }
+  // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
+  torch::Tensor forward(const torch::Tensor& x) override {
+    const torch::Tensor n = enter_split(rms_norm(x, norm_, tp_), tp_);
+    return tied_.defined() ? F::linear(n, tied_) : head_(n);
+  }
+  double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
+  std::string kind() const override { return "head"; }
+
+ private:
+  int64_t vocab_, seq_len_, width_;
+  torch::Tensor tied_;
+  RmsNorm norm_{nullptr};
+  torch::nn::Linear head_{nullptr};
+};
+
+}  // namespace
+
+int64_t llama_ffn_width(const config::ModelConfig& c) {
+  return ffn_width_of(c);
+}
+
+Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
+                  config::Recompute recompute) {
+  const int64_t kv = c.kv_heads ? c.kv_heads : c.heads;
+  LOOM_CHECK(kv % tp.size == 0 && c.vocab % tp.size == 0 && ffn_width_of(c) % tp.size == 0,
+             "tp ", tp.size, " must divide kv_heads, ffn_width and vocab (preflight checks it)");
+  Model m;
+  m.name = "llama";
+  auto embedding = std::make_shared<TokenEmbedding>(c.vocab, c.seq_len, c.width,
+                                                    /*learned_positions=*/false, tp);
+  m.blocks.push_back(embedding);
+  for (int64_t i = 0; i < c.layers; ++i)
+    m.blocks.push_back(std::make_shared<LlamaLayer>(c, tp, recompute));
+  m.blocks.push_back(std::make_shared<LlamaHead>(
+      c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor()));
+  if (tp.size > 1)
+    m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {
+      return vocab_parallel_loss(logits, target, tp);
+    };
+  return m;
+}
+
+}  // namespace loom::model
