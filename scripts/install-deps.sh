@@ -46,4 +46,10 @@ if [[ "$have" != "$torch_version"* ]]; then
   echo "[install-deps] installing torch==$torch_version into $venv (several GB)"
   "$venv/bin/python" -m pip install -q "torch==$torch_version"
 fi
+# The Hugging Face peers of `loom export` / `loom import` (tests/cli/hf_test.sh): transformers
+# loads the exported folders, safetensors reads and writes the weights.
+if ! "$venv/bin/python" -c 'import transformers, safetensors' 2>/dev/null; then
+  echo "[install-deps] installing transformers and safetensors into $venv"
+  "$venv/bin/python" -m pip install -q "transformers>=4.45,<5" "safetensors>=0.4"
+fi
 exit 0

@@ -35,11 +35,16 @@ then each new token reuses the keys and values of the earlier ones (a KV cache).
 }  // namespace
 
 int generate_command(const std::vector<std::string>& args) {
-  const flags::Parsed a = flags::parse(
-      args, {"generate",
-             {{"checkpoint", "runs/demo/checkpoint"}, {"prompt", "The "}, {"max-tokens", "64"},
-              {"temperature", "1.0"}, {"top-k", "0"}, {"seed", "0"}, {"tokenizer", "tok.model"},
-              {"device", "cpu"}, {"no-cache", ""}}});
+  const flags::Parsed a = flags::parse(args, {"generate",
+                                              {{"checkpoint", "runs/demo/checkpoint"},
+                                               {"prompt", "The "},
+                                               {"max-tokens", "64"},
+                                               {"temperature", "1.0"},
+                                               {"top-k", "0"},
+                                               {"seed", "0"},
+                                               {"tokenizer", "tok.model"},
+                                               {"device", "cpu"},
+                                               {"no-cache", ""}}});
   if (a.help) {
     std::cout << kUsage;
     return 0;
@@ -57,8 +62,7 @@ int generate_command(const std::vector<std::string>& args) {
   } catch (const std::exception&) {
     o.temperature = -1;
   }
-  if (!(o.temperature >= 0))
-    LOOM_USAGE("--temperature must be a number >= 0, got '", t, "'");
+  if (!(o.temperature >= 0)) LOOM_USAGE("--temperature must be a number >= 0, got '", t, "'");
   const auto device = config::parse_choice<config::Device>(a.get("device", "cpu"));
   if (!device) LOOM_USAGE("--device must be cpu or cuda, got '", a.get("device"), "'");
   const torch::Device where = model::select_device(*device, 0);
@@ -70,8 +74,8 @@ int generate_command(const std::vector<std::string>& args) {
   if (tokenizer->vocab_size() > w.config.vocab)
     LOOM_USAGE("the tokenizer (", tokenizer->describe(), ") has ", tokenizer->vocab_size(),
                " tokens, the model ", w.config.vocab, "; pass the run's --tokenizer");
-  const std::vector<int64_t> out = model::generate(
-      w.model, w.config.seq_len, tokenizer->encode(a.get("prompt")), o);
+  const std::vector<int64_t> out =
+      model::generate(w.model, w.config.seq_len, tokenizer->encode(a.get("prompt")), o);
   std::cout << a.get("prompt") << tokenizer->decode(out) << "\n";
   return 0;
 }

@@ -66,8 +66,8 @@ class LlamaLayer : public RecomputableLayer {
     down_ = register_module("down", linear(ffn_, width_));
     // Rotary angles of each position (buffers: they move with the layer to its device).
     const torch::Tensor inv_freq =
-        1.0 / torch::pow(c.rope_theta, torch::arange(0, hd_, 2, torch::kInt64).to(torch::kFloat32) /
-                                           double(hd_));
+        1.0 / torch::pow(c.rope_theta,
+                         torch::arange(0, hd_, 2, torch::kInt64).to(torch::kFloat32) / double(hd_));
     const torch::Tensor angles =
         torch::outer(torch::arange(c.seq_len, torch::kInt64).to(torch::kFloat32), inv_freq);
     const torch::Tensor both = torch::cat({angles, angles}, -1);
@@ -187,8 +187,8 @@ int64_t llama_ffn_width(const config::ModelConfig& c) {
 Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
                   config::Recompute recompute) {
   const int64_t kv = c.kv_heads ? c.kv_heads : c.heads;
-  LOOM_CHECK(kv % tp.size == 0 && c.vocab % tp.size == 0 && ffn_width_of(c) % tp.size == 0,
-             "tp ", tp.size, " must divide kv_heads, ffn_width and vocab (preflight checks it)");
+  LOOM_CHECK(kv % tp.size == 0 && c.vocab % tp.size == 0 && ffn_width_of(c) % tp.size == 0, "tp ",
+             tp.size, " must divide kv_heads, ffn_width and vocab (preflight checks it)");
   Model m;
   m.name = "llama";
   auto embedding = std::make_shared<TokenEmbedding>(c.vocab, c.seq_len, c.width,
