@@ -27,7 +27,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 while read -r params l h a tp pp gpus batch v pub; do
   common="--model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
     --cluster clusters/a100-80gb.toml --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
-    --micro-batch-size 1 --recompute --json"
+    --micro-batch-size 1 --recompute full --json"
   il=$("$loom" simulate $common --schedule interleaved --loops "$v")
   fb=$("$loom" simulate $common --schedule 1f1b)
   python3 - "$params" "$gpus" "$tp" "$pp" "$batch" "$pub" "$il" "$fb" <<'PY'
