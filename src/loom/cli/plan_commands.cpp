@@ -58,6 +58,7 @@ configuration:
          --sequence-parallel, as far as the cluster's efficiency.tp_overlap says]
         [--distributed-optimizer: Megatron-Core's (zero1, fp32 gradients reduce-scattered,
          the parameter all-gather overlapped with the next step's forward)]
+        [--blocking-p2p: each rank waits for its pipeline sends (Megatron-LM of 2021)]
         [--max-unsharded K (2)] [--no-reshard-after-forward]
         [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
          a first rank 20% slower (a straggler, or the speeds measured during a run)]
@@ -283,6 +284,7 @@ int simulate_command(const std::vector<std::string>& args) {
                                            {"sequence-parallel", ""},
                                            {"tp-comm-overlap", ""},
                                            {"distributed-optimizer", ""},
+                                           {"blocking-p2p", ""},
                                            {"max-unsharded", "2"},
                                            {"no-reshard-after-forward", ""},
                                            {"rank-speed", "1.2,1"},
@@ -299,6 +301,7 @@ int simulate_command(const std::vector<std::string>& args) {
   plan::EvalOptions eo;
   eo.precision = a.get("precision");
   eo.timeline = a.has("svg") || a.has("trace");
+  eo.blocking_p2p = a.has("blocking-p2p");
   if (a.has("from-config")) {
     from_config(a, &m, &p, &eo.cut);
     apply_parallel_flags(a, p, true);

@@ -30,6 +30,7 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   so.mesh = p.mesh();
   so.dp_mode = p.dp_mode;
   so.timeline = o.timeline;
+  so.blocking_p2p = o.blocking_p2p;
   // Megatron-Core's buckets hold 40M parameters (ddp_bucket_size's default).
   if (p.distributed_optimizer) so.param_gather_bucket_bytes = 40e6 * cost.precision().param;
   e.sim = simulate(e.lowered, used, so);

@@ -19,6 +19,7 @@ struct EvalOptions {
   // Compute-time multiplier per pipeline rank (RankSpeedModel); empty = all 1.
   std::vector<double> rank_speed;
   bool timeline = false;
+  bool blocking_p2p = false;  // SimOptions::blocking_p2p
 };
 
 struct Evaluation {

@@ -149,6 +149,7 @@ class Sim {
         rr.p2p_s += t1 - t0;
         rr.p2p_bytes += bytes;
         event(r, a, Stream::Send, t0, t1);
+        if (o_.blocking_p2p) st.cursor = t1;  // the rank waits for its transfer
         return true;
       }
       case Kind::RECV_F:

@@ -53,6 +53,9 @@ struct SimOptions {
   // zero1/zero2: > 0 = the parameter all-gather after the optimizer overlaps the next step's
   // forward bucket by bucket; only the first bucket of this many bytes is waited for.
   double param_gather_bucket_bytes = 0;
+  // A rank waits for each of its sends before going on (Megatron-LM's p2p_communication of
+  // 2021 waits on its isend/irecv pairs between compute steps); default: sends overlap.
+  bool blocking_p2p = false;
 };
 
 enum class Stream { Compute = 0, Send = 1, Dp = 2 };
