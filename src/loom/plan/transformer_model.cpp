@@ -100,8 +100,9 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     Cost measured;
     if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
-      if (measured.activation < 0 || p.recompute == Recompute::Full) {
-        // not measured, or only the input is kept
+      if (measured.activation < 0 || (k == kLayer && p.recompute == Recompute::Full)) {
+        // not measured, or a recomputed layer (only its input is kept); the embedding and
+        // the head are never recomputed: their measured bytes stand
         measured.activation = block_[k].activation;
         measured.working = block_[k].working;
       } else if (k == kLayer && p.recompute == Recompute::Selective) {
