@@ -54,7 +54,8 @@ class Sim {
     out_.ranks.resize(sh.pp);
     out_.schedule_name = s.name;
     if (c.shared_cores() > 0)
-      sharing_ = std::make_unique<CoreSharing>(c.shared_cores(), o.mesh.dp * o.mesh.tp, sh.pp);
+      sharing_ = std::make_unique<CoreSharing>(c.shared_cores(), o.mesh.dp * o.mesh.tp, sh.pp,
+                                               c.oversubscribed());
   }
 
   SimResult run() {

@@ -71,6 +71,7 @@ class TransformerCostModel : public CostModel {
   Collective reduce_collective(DpMode m) const override;
   int shared_cores() const override { return c_.shared ? c_.devices_per_node : 0; }
   double loaded_slowdown(int stage) const override;
+  double oversubscribed() const override { return c_.shared ? c_.oversubscribed : 1; }
 
   const std::vector<int>& cut() const { return cut_; }
   const Precision& precision() const { return prec_; }
