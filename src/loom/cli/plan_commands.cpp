@@ -59,6 +59,8 @@ configuration:
         [--distributed-optimizer: Megatron-Core's (zero1, fp32 gradients reduce-scattered,
          the parameter all-gather overlapped with the next step's forward)]
         [--blocking-p2p: each rank waits for its pipeline sends (Megatron-LM of 2021)]
+        [--oversubscribed X: a shared (CPU) cluster's slowdown beyond the fair share of the
+         cores when ranks outnumber them (overrides the file's [node] oversubscribed)]
         [--max-unsharded K (2)] [--no-reshard-after-forward]
         [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
          a first rank 20% slower (a straggler, or the speeds measured during a run)]
@@ -285,6 +287,7 @@ int simulate_command(const std::vector<std::string>& args) {
                                            {"tp-comm-overlap", ""},
                                            {"distributed-optimizer", ""},
                                            {"blocking-p2p", ""},
+                                           {"oversubscribed", "1.5"},
                                            {"max-unsharded", "2"},
                                            {"no-reshard-after-forward", ""},
                                            {"rank-speed", "1.2,1"},
@@ -296,6 +299,14 @@ int simulate_command(const std::vector<std::string>& args) {
     return 0;
   }
   plan::Cluster cluster = cluster_from_flags(a);
+  if (a.has("oversubscribed")) {
+    char* end = nullptr;
+    const std::string v = a.get("oversubscribed");
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(x >= 1 && x <= 100))
+      LOOM_USAGE("--oversubscribed must be a factor from 1 to 100, got '", v, "'");
+    cluster.oversubscribed = x;
+  }
   plan::Transformer m;
   plan::Parallel p;
   plan::EvalOptions eo;
