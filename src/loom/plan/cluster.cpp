@@ -164,12 +164,12 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
     LOOM_USAGE("cannot parse ", origin, " at line ", at.line, ", column ", at.column, ": ",
                one_line(e.description()), "; fix the TOML syntax there");
   }
-  for (const auto& [key, node] : root) {
+  for (const auto& entry : root) {
     static const char* known[] = {"name",  "note",  "node",  "device",   "efficiency",
                                   "intra", "inter", "block", "optimizer"};
-    if (std::none_of(std::begin(known), std::end(known),
-                     [&](const char* k) { return key.str() == k; }))
-      LOOM_USAGE(origin, ": unknown key '", key.str(),
+    const std::string key(entry.first.str());
+    if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
+      LOOM_USAGE(origin, ": unknown key '", key,
                  "'; a cluster file has name, note, [node], [device], [efficiency], [intra], "
                  "[inter], [[block]], [optimizer]");
   }
