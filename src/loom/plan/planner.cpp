@@ -30,6 +30,15 @@ double bubble_factor(const std::string& name, int p, int v, int m) {
   return double(m + p - 1) / m;
 }
 
+// The values of a switch asked for that apply to a layout: one that does not apply reads as
+// off (asked "on" only, a layout without tensor or data parallelism still gets its one run).
+std::vector<bool> applicable(const std::vector<bool>& asked, bool applies) {
+  std::vector<bool> out;
+  for (bool v : asked)
+    if (std::find(out.begin(), out.end(), v && applies) == out.end()) out.push_back(v && applies);
+  return out;
+}
+
 // The recomputation, attention, overlap and optimizer variants of one layout, without
 // duplicates (overlap only with tp > 1, the distributed optimizer only for zero1 with dp > 1).
 std::vector<Parallel> variants(const Parallel& base, const PlanRequest& req) {
@@ -38,10 +47,9 @@ std::vector<Parallel> variants(const Parallel& base, const PlanRequest& req) {
     for (Attention at : req.attention) {
       // Flash already keeps no s² values: selective would recompute nothing more.
       if (at == Attention::Flash && rc == Recompute::Selective) continue;
-      for (bool ov : req.tp_comm_overlap) {
-        if (ov && base.tp == 1) continue;
-        for (bool dist : req.distributed_optimizer) {
-          if (dist && (base.dp_mode != DpMode::Zero1 || base.dp == 1)) continue;
+      for (bool ov : applicable(req.tp_comm_overlap, base.tp > 1))
+        for (bool dist :
+             applicable(req.distributed_optimizer, base.dp_mode == DpMode::Zero1 && base.dp > 1)) {
           Parallel p = base;
           p.recompute = rc;
           p.attention = at;
@@ -49,7 +57,6 @@ std::vector<Parallel> variants(const Parallel& base, const PlanRequest& req) {
           p.distributed_optimizer = dist;
           out.push_back(p);
         }
-      }
     }
   return out;
 }
