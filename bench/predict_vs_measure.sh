@@ -109,8 +109,17 @@ if ranks <= int(cores):
     text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
     what = f"loaded_slowdown {slowdown:.4f} as measured during the run"
 else:
+    # More ranks than cores: the profile's slowdown stays and the simulator time-shares the
+    # cores; what all ranks computing at once measured beyond the fair share (ranks / cores)
+    # becomes the oversubscription (another workload on the machine, switching, caches).
     slowdown = layer[0].get("loaded_slowdown", 1.0)
-    what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores)"
+    ratio = statistics.median(statistics.mean(per_rank(r, "loaded")) / statistics.mean(per_rank(r, "layer"))
+                              for r in cal)
+    over = max(1.0, ratio * int(cores) / ranks / slowdown)
+    text = re.sub(r"^oversubscribed = .*\n", "", text, flags=re.M)
+    text = text.replace("[node]\n", f"[node]\noversubscribed = {over:g}\n", 1)
+    what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores), oversubscribed {over:.3f} measured"
+    slowdown = over
 open(out, "w").write(f"# {cluster}: {what}; compute speeds per rank in {out}.speeds\n" + text)
 open(out + ".speeds", "w").write("".join(",".join(f"{x:.4f}" for x in s) + "\n" for s in speeds))
 print(f"{f:.4f} {slowdown:.4f}")
