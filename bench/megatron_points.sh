@@ -1,42 +1,57 @@
 #!/usr/bin/env bash
-# loom's analytic model against published Megatron-LM throughput (Narayanan et al. 2021,
-# Table 1 rows with pipeline parallelism, and the PTD-P rows of Table 2): A100-80GB, mixed
-# precision, micro-batch 1, full recomputation, no sequence parallelism (it came later).
-# The paper used the interleaved schedule; loops v here are our choice (the table omits them).
-# The 1T row is the calibration point of clusters/a100-80gb.toml; the others are checks.
-# usage: bench/megatron_points.sh [BUILD=build]
+# loom's analytic model against published Megatron-LM throughput on A100-80GB (Selene):
+# every row of Narayanan et al. 2021 Table 1 (the same rows as the Megatron-LM README's
+# Selene table, 1.7B to 1T) and every row of its Table 2 (PTD-P and ZeRO-3). All: s = 2048,
+# V = 51200, mixed precision, full activation recomputation (the paper's TFLOP/s count
+# includes the recomputed forward, as `tflops_per_device` does), no sequence parallelism
+# (it came later). Table 1 does not give the micro-batch size or the loops of its interleaved
+# schedule: micro-batch 1 and the loops below are our choice; pp = 1 rows are 1f1b (nothing
+# to interleave). Prints one markdown row per run, with the command that produced it.
+# usage: bench/megatron_points.sh [BUILD=build]   CLUSTER=clusters/a100-80gb.toml
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
 loom=$build/bin/loom
-# params  layers hidden heads tp pp gpus batch loops published_tflops
-rows="39.1 48 8192 64 8 2 512 1536 2 138
-76.1 60 10240 80 8 4 1024 1792 3 140
-145.6 80 12288 96 8 8 1536 2304 2 148
-310.1 96 16384 128 8 16 1920 2160 2 155
-529.6 105 20480 128 8 35 2520 2520 3 163
-1008 128 25600 160 8 64 3072 3072 2 163
-174.6 96 12288 96 8 12 384 1536 2 153
-174.6 96 12288 96 8 12 768 1536 2 149
-174.6 96 12288 96 8 12 1536 1536 2 141
-529.6 105 20480 128 8 35 560 2240 3 171
-529.6 105 20480 128 8 35 1120 2240 3 167
-529.6 105 20480 128 8 35 2240 2240 3 159"
-echo "| params (B) | GPUs | t | p | batch | published TFLOP/s | loom interleaved | err | loom 1f1b | err |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-while read -r params l h a tp pp gpus batch v pub; do
-  common="--model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
-    --cluster clusters/a100-80gb.toml --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
-    --micro-batch-size 1 --recompute --json"
-  il=$("$loom" simulate $common --schedule interleaved --loops "$v")
-  fb=$("$loom" simulate $common --schedule 1f1b)
-  python3 - "$params" "$gpus" "$tp" "$pp" "$batch" "$pub" "$il" "$fb" <<'PY'
+cluster=${CLUSTER:-clusters/a100-80gb.toml}
+# table params layers hidden heads tp pp gpus batch micro-batch dp-mode loops published
+rows="T1 1.7 24 2304 24 1 1 32 512 1 allreduce 1 137
+T1 3.6 30 3072 32 2 1 64 512 1 allreduce 1 138
+T1 7.5 36 4096 32 4 1 128 512 1 allreduce 1 142
+T1 18.4 40 6144 48 8 1 256 1024 1 allreduce 1 135
+T1 39.1 48 8192 64 8 2 512 1536 1 allreduce 2 138
+T1 76.1 60 10240 80 8 4 1024 1792 1 allreduce 3 140
+T1 145.6 80 12288 96 8 8 1536 2304 1 allreduce 2 148
+T1 310.1 96 16384 128 8 16 1920 2160 1 allreduce 2 155
+T1 529.6 105 20480 128 8 35 2520 2520 1 allreduce 3 163
+T1 1008 128 25600 160 8 64 3072 3072 1 allreduce 2 163
+T2 174.6 96 12288 96 8 12 384 1536 1 allreduce 2 153
+T2 174.6 96 12288 96 8 12 768 1536 1 allreduce 2 149
+T2 174.6 96 12288 96 8 12 1536 1536 1 allreduce 2 141
+T2 529.6 105 20480 128 8 35 560 2240 1 allreduce 3 171
+T2 529.6 105 20480 128 8 35 1120 2240 1 allreduce 3 167
+T2 529.6 105 20480 128 8 35 2240 2240 1 allreduce 3 159
+T2 174.6 96 12288 96 1 1 384 1536 4 zero3 1 144
+T2 174.6 96 12288 96 1 1 768 1536 2 zero3 1 88
+T2 174.6 96 12288 96 1 1 1536 1536 1 zero3 1 44
+T2 529.6 105 20480 128 1 1 640 2560 4 zero3 1 138
+T2 529.6 105 20480 128 1 1 1120 2240 2 zero3 1 98
+T2 529.6 105 20480 128 1 1 2240 2240 1 zero3 1 48"
+echo "| table | params (B) | GPUs | t | p | batch | b | dp-mode | published TFLOP/s | loom | err | fits | command |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+while read -r table params l h a tp pp gpus batch mb mode v pub; do
+  sched=1f1b
+  ((pp > 1)) && sched=interleaved
+  cmd="loom simulate --model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
+--cluster $cluster --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
+--micro-batch-size $mb --dp-mode $mode --schedule $sched --loops $v --recompute full --blocking-p2p --json"
+  # shellcheck disable=SC2086
+  out=$("$loom" ${cmd#loom })
+  python3 - "$table" "$params" "$gpus" "$tp" "$pp" "$batch" "$mb" "$mode" "$pub" "$out" "$cmd" <<'PY'
 import json, sys
-params, gpus, tp, pp, batch, pub = sys.argv[1:7]
-il, fb = json.loads(sys.argv[7]), json.loads(sys.argv[8])
-pub = float(pub)
-e = lambda x: f"{100 * (x - pub) / pub:+.0f}%"
-print(f"| {params} | {gpus} | {tp} | {pp} | {batch} | {pub:.0f} | {il['tflops_per_device']:.0f} | "
-      f"{e(il['tflops_per_device'])} | {fb['tflops_per_device']:.0f} | {e(fb['tflops_per_device'])} |")
+table, params, gpus, tp, pp, batch, mb, mode, pub, out, cmd = sys.argv[1:12]
+r, pub = json.loads(out), float(pub)
+got = r["tflops_per_device"]
+print(f"| {table} | {params} | {gpus} | {tp} | {pp} | {batch} | {mb} | {mode} | {pub:.0f} | {got:.0f} | "
+      f"{100 * (got - pub) / pub:+.1f}% | {'yes' if r['fits'] else 'NO'} | `{cmd}` |")
 PY
-done <<< "$rows"
+done <<<"$rows"

@@ -4,7 +4,7 @@
 #              `loom profile` writes (measured block times, links, optimizer);
 #   measured:  loom train of the same configuration, median step_s of steps 4..N from its
 #              metrics.jsonl, and the runtime's own memory accounting (summary line).
-# Configurations ("pp dp schedule dp-mode"): every schedule at pp=2 (loops 2 for interleaved
+# Configurations ("pp dp schedule dp-mode [tp]"): every schedule at pp=2 (loops 2 for interleaved
 # and bfs), dp=2 with allreduce and zero3 (2 ranks each: one per core here), then pp=2 x dp=2
 # (4 ranks time-sharing the 2 cores: the simulator shares the cores among the ranks that
 # compute at each moment, plan/core_sharing.h).
@@ -22,6 +22,9 @@
 #     loaded_slowdown = at once / alone (when there are no more ranks than cores); see
 #     insitu_cluster.
 #     Everything else (links, memory, the schedule, the simulator) unchanged.
+#   OVERSUB=x predicts with `loom simulate --oversubscribed x` (the slowdown beyond a fair share
+#   of the cores when ranks outnumber them; measured with CONFIGS="1 4 1f1b allreduce" OVERSUB=1:
+#   the median of measured / predicted with the speeds during the run).
 #   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
 #   MODE=repredict predicts the runs already in runs/predict_vs_measure again from their saved
@@ -60,7 +63,7 @@ IFS=';' read -ra entries <<<"$configs"
 loops_of() { [[ $1 == interleaved || $1 == bfs ]] && echo 2 || echo 1; }
 predict() {  # pp dp schedule dp-mode cluster-file [flags] -> JSON
   "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
-    --schedule "$3" --dp-mode "$4" --cluster "$5" --json "${@:6}"
+    --schedule "$3" --dp-mode "$4" --cluster "$5" --json ${OVERSUB:+--oversubscribed "$OVERSUB"} "${@:6}"
 }
 # The machine as the run measured it between its steps (loom train --output.calibrate_every).
 # The vCPUs change speed one at a time, for seconds, so every calibration sample k gives one
@@ -76,12 +79,12 @@ predict() {  # pp dp schedule dp-mode cluster-file [flags] -> JSON
 # itself: the profile's value stays). Writes $3 (the cluster file with that slowdown) and
 # $3.speeds (one line "s0,s1,.." per sample); prints "speed loaded", speed = the median over
 # the samples of the mean over pipeline ranks (for the table).
-insitu_cluster() {  # cluster-file metrics.jsonl out-file pp dp
+insitu_cluster() {  # cluster-file metrics.jsonl out-file pp dp tp
   python3 - "$@" "$(getconf _NPROCESSORS_ONLN)" <<'PY'
 import json, re, statistics, sys, tomllib
-cluster, metrics, out, pp, dp, cores = sys.argv[1:]
-pp, dp = int(pp), int(dp)
-ranks = pp * dp
+cluster, metrics, out, pp, dp, tp, cores = sys.argv[1:]
+pp, dp, tp = int(pp), int(dp), int(tp)
+ranks = pp * dp * tp
 rows = [json.loads(l) for l in open(metrics)]
 cal = [r for r in rows if "calib_micro_batch" in r]
 if not cal:
@@ -92,8 +95,9 @@ layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b
 if not layer:
     sys.exit(f"{cluster} has no layer at micro-batch {b}; profile it (SIZES)")
 unit = (layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3
-def per_rank(r, what):  # the slowest replica of each pipeline rank
-    return [max(r[f"calib_{what}_s_r{p * dp + d}"] for d in range(dp)) for p in range(pp)]
+def per_rank(r, what):  # the slowest replica (dp x tp) of each pipeline rank
+    return [max(r[f"calib_{what}_s_r{(p * dp + d) * tp + q}"] for d in range(dp) for q in range(tp))
+            for p in range(pp)]
 speeds = [[t / unit for t in per_rank(r, "layer")] for r in cal]
 f = statistics.median(statistics.mean(s) for s in speeds)
 text = open(cluster).read()
@@ -105,8 +109,17 @@ if ranks <= int(cores):
     text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
     what = f"loaded_slowdown {slowdown:.4f} as measured during the run"
 else:
+    # More ranks than cores: the profile's slowdown stays and the simulator time-shares the
+    # cores; what all ranks computing at once measured beyond the fair share (ranks / cores)
+    # becomes the oversubscription (another workload on the machine, switching, caches).
     slowdown = layer[0].get("loaded_slowdown", 1.0)
-    what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores)"
+    ratio = statistics.median(statistics.mean(per_rank(r, "loaded")) / statistics.mean(per_rank(r, "layer"))
+                              for r in cal)
+    over = max(1.0, ratio * int(cores) / ranks / slowdown)
+    text = re.sub(r"^oversubscribed = .*\n", "", text, flags=re.M)
+    text = text.replace("[node]\n", f"[node]\noversubscribed = {over:g}\n", 1)
+    what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores), oversubscribed {over:.3f} measured"
+    slowdown = over
 open(out, "w").write(f"# {cluster}: {what}; compute speeds per rank in {out}.speeds\n" + text)
 open(out + ".speeds", "w").write("".join(",".join(f"{x:.4f}" for x in s) + "\n" for s in speeds))
 print(f"{f:.4f} {slowdown:.4f}")
@@ -115,8 +128,9 @@ PY
 for ((k = 0; k < rounds; ++k)); do
   [[ $mode_ == report ]] && break
   for entry in "${entries[@]}"; do
-    read -r pp dp s mode <<<"$entry"
-    tag=pp$pp-dp$dp-$s-$mode
+    read -r pp dp s mode tp <<<"$entry"
+    tp=${tp:-1}
+    tag=pp$pp-dp$dp-$s-$mode$( ((tp > 1)) && echo "-tp$tp" || true)
     used=$cluster
     if [[ $mode_ == repredict ]]; then
       [[ -f $out/$tag-$k/cluster.toml ]] && used=$out/$tag-$k/cluster.toml
@@ -132,9 +146,9 @@ for ((k = 0; k < rounds; ++k)); do
         echo "$used" > "$out/$tag-$k/profile-used"
       fi
     fi
-    predict "$pp" "$dp" "$s" "$mode" "$used" > "$out/$tag-$k/predicted.json"
+    predict "$pp" "$dp" "$s" "$mode" "$used" --tp "$tp" > "$out/$tag-$k/predicted.json"
     [[ $mode_ == repredict ]] || cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
-    if [[ $mode_ == run ]] && ! "$loom" train --config "$config" --nproc $((pp * dp)) --pp "$pp" --dp "$dp" \
+    if [[ $mode_ == run ]] && ! "$loom" train --config "$config" --nproc $((pp * dp * tp)) --pp "$pp" --dp "$dp" --tp "$tp" \
            --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
            --eval_every 0 --output.dir "$out/$tag-$k" --overwrite --output.progress false \
            --output.calibrate_every "$cal" > "$out/$tag-$k.log" 2>&1; then
@@ -143,21 +157,22 @@ for ((k = 0; k < rounds; ++k)); do
     fi
     if [[ $cal -gt 0 ]] && grep -q calib_micro_batch "$out/$tag-$k/metrics.jsonl"; then
       insitu_cluster "$used" "$out/$tag-$k/metrics.jsonl" "$out/$tag-$k/cluster-insitu.toml" \
-        "$pp" "$dp" > "$out/$tag-$k/speed"
+        "$pp" "$dp" "$tp" > "$out/$tag-$k/speed"
       : > "$out/$tag-$k/predicted-insitu.jsonl"
       while read -r speeds; do
-        predict "$pp" "$dp" "$s" "$mode" "$out/$tag-$k/cluster-insitu.toml" --rank-speed "$speeds" \
+        predict "$pp" "$dp" "$s" "$mode" "$out/$tag-$k/cluster-insitu.toml" --tp "$tp" --rank-speed "$speeds" \
           >> "$out/$tag-$k/predicted-insitu.jsonl"
       done < "$out/$tag-$k/cluster-insitu.toml.speeds"
     fi
   done
 done
 for entry in "${entries[@]}"; do
-  read -r pp dp s mode <<<"$entry"
-  tag=pp$pp-dp$dp-$s-$mode
+  read -r pp dp s mode tp <<<"$entry"
+  tp=${tp:-1}
+  tag=pp$pp-dp$dp-$s-$mode$( ((tp > 1)) && echo "-tp$tp" || true)
   dirs=()
   for ((k = 0; k < rounds; ++k)); do dirs+=("$out/$tag-$k"); done
-  python3 - "$pp×$dp" "$s" "$mode" "${dirs[@]}" <<'PY'
+  python3 - "$pp×$dp×$tp" "$s" "$mode" "${dirs[@]}" <<'PY'
 import json, statistics, sys
 dirs = sys.argv[4:]
 med = statistics.median

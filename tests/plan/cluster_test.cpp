@@ -91,3 +91,35 @@ TEST(Cluster, ShippedFilesLoad) {
 
 }  // namespace
 }  // namespace loom::plan
+
+namespace loom::plan {
+namespace {
+
+// A profile of another processor says so in one line naming both; the same one says nothing.
+TEST(Cluster, WarnsWhenProfiledOnAnotherProcessor) {
+  const std::string here = this_cpu();
+  if (here.empty()) GTEST_SKIP() << "no model name in /proc/cpuinfo";
+  Cluster c;
+  c.origin = "x.toml";
+  c.shared = true;
+  c.cpu = "Some Other CPU 9000";
+  const std::string w = other_cpu_warning(c);
+  EXPECT_NE(w.find("Some Other CPU 9000"), std::string::npos) << w;
+  EXPECT_NE(w.find(here), std::string::npos) << w;
+  EXPECT_EQ(w.find('\n'), std::string::npos);
+  c.cpu = here;
+  EXPECT_EQ(other_cpu_warning(c), "");
+  // to_toml records the processor of a shared cluster, and parse_cluster reads it back.
+  c.name = "m";
+  c.precision = "fp32";
+  c.peak_flops["fp32"] = 1e12;
+  c.memory_bytes = c.memory_bandwidth = 1e9;
+  c.gemm_size = {1};
+  c.gemm_efficiency = {1};
+  c.intra.bandwidth = c.inter.bandwidth = 1e9;
+  c.cpu = "";
+  EXPECT_EQ(parse_cluster(to_toml(c), "m.toml").cpu, here);
+}
+
+}  // namespace
+}  // namespace loom::plan

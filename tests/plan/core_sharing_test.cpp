@@ -36,6 +36,29 @@ TEST(CoreSharing, TwoJobsOnOneCore) {
   EXPECT_FALSE(cs.resolve());             // nothing left
 }
 
+// More world ranks than cores (2 jobs x 2 replicas on 2 cores) with a measured oversubscription
+// of 1.5: a job alone takes 1.5x its time even while the other waits; both at once take
+// 1.5 x 2 (the fair share of 4 ranks on 2 cores). With no more ranks than cores the factor
+// does not apply.
+TEST(CoreSharing, OversubscribedWorld) {
+  CoreSharing over(2, 2, 2, 1.5);
+  over.submit(0, 0.0, 1.0, 1.0);
+  ASSERT_TRUE(over.resolve());
+  double end = 0;
+  ASSERT_TRUE(over.take_finished(0, &end));
+  EXPECT_DOUBLE_EQ(end, 1.5);
+  over.submit(0, 2.0, 1.0, 1.0);
+  over.submit(1, 2.0, 1.0, 1.0);
+  ASSERT_TRUE(over.resolve());
+  ASSERT_TRUE(over.take_finished(0, &end));
+  EXPECT_DOUBLE_EQ(end, 2.0 + 3.0);
+  CoreSharing fits(2, 1, 2, 1.5);  // 2 world ranks on 2 cores
+  fits.submit(0, 0.0, 1.0, 1.0);
+  ASSERT_TRUE(fits.resolve());
+  ASSERT_TRUE(fits.take_finished(0, &end));
+  EXPECT_DOUBLE_EQ(end, 1.0);
+}
+
 // Replicas count: one simulated job standing for 2 world ranks on 2 cores with slowdown 1.5
 // runs at 1 / 1.5 even when it is the only one; a later job ends first and leaves.
 TEST(CoreSharing, ReplicasAndOrder) {

@@ -40,6 +40,44 @@ TEST(Planner, RankedUnderTheLimitAndSorted) {
   EXPECT_NE(format_table(r, 5).find(r.ranked[0].par.describe()), std::string::npos);
 }
 
+// The planner searches the recomputation and attention variants it is given, and nothing
+// else; without recomputation allowed a tighter limit drops more than with selective.
+TEST(Planner, SearchesRecomputationAndAttention) {
+  Cluster c = a100();
+  PlanRequest req = small_request();
+  req.memory_limit = 12e9;
+  req.recompute = {Recompute::Selective};
+  req.attention = {Attention::Standard, Attention::Flash};
+  PlanResult r = plan(req, c);
+  ASSERT_FALSE(r.ranked.empty());
+  bool flash = false, standard = false;
+  for (const Candidate& k : r.ranked) {
+    // Flash with selective is skipped (nothing more to recompute).
+    EXPECT_TRUE(k.par.attention == Attention::Standard && k.par.recompute == Recompute::Selective)
+        << k.par.describe();
+    standard = standard || k.par.attention == Attention::Standard;
+  }
+  EXPECT_TRUE(standard);
+  req.recompute = {Recompute::None};
+  PlanResult plain = plan(req, c);
+  for (const Candidate& k : plain.ranked) {
+    EXPECT_EQ(k.par.recompute, Recompute::None);
+    flash = flash || k.par.attention == Attention::Flash;
+  }
+  EXPECT_TRUE(flash);
+  // The distributed optimizer where zero1 runs on more than one replica; a layout with one
+  // replica still runs once, without it.
+  req.distributed_optimizer = {true};
+  req.dp_modes = {DpMode::AllReduce, DpMode::Zero1};
+  bool single = false;
+  for (const Candidate& k : plan(req, c).ranked) {
+    EXPECT_EQ(k.par.distributed_optimizer, k.par.dp > 1 && k.par.dp_mode == DpMode::Zero1)
+        << k.par.describe();
+    single = single || k.par.dp == 1;
+  }
+  EXPECT_TRUE(single);
+}
+
 TEST(Planner, NothingFits) {
   Cluster c = a100();
   PlanRequest req = small_request();

@@ -94,7 +94,7 @@ TEST(TransformerModel, MegatronOneTrillionPoint) {
     p.microbatches = 512;
     p.micro_batch = 1;
     p.schedule = name;
-    p.recompute = true;
+    p.recompute = Recompute::Full;
     Evaluation e = evaluate(m, p, c);
     EXPECT_NEAR(e.tflops_per_gpu, 163.0, 0.15 * 163.0) << name;
     EXPECT_NEAR(e.mfu, 0.52, 0.15 * 0.52) << name;

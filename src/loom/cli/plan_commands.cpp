@@ -2,6 +2,7 @@
 // (src/loom/plan/). `--from-config` reads a `loom train` configuration and resolves it exactly
 // as the trainer does (same preflight, same model cut), so the prediction can be compared
 // with a real run (bench/predict_vs_measure.sh).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -51,7 +52,15 @@ configuration:
         --gpus N  --dp D  --pp P  --tp T  (dp = N / (pp tp) when only --gpus is given)
         --loops V  --schedule gpipe|1f1b|interleaved|bfs|zb-h1
         --microbatches M  --micro-batch-size B  [--global-batch G: derives the missing one]
-        --dp-mode allreduce|zero1|zero2|zero3  [--recompute] [--sequence-parallel]
+        --dp-mode allreduce|zero1|zero2|zero3  [--recompute none|selective|full]
+        [--sequence-parallel] [--attention standard|flash]
+        [--tp-comm-overlap: tensor-parallel collectives under the GEMMs, with
+         --sequence-parallel, as far as the cluster's efficiency.tp_overlap says]
+        [--distributed-optimizer: Megatron-Core's (zero1, fp32 gradients reduce-scattered,
+         the parameter all-gather overlapped with the next step's forward)]
+        [--blocking-p2p: each rank waits for its pipeline sends (Megatron-LM of 2021)]
+        [--oversubscribed X: a shared (CPU) cluster's slowdown beyond the fair share of the
+         cores when ranks outnumber them (overrides the file's [node] oversubscribed)]
         [--max-unsharded K (2)] [--no-reshard-after-forward]
         [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
          a first rank 20% slower (a straggler, or the speeds measured during a run)]
@@ -60,7 +69,7 @@ output: [--svg FILE] [--trace FILE] [--json: one line of numbers]
 example:
   loom simulate --model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 \
     --cluster clusters/a100-80gb.toml --gpus 512 --pp 8 --tp 8 --loops 4 --schedule bfs \
-    --global-batch 512 --micro-batch-size 1 --dp-mode zero3 --recompute
+    --global-batch 512 --micro-batch-size 1 --dp-mode zero3 --recompute full
 )";
 
 const char* kPlanHelp =
@@ -74,7 +83,10 @@ model:   --model gpt --layers L --width H --heads A --seq-len S [--vocab V] [--n
          [--precision bf16|fp16|fp32]
 options: --top K (10)  --time-budget 30s  --memory-limit GB (90% of the device's)
          --schedules a,b  --dp-modes a,b  --micro-batch-sizes 1,2,4,8  --loops 1,2,4,8
-         --recompute on|off|both (both)  --json (one line per ranked configuration)
+         --recompute none,selective,full (all three)  --attention standard,flash (standard)
+         --tp-comm-overlap on|off|both (off)  --distributed-optimizer on|off|both (off)
+         --json (one line per ranked configuration)
+Exits 2 with one line when no configuration fits.
 
 example:
   loom plan --model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 \
@@ -114,7 +126,10 @@ plan::Cluster cluster_from_flags(const flags::Parsed& a) {
     LOOM_USAGE(
         "--cluster is required: one of clusters/*.toml, or write one with "
         "loom profile --out clusters/this-machine.toml");
-  return plan::load_cluster(a.get("cluster"));
+  plan::Cluster c = plan::load_cluster(a.get("cluster"));
+  const std::string warning = plan::other_cpu_warning(c);
+  if (!warning.empty()) std::cerr << warning << "\n";
+  return c;
 }
 
 // Configuration flags on top of `p` (from a config file or defaults).
@@ -124,8 +139,17 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
   if (a.has("loops")) p.loops = to_int("loops", a.get("loops"), 1, 1024);
   if (a.has("schedule")) p.schedule = a.get("schedule");
   if (a.has("dp-mode")) p.dp_mode = plan::parse_dp_mode(a.get("dp-mode"));
-  if (a.has("recompute")) p.recompute = true;
+  if (a.has("recompute")) p.recompute = plan::parse_recompute(a.get("recompute"));
+  if (a.has("attention")) p.attention = plan::parse_attention(a.get("attention"));
   if (a.has("sequence-parallel")) p.sequence_parallel = true;
+  if (a.has("tp-comm-overlap")) p.tp_comm_overlap = true;
+  if (a.has("distributed-optimizer")) {
+    if (a.has("dp-mode") && p.dp_mode != plan::DpMode::Zero1)
+      LOOM_USAGE("--distributed-optimizer shards the optimizer state as zero1; drop --dp-mode ",
+                 config::name_of(p.dp_mode), " or use --dp-mode zero1");
+    p.dp_mode = plan::DpMode::Zero1;
+    p.distributed_optimizer = true;
+  }
   if (a.has("no-reshard-after-forward")) p.reshard_after_forward = false;
   if (a.has("max-unsharded"))
     p.max_unsharded = to_int("max-unsharded", a.get("max-unsharded"), 1, 1 << 16);
@@ -185,16 +209,26 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
     cfg.train.microbatches = to_int("microbatches", a.get("microbatches"), 1, 1 << 20);
   if (a.has("global-batch"))
     cfg.train.global_batch = to_int64("global-batch", a.get("global-batch"), 1, 1 << 30);
+  const int tp_pp = static_cast<int>(cfg.parallel.pp * cfg.parallel.tp);
+  if (a.has("gpus") && !a.has("dp")) {
+    const int gpus = to_int("gpus", a.get("gpus"), 1, 1 << 24);
+    if (gpus % tp_pp)
+      LOOM_USAGE("--gpus ", gpus, " is not divisible by pp x tp = ", tp_pp,
+                 "; choose pp and tp among its divisors");
+    cfg.parallel.dp = gpus / tp_pp;
+  }
   const int dp = cfg.parallel.dp > 0 ? static_cast<int>(cfg.parallel.dp) : 1;
-  train::Resolved r =
-      train::preflight(cfg, dp * static_cast<int>(cfg.parallel.pp * cfg.parallel.tp), false);
+  if (a.has("gpus") && dp * tp_pp != to_int("gpus", a.get("gpus"), 1, 1 << 24))
+    LOOM_USAGE("dp x pp x tp = ", dp * tp_pp, " but --gpus is ", a.get("gpus"),
+               "; drop --dp or fix one of them");
+  train::Resolved r = train::preflight(cfg, dp * tp_pp, false);
   *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
         cfg.model.seq_len, cfg.model.vocab, false};
   p->dp = r.dp;
   p->pp = r.pp;
   p->tp = r.tp;
   p->sequence_parallel = p->sequence_parallel || cfg.parallel.sequence_parallel;
-  p->recompute = p->recompute || cfg.parallel.recompute == config::Recompute::Full;
+  p->recompute = cfg.parallel.recompute;  // --recompute overrides it (apply_parallel_flags)
   p->loops = r.loops;
   p->microbatches = r.m;
   p->micro_batch = r.micro_batch;
@@ -221,7 +255,11 @@ std::string json_line(const plan::Evaluation& e) {
      << ",\"peak_bytes\":" << r.peak_memory() << ",\"rank0_params_bytes\":" << r0.peak.params
      << ",\"rank0_grads_bytes\":" << r0.peak.grads
      << ",\"rank0_optimizer_bytes\":" << r0.peak.optimizer
+     << ",\"fits\":" << (e.fits() ? "true" : "false")
+     << ",\"memory_limit_bytes\":" << e.memory_limit
      << ",\"rank0_activation_bytes\":" << r0.peak.activations
+     << ",\"rank0_working_bytes\":" << r0.peak.working
+     << ",\"rank0_kept_activation_bytes\":" << r0.peak_kept
      << ",\"rank0_compute_s\":" << r0.compute_s << ",\"rank0_dp_bytes\":" << r0.dp_bytes
      << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes << ",\"compute_source\":\"" << e.compute_source
      << "\"}\n";
@@ -243,8 +281,13 @@ int simulate_command(const std::vector<std::string>& args) {
                                            {"micro-batch-size", "1"},
                                            {"global-batch", "64"},
                                            {"dp-mode", "zero3"},
-                                           {"recompute", ""},
+                                           {"recompute", "selective"},
+                                           {"attention", "flash"},
                                            {"sequence-parallel", ""},
+                                           {"tp-comm-overlap", ""},
+                                           {"distributed-optimizer", ""},
+                                           {"blocking-p2p", ""},
+                                           {"oversubscribed", "1.5"},
                                            {"max-unsharded", "2"},
                                            {"no-reshard-after-forward", ""},
                                            {"rank-speed", "1.2,1"},
@@ -256,11 +299,20 @@ int simulate_command(const std::vector<std::string>& args) {
     return 0;
   }
   plan::Cluster cluster = cluster_from_flags(a);
+  if (a.has("oversubscribed")) {
+    char* end = nullptr;
+    const std::string v = a.get("oversubscribed");
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(x >= 1 && x <= 100))
+      LOOM_USAGE("--oversubscribed must be a factor from 1 to 100, got '", v, "'");
+    cluster.oversubscribed = x;
+  }
   plan::Transformer m;
   plan::Parallel p;
   plan::EvalOptions eo;
   eo.precision = a.get("precision");
   eo.timeline = a.has("svg") || a.has("trace");
+  eo.blocking_p2p = a.has("blocking-p2p");
   if (a.has("from-config")) {
     from_config(a, &m, &p, &eo.cut);
     apply_parallel_flags(a, p, true);
@@ -305,9 +357,22 @@ std::string train_command_line(const plan::PlanRequest& req, const plan::Candida
      << " --global-batch " << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp
      << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops << " --microbatches "
      << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
-     << config::name_of(p.dp_mode) << " --recompute " << (p.recompute ? "full" : "none")
+     << config::name_of(p.dp_mode) << " --recompute " << config::name_of(p.recompute)
      << (p.sequence_parallel ? " --sequence-parallel" : "");
+  // GPU features loom's runtime does not have: say so rather than drop them silently.
+  if (p.attention == plan::Attention::Flash || p.tp_comm_overlap || p.distributed_optimizer)
+    os << "  # loom train has no flash attention, tp overlap or distributed optimizer: "
+          "the simulated run is Megatron-Core's";
   return os.str();
+}
+
+// on|off|both for a planner switch: the values to search (off when not given).
+std::vector<bool> on_off_both(const flags::Parsed& a, const std::string& flag) {
+  const std::string v = a.get(flag, "off");
+  if (v == "on") return {true};
+  if (v == "off") return {false};
+  if (v == "both") return {false, true};
+  LOOM_USAGE("--", flag, " must be on, off or both, got '", v, "'");
 }
 
 int plan_command(const std::vector<std::string>& args) {
@@ -321,7 +386,10 @@ int plan_command(const std::vector<std::string>& args) {
                                                     {"dp-modes", "allreduce,zero3"},
                                                     {"micro-batch-sizes", "1,2,4"},
                                                     {"loops", "1,2"},
-                                                    {"recompute", "both"},
+                                                    {"recompute", "none,selective,full"},
+                                                    {"attention", "standard,flash"},
+                                                    {"tp-comm-overlap", "both"},
+                                                    {"distributed-optimizer", "both"},
                                                     {"json", ""}})});
   if (a.help) {
     std::cout << kPlanHelp;
@@ -358,16 +426,27 @@ int plan_command(const std::vector<std::string>& args) {
     req.micro_batches.push_back(to_int64("micro-batch-sizes", s, 1, 1 << 20));
   for (const std::string& s : flags::split_list(a.get("loops")))
     req.loops.push_back(to_int("loops", s, 1, 1024));
-  const std::string rc = a.get("recompute", "both");
-  if (rc == "on")
-    req.recompute = {true};
-  else if (rc == "off")
-    req.recompute = {false};
-  else if (rc != "both")
-    LOOM_USAGE("--recompute must be on, off or both, got '", rc, "'");
+  if (a.has("recompute")) {
+    req.recompute.clear();
+    for (const std::string& s : flags::split_list(a.get("recompute")))
+      req.recompute.push_back(plan::parse_recompute(s));
+  }
+  if (a.has("attention")) {
+    req.attention.clear();
+    for (const std::string& s : flags::split_list(a.get("attention")))
+      req.attention.push_back(plan::parse_attention(s));
+  }
+  req.tp_comm_overlap = on_off_both(a, "tp-comm-overlap");
+  req.distributed_optimizer = on_off_both(a, "distributed-optimizer");
+  const bool overlap_asked = std::find(req.tp_comm_overlap.begin(), req.tp_comm_overlap.end(),
+                                       true) != req.tp_comm_overlap.end();
+  if (overlap_asked && cluster.tp_overlap <= 0)
+    LOOM_USAGE("--tp-comm-overlap: cluster '", cluster.name, "' (", cluster.origin,
+               ") has no efficiency.tp_overlap; add the share of a collective hidden there");
   const int top = to_int("top", a.get("top", "10"), 1, 100000);
 
   plan::PlanResult r = plan::plan(req, cluster);
+  if (r.ranked.empty()) LOOM_USAGE(r.explanation);
   if (a.has("json")) {
     for (int i = 0; i < std::min<int>(top, static_cast<int>(r.ranked.size())); ++i) {
       const plan::Candidate& c = r.ranked[i];
@@ -376,12 +455,12 @@ int plan_command(const std::vector<std::string>& args) {
           "\"model_tflops_per_device\":%.6g,\"bubble\":%.4g,\"exposed_comm_s\":%.6g,\"peak_bytes\":"
           "%.6g,\"dp\":%d,\"pp\":%d,"
           "\"tp\":%d,\"loops\":%d,\"m\":%d,\"b\":%lld,\"schedule\":\"%s\",\"dp_mode\":\"%s\","
-          "\"recompute\":%s,\"command\":\"%s\"}\n",
+          "\"recompute\":\"%s\",\"attention\":\"%s\",\"command\":\"%s\"}\n",
           i + 1, c.par.describe().c_str(), c.step_s, c.tflops_per_gpu, c.model_tflops_per_gpu,
           c.bubble, c.exposed_s, c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops,
           c.par.microbatches, (long long)c.par.micro_batch, c.par.schedule.c_str(),
-          config::name_of(c.par.dp_mode).c_str(), c.par.recompute ? "true" : "false",
-          train_command_line(req, c).c_str());
+          config::name_of(c.par.dp_mode).c_str(), config::name_of(c.par.recompute).c_str(),
+          plan::name_of(c.par.attention).c_str(), train_command_line(req, c).c_str());
     }
     return 0;
   }

@@ -164,12 +164,12 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
     LOOM_USAGE("cannot parse ", origin, " at line ", at.line, ", column ", at.column, ": ",
                one_line(e.description()), "; fix the TOML syntax there");
   }
-  for (const auto& [key, node] : root) {
+  for (const auto& entry : root) {
     static const char* known[] = {"name",  "note",  "node",  "device",   "efficiency",
                                   "intra", "inter", "block", "optimizer"};
-    if (std::none_of(std::begin(known), std::end(known),
-                     [&](const char* k) { return key.str() == k; }))
-      LOOM_USAGE(origin, ": unknown key '", key.str(),
+    const std::string key(entry.first.str());
+    if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
+      LOOM_USAGE(origin, ": unknown key '", key,
                  "'; a cluster file has name, note, [node], [device], [efficiency], [intra], "
                  "[inter], [[block]], [optimizer]");
   }
@@ -182,6 +182,8 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   Reader node(section(root, "node", origin), origin, "node");
   c.devices_per_node = static_cast<int>(node.integer("devices", 1, 1 << 16));
   c.shared = node.boolean("shared", false);
+  c.cpu = node.text("cpu", "");
+  c.oversubscribed = node.number("oversubscribed", 1, 100, 1.0);
 
   Reader dev(section(root, "device", origin), origin, "device");
   c.memory_bytes = dev.number("memory_gb", 1e-6, 1e9) * 1e9;
@@ -205,6 +207,9 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   }
   c.elementwise_efficiency = eff.number("elementwise", 0.001, 1.0);
   c.calibrated = eff.text("calibrated", "");
+  c.attention_forward = eff.number("attention_forward", 0.001, 1.0, 0.0);
+  c.attention_backward = eff.number("attention_backward", 0.001, 1.0, 0.0);
+  c.tp_overlap = eff.number("tp_overlap", 0, 1.0, 0.0);
 
   c.intra = read_link(root, "intra", origin);
   c.inter = read_link(root, "inter", origin);
@@ -241,6 +246,28 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   return c;
 }
 
+std::string this_cpu() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return "";
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+std::string other_cpu_warning(const Cluster& c) {
+  if (!c.shared || c.cpu.empty()) return "";
+  const std::string here = this_cpu();
+  if (here.empty() || here == c.cpu) return "";
+  return detail::concat(
+      "warning: ", c.origin, " was profiled on '", c.cpu, "' but this machine is '", here,
+      "'; its times may not hold here (loom profile --out FILE measures this one)");
+}
+
 Cluster load_cluster(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
@@ -260,6 +287,10 @@ std::string to_toml(const Cluster& c) {
   if (!c.note.empty()) os << "note = " << quoted(c.note) << "\n";
   os << "\n[node]\ndevices = " << c.devices_per_node << "\n";
   if (c.shared) os << "shared = true\n";
+  // A profile describes the processor it ran on: the one writing the file.
+  const std::string cpu = c.cpu.empty() && c.shared ? this_cpu() : c.cpu;
+  if (!cpu.empty()) os << "cpu = " << quoted(cpu) << "\n";
+  if (c.oversubscribed != 1) os << "oversubscribed = " << num(c.oversubscribed) << "\n";
   os << "\n[device]\nmemory_gb = " << num(c.memory_bytes / 1e9)
      << "\nmemory_bandwidth_gbs = " << num(c.memory_bandwidth / 1e9)
      << "\nprecision = " << quoted(c.precision) << "\npeak_tflops = { ";
@@ -275,6 +306,9 @@ std::string to_toml(const Cluster& c) {
     os << (i ? ", " : "") << num(c.gemm_efficiency[i]);
   os << "]\nelementwise = " << num(c.elementwise_efficiency) << "\n";
   if (!c.calibrated.empty()) os << "calibrated = " << quoted(c.calibrated) << "\n";
+  if (c.attention_forward > 0) os << "attention_forward = " << num(c.attention_forward) << "\n";
+  if (c.attention_backward > 0) os << "attention_backward = " << num(c.attention_backward) << "\n";
+  if (c.tp_overlap > 0) os << "tp_overlap = " << num(c.tp_overlap) << "\n";
   auto link = [&](const char* name, const Link& l) {
     os << "\n[" << name << "]\nbandwidth_gbs = " << num(l.bandwidth / 1e9)
        << "\nefficiency = " << num(l.efficiency) << "\nlatency_us = " << num(l.latency * 1e6)

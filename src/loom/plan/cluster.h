@@ -10,6 +10,10 @@
 //   shared = false                     # optional: the ranks share the node's `devices` (CPU
 //                                      # cores): block times are times alone, and the
 //                                      # simulator shares the cores among computing ranks
+//   cpu = "Intel(R) Xeon(R) ..."       # optional: /proc/cpuinfo's model name where it was
+//                                      # profiled; another processor gets a warning
+//   oversubscribed = 1.6               # optional (1, shared nodes): a rank's time when ranks
+//                                      # outnumber the cores, over its fair share (C/n) of them
 //   [device]
 //   memory_gb = 80                     # capacity per device (GB = 1e9 bytes)
 //   memory_bandwidth_gbs = 2039        # GB/s
@@ -20,6 +24,11 @@
 //   gemm = [0.35, 0.55, ...]           # fraction of peak at that size (log2-interpolated)
 //   elementwise = 0.8                  # fraction of memory bandwidth for elementwise kernels
 //   calibrated = "..."                 # optional: which points were fitted, to what
+//   attention_forward = 0.6            # optional: fraction of peak a flash-attention kernel
+//   attention_backward = 0.5           # reaches (forward; backward incl. its recompute);
+//                                      # absent: the GEMM curve at the kernel's size
+//   tp_overlap = 0.9                   # optional (0): share of a tensor-parallel collective
+//                                      # that --tp-comm-overlap hides under the GEMM next to it
 //   [intra]                            # link between devices of a node, per device/direction
 //   bandwidth_gbs = 300
 //   efficiency = 0.8                   # optional (1): share of bandwidth collectives reach
@@ -75,6 +84,10 @@ struct Cluster {
   std::vector<double> gemm_size, gemm_efficiency;
   double elementwise_efficiency = 1;
   std::string calibrated;
+  double attention_forward = 0, attention_backward = 0;  // 0 = the GEMM curve
+  double tp_overlap = 0;
+  std::string cpu;            // where a shared (CPU) cluster was profiled
+  double oversubscribed = 1;  // shared nodes: slowdown beyond the fair share of the cores
   Link intra, inter;
   std::vector<BlockProfile> blocks;
   double optimizer_s_per_param = 0;  // 0 = not measured (analytic memory-bound estimate)
@@ -84,6 +97,11 @@ struct Cluster {
   // Peak FLOP/s for a precision; throws UsageError naming the precisions the file lists.
   double peak(const std::string& precision) const;
 };
+
+// /proc/cpuinfo's first "model name", or "" when unknown.
+std::string this_cpu();
+// One line when `c` was profiled on another processor than this one, else "".
+std::string other_cpu_warning(const Cluster& c);
 
 // Throw loom::UsageError with one line naming the file, the key and what it must be.
 Cluster load_cluster(const std::string& path);

@@ -7,8 +7,10 @@
 
 namespace loom::plan {
 
-CoreSharing::CoreSharing(int cores, int replicas, int jobs)
-    : cores_(std::max(1, cores)), replicas_(std::max(1, replicas)), jobs_(size_t(jobs)) {}
+CoreSharing::CoreSharing(int cores, int replicas, int jobs, double oversubscribed)
+    : cores_(std::max(1, cores)), replicas_(std::max(1, replicas)), jobs_(size_t(jobs)) {
+  if (jobs * replicas_ > cores_) oversub_ = std::max(1.0, oversubscribed);
+}
 
 double CoreSharing::rate(int computing, int cores, double slowdown) {
   const double S = std::max(1.0, slowdown);
@@ -59,11 +61,12 @@ bool CoreSharing::resolve() {
     double next_end = kInf;
     for (const Job& j : jobs_)
       if (j.state == State::Running && j.start <= clock_)
-        next_end = std::min(next_end, clock_ + j.left / rate(world, cores_, j.slowdown));
+        next_end =
+            std::min(next_end, clock_ + j.left / (rate(world, cores_, j.slowdown) / oversub_));
     const double t = std::min(next_end, next_start);
     for (Job& j : jobs_) {
       if (j.state != State::Running || j.start > clock_) continue;
-      const double r = rate(world, cores_, j.slowdown);
+      const double r = rate(world, cores_, j.slowdown) / oversub_;
       if (clock_ + j.left / r <= t + 1e-12 * std::max(1.0, t)) {  // ends now (within rounding)
         j.left = 0;
         j.state = State::Finished;

@@ -7,6 +7,10 @@
 // `loom profile`):
 //   n <= C:  1 / (1 + (S - 1) (n - 1) / (C - 1))   (cores share memory bandwidth and caches)
 //   n >  C:  (C / n) / S                            (every core busy and time-shared)
+// When the world's ranks outnumber the cores, every compute is also `oversubscribed` times
+// slower than that share (measured, cluster.h: the ranks that wait poll for their messages,
+// the scheduler switches between ranks and they evict each other's caches), whether or not
+// the other ranks compute at that moment.
 // One job per simulated rank at a time; each stands for `replicas` identical world ranks
 // (data- and tensor-parallel copies run the same lists in lock-step in the simulator).
 // Jobs are submitted with their start time; resolve() advances the clock to the next
@@ -18,7 +22,8 @@ namespace loom::plan {
 
 class CoreSharing {
  public:
-  CoreSharing(int cores, int replicas, int jobs);
+  // jobs x replicas = the world's ranks.
+  CoreSharing(int cores, int replicas, int jobs, double oversubscribed = 1);
 
   // Rate of one of `computing` world ranks on `cores` cores (formula above).
   static double rate(int computing, int cores, double slowdown);
@@ -38,6 +43,7 @@ class CoreSharing {
     double start = 0, left = 0, slowdown = 1, end = 0;
   };
   int cores_, replicas_;
+  double oversub_ = 1;  // applies when jobs x replicas > cores
   double clock_ = 0;
   std::vector<Job> jobs_;
 };

@@ -59,6 +59,9 @@ class CostModel {
   // than when it computes alone (>= 1: the cores share memory bandwidth and caches, and
   // virtual CPUs may share a physical core).
   virtual double loaded_slowdown(int stage) const { return 1; }
+  // On shared hardware with more ranks than cores: how many times slower every compute runs
+  // than its share of the cores (measured; 1 = a fair share).
+  virtual double oversubscribed() const { return 1; }
 };
 
 // Fixed costs: every stage takes f/b/i/w per micro-batch, every message `message_s`, every
@@ -111,6 +114,7 @@ class ForwardingCostModel : public CostModel {
   Collective reduce_collective(DpMode m) const override { return m_.reduce_collective(m); }
   int shared_cores() const override { return m_.shared_cores(); }
   double loaded_slowdown(int s) const override { return m_.loaded_slowdown(s); }
+  double oversubscribed() const override { return m_.oversubscribed(); }
 
  protected:
   const CostModel& m_;

@@ -30,6 +30,9 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   so.mesh = p.mesh();
   so.dp_mode = p.dp_mode;
   so.timeline = o.timeline;
+  so.blocking_p2p = o.blocking_p2p;
+  // Megatron-Core's buckets hold 40M parameters (ddp_bucket_size's default).
+  if (p.distributed_optimizer) so.param_gather_bucket_bytes = 40e6 * cost.precision().param;
   e.sim = simulate(e.lowered, used, so);
   e.step_flops = cost.step_flops();
   e.tflops_per_gpu = e.sim.step_s > 0 ? e.step_flops / e.sim.step_s / p.gpus() / 1e12 : 0;
@@ -109,7 +112,7 @@ std::string format_breakdown(const Evaluation& e) {
   std::snprintf(line, sizeof line, "%.4g %s per device of model FLOPs, %.1f%% of peak (MFU)",
                 e.model_tflops_per_gpu * scale, unit, 100 * e.model_mfu);
   add("throughput", line);
-  if (p.recompute) {
+  if (p.recompute == Recompute::Full) {
     std::snprintf(line, sizeof line, "%.4g %s per device, %.1f%% of peak (Megatron-LM's count)",
                   e.tflops_per_gpu * scale, unit, 100 * e.mfu);
     add("with recompute", line);
@@ -124,13 +127,13 @@ std::string format_breakdown(const Evaluation& e) {
   add("optimizer", human_seconds(opt));
   std::snprintf(line, sizeof line,
                 "%s of %s on rank %d: params %s, grads %s, optimizer %s, "
-                "activations %s (%d stage-loads in flight)",
+                "activations %s kept (%d stage-loads in flight) + %s working",
                 human_bytes(pk.total()).c_str(), human_bytes(e.memory_limit).c_str(), pr,
                 human_bytes(pk.params).c_str(), human_bytes(pk.grads).c_str(),
                 human_bytes(pk.optimizer).c_str(), human_bytes(pk.activations).c_str(),
-                r.ranks[pr].peak_inflight);
+                r.ranks[pr].peak_inflight, human_bytes(pk.working).c_str());
   add("peak memory", line);
-  if (pk.total() > e.memory_limit)
+  if (!e.fits())
     out +=
         "  WARNING: over the device memory; use recomputation, zero3, more pp or fewer "
         "micro-batches in flight\n";

@@ -19,6 +19,7 @@ struct EvalOptions {
   // Compute-time multiplier per pipeline rank (RankSpeedModel); empty = all 1.
   std::vector<double> rank_speed;
   bool timeline = false;
+  bool blocking_p2p = false;  // SimOptions::blocking_p2p
 };
 
 struct Evaluation {
@@ -37,6 +38,8 @@ struct Evaluation {
   std::string compute_source;
   int shared_cores = 0;        // > 0: the ranks share this many cores
   double loaded_slowdown = 1;  // the largest stage slowdown with every core computing
+  // The peak of every rank within the device's memory.
+  bool fits() const { return sim.peak_memory() <= memory_limit; }
   double samples_per_s() const { return sim.step_s > 0 ? par.global_batch() / sim.step_s : 0; }
 };
 

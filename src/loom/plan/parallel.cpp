@@ -24,6 +24,22 @@ DpMode parse_dp_mode(const std::string& text) {
   return *m;
 }
 
+Attention parse_attention(const std::string& text) {
+  if (text == "standard") return Attention::Standard;
+  if (text == "flash") return Attention::Flash;
+  LOOM_USAGE("--attention must be standard or flash, got '", text, "'");
+}
+
+std::string name_of(Attention a) {
+  return a == Attention::Flash ? "flash" : "standard";
+}
+
+Recompute parse_recompute(const std::string& text) {
+  std::optional<Recompute> r = config::parse_choice<Recompute>(text);
+  if (!r) LOOM_USAGE("--recompute must be none, selective or full, got '", text, "'");
+  return *r;
+}
+
 Precision precision(const std::string& name) {
   if (name == "bf16" || name == "fp16") return {name, 2, 2, 12, 2, false, false};
   if (name == "fp32") return {name, 4, 4, 8, 4, true, true};
@@ -34,8 +50,11 @@ std::string Parallel::describe() const {
   std::string s = detail::concat("dp=", dp, " pp=", pp, " tp=", tp, " ", schedule);
   if (loops > 1) s += detail::concat(" v=", loops);
   s += detail::concat(" m=", microbatches, " b=", micro_batch);
-  if (dp > 1) s += " " + config::name_of(dp_mode);
-  if (recompute) s += " recompute";
+  if (dp > 1 && !distributed_optimizer) s += " " + config::name_of(dp_mode);
+  if (recompute != Recompute::None) s += " recompute=" + config::name_of(recompute);
+  if (attention == Attention::Flash) s += " flash";
+  if (tp_comm_overlap && tp > 1) s += " tp-overlap";
+  if (distributed_optimizer && dp > 1) s += " distopt";
   if (sequence_parallel && tp > 1) s += " sp";
   return s;
 }

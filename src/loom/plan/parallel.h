@@ -27,6 +27,14 @@ void check_simulated(DpMode m);
 // (train/) lowers with it too, so that simulated and executed action lists are the same.
 schedule::DpMode lowering_mode(DpMode m, int dp);
 
+using config::Recompute;
+Recompute parse_recompute(const std::string& text);  // UsageError unless none|selective|full
+// How the attention core softmax(q kᵀ) v runs: as separate kernels that store the s x s
+// scores and probabilities, or as one fused flash kernel that stores neither.
+enum class Attention { Standard, Flash };
+Attention parse_attention(const std::string& text);  // UsageError unless standard|flash
+std::string name_of(Attention a);
+
 // Bytes per parameter and per activation element.
 //   bf16 / fp16: mixed precision (Megatron): 2-byte params and grads, 12 bytes of optimizer
 //                state (fp32 master copy, Adam m and v), 2-byte activations;
@@ -49,8 +57,17 @@ struct Parallel {
   int64_t micro_batch = 1;  // samples per micro-batch
   std::string schedule = "1f1b";
   DpMode dp_mode = DpMode::AllReduce;
-  bool recompute = false;             // full activation recomputation
-  bool sequence_parallel = false;     // Korthikanti 2022; only with tp > 1
+  Recompute recompute = Recompute::None;  // transformer.h: what each variant keeps and redoes
+  Attention attention = Attention::Standard;
+  bool sequence_parallel = false;  // Korthikanti 2022; only with tp > 1
+  // Tensor-parallel all-gathers / reduce-scatters overlapped with the GEMMs next to them
+  // (Megatron-Core --tp-comm-overlap; needs sequence parallelism), as far as the cluster's
+  // tp_overlap says.
+  bool tp_comm_overlap = false;
+  // Megatron-Core's distributed optimizer (dp-mode zero1 with its buffers): fp32 gradients
+  // reduce-scattered in buckets during the backward, bf16 parameters all-gathered after the
+  // step and overlapped with the next step's forward (--overlap-param-gather).
+  bool distributed_optimizer = false;
   bool reshard_after_forward = true;  // zero3
   int max_unsharded = 2;              // zero3 prefetch bound
 
@@ -58,7 +75,7 @@ struct Parallel {
   int gpus() const { return dp * pp * tp; }
   int64_t global_batch() const { return int64_t(dp) * microbatches * micro_batch; }
   schedule::Shape shape() const { return {pp, loops, microbatches}; }
-  // "dp=8 pp=4 tp=8 bfs v=2 m=8 b=1 zero3 recompute"
+  // "dp=8 pp=4 tp=8 bfs v=2 m=8 b=1 zero3 recompute=full flash sp"
   std::string describe() const;
 };
 

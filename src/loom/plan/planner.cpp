@@ -30,6 +30,37 @@ double bubble_factor(const std::string& name, int p, int v, int m) {
   return double(m + p - 1) / m;
 }
 
+// The values of a switch asked for that apply to a layout: one that does not apply reads as
+// off (asked "on" only, a layout without tensor or data parallelism still gets its one run).
+std::vector<bool> applicable(const std::vector<bool>& asked, bool applies) {
+  std::vector<bool> out;
+  for (bool v : asked)
+    if (std::find(out.begin(), out.end(), v && applies) == out.end()) out.push_back(v && applies);
+  return out;
+}
+
+// The recomputation, attention, overlap and optimizer variants of one layout, without
+// duplicates (overlap only with tp > 1, the distributed optimizer only for zero1 with dp > 1).
+std::vector<Parallel> variants(const Parallel& base, const PlanRequest& req) {
+  std::vector<Parallel> out;
+  for (Recompute rc : req.recompute)
+    for (Attention at : req.attention) {
+      // Flash already keeps no s² values: selective would recompute nothing more.
+      if (at == Attention::Flash && rc == Recompute::Selective) continue;
+      for (bool ov : applicable(req.tp_comm_overlap, base.tp > 1))
+        for (bool dist :
+             applicable(req.distributed_optimizer, base.dp_mode == DpMode::Zero1 && base.dp > 1)) {
+          Parallel p = base;
+          p.recompute = rc;
+          p.attention = at;
+          p.tp_comm_overlap = ov;
+          p.distributed_optimizer = dist;
+          out.push_back(p);
+        }
+    }
+  return out;
+}
+
 struct Pending {
   Parallel par;
   double bound = 0;
@@ -99,18 +130,17 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
             if (!schedule::unsupported_reason(name, {pp, v, mb}).empty()) continue;
             for (DpMode mode : modes) {
               if (dp == 1 && mode != DpMode::AllReduce) continue;
-              for (bool rc : req.recompute) {
-                Parallel par;
-                par.dp = dp;
-                par.pp = pp;
-                par.tp = tp;
-                par.loops = v;
-                par.microbatches = mb;
-                par.micro_batch = b;
-                par.schedule = name;
-                par.dp_mode = mode;
-                par.recompute = rc;
-                par.sequence_parallel = tp > 1;
+              Parallel base;
+              base.dp = dp;
+              base.pp = pp;
+              base.tp = tp;
+              base.loops = v;
+              base.microbatches = mb;
+              base.micro_batch = b;
+              base.schedule = name;
+              base.dp_mode = mode;
+              base.sequence_parallel = tp > 1;
+              for (const Parallel& par : variants(base, req)) {
                 ++out.enumerated;
                 // Cheap bound: slowest rank's compute times the closed-form bubble; memory of
                 // the static state plus one micro-batch of activations.
@@ -200,8 +230,8 @@ std::string compare(const Candidate& w, const Candidate& u, const char* who) {
   std::string why = big == db   ? "the winner's smaller pipeline bubble"
                     : big == de ? "the winner's less exposed communication"
                                 : "the winner's lighter compute";
-  if (big == dc && u.par.recompute && !w.par.recompute)
-    why += " (it does not recompute activations)";
+  if (big == dc && u.par.recompute > w.par.recompute)
+    why += " (it recomputes fewer activations)";
   else if (big == dc && w.par.micro_batch > u.par.micro_batch)
     why += " (larger micro-batches run closer to peak)";
   else if (big == dc && w.par.tp < u.par.tp)

@@ -7,7 +7,8 @@
 //     the replica's batch (m = batch / (dp b)); loops v with pp v <= layers (v > 1 only when
 //     pp v divides layers); every generator that supports the shape (skipping duplicates:
 //     interleaved with v = 1 is 1f1b, gpipe with v > 1 is bfs); every dp-mode (dp > 1);
-//     with and without recomputation; sequence parallelism whenever tp > 1.
+//     recomputation none, selective and full; the attention kernels, tensor-parallel
+//     overlap and distributed optimizer asked for; sequence parallelism whenever tp > 1.
 //  2. A cheap bound per candidate (closed-form bubble times the slowest stage, static memory
 //     plus one micro-batch of activations): candidates whose bound exceeds the memory are
 //     dropped, the rest are simulated best bound first until the time budget runs out.
@@ -36,9 +37,12 @@ struct PlanRequest {
   std::vector<DpMode> dp_modes;        // empty = all four
   std::vector<int64_t> micro_batches;  // empty = 1, 2, 4, 8 (those that divide)
   std::vector<int> loops;              // empty = 1, 2, 4, 8
-  std::vector<bool> recompute = {false, true};
-  int max_microbatches = 1024;  // m above this is skipped (simulation cost)
-  double memory_limit = 0;      // bytes per device; 0 = kDefaultMemoryShare of the cluster's
+  std::vector<Recompute> recompute = {Recompute::None, Recompute::Selective, Recompute::Full};
+  std::vector<Attention> attention = {Attention::Standard};
+  std::vector<bool> tp_comm_overlap = {false};        // true: only where tp > 1
+  std::vector<bool> distributed_optimizer = {false};  // true: only for zero1 with dp > 1
+  int max_microbatches = 1024;                        // m above this is skipped (simulation cost)
+  double memory_limit = 0;  // bytes per device; 0 = kDefaultMemoryShare of the cluster's
   double time_budget_s = 30;
 };
 

@@ -19,7 +19,7 @@ using schedule::Kind;
 struct MemEvent {
   double t;
   double delta;
-  int category;  // 0 params, 1 grads, 2 activations
+  int category;  // 0 params, 1 grads, 2 kept activations, 3 working set
   int inflight;  // +1 / -1 for stored activations
 };
 
@@ -54,7 +54,8 @@ class Sim {
     out_.ranks.resize(sh.pp);
     out_.schedule_name = s.name;
     if (c.shared_cores() > 0)
-      sharing_ = std::make_unique<CoreSharing>(c.shared_cores(), o.mesh.dp * o.mesh.tp, sh.pp);
+      sharing_ = std::make_unique<CoreSharing>(c.shared_cores(), o.mesh.dp * o.mesh.tp, sh.pp,
+                                               c.oversubscribed());
   }
 
   SimResult run() {
@@ -149,6 +150,7 @@ class Sim {
         rr.p2p_s += t1 - t0;
         rr.p2p_bytes += bytes;
         event(r, a, Stream::Send, t0, t1);
+        if (o_.blocking_p2p) st.cursor = t1;  // the rank waits for its transfer
         return true;
       }
       case Kind::RECV_F:
@@ -245,7 +247,7 @@ class Sim {
       st.act_since[key] = t0;
       return;
     }
-    if (a.kind != Kind::W) mem(r, t0, t1, m.working, 2);  // backward working set
+    if (a.kind != Kind::W) mem(r, t0, t1, m.working, 3);  // backward working set
     // The full gradient buffer appears with the stage's first weight gradient of the step.
     if ((a.kind == Kind::B || a.kind == Kind::W) && m.grad_buffer > 0 &&
         buffer_started_.insert(a.stage).second)
@@ -289,6 +291,13 @@ class Sim {
           rr.events.push_back({detail::concat(s, "ALL_GATHER"), "ALL_GATHER", Stream::Dp, t, t1});
         t = t1;
       }
+      // Overlapped with the next step's forward (Megatron-Core --overlap-param-gather): only
+      // the first bucket, which the first forward waits for, stays on the step.
+      if (o_.param_gather_bucket_bytes > 0 && !mine.empty()) {
+        const double first = std::min(o_.param_gather_bucket_bytes, c_.param_bytes(mine[0]));
+        t = std::min(
+            t, st.opt_end + c_.collective_s(Collective::AllGather, first, o_.mesh.dp_group(r)));
+      }
     }
     rr.end_s = t;
 
@@ -296,15 +305,16 @@ class Sim {
     std::sort(st.mem.begin(), st.mem.end(), [](const MemEvent& a, const MemEvent& b) {
       return a.t != b.t ? a.t < b.t : a.delta < b.delta;
     });
-    double cur[3] = {0, 0, 0};
+    double cur[4] = {0, 0, 0, 0};
     int inflight = 0;
     rr.peak = base;
     for (const MemEvent& e : st.mem) {
       cur[e.category] += e.delta;
       inflight += e.inflight;
-      const double total = base.total() + cur[0] + cur[1] + cur[2];
+      rr.peak_kept = std::max(rr.peak_kept, cur[2]);
+      const double total = base.total() + cur[0] + cur[1] + cur[2] + cur[3];
       if (total > rr.peak.total() + 1e-9) {
-        rr.peak = {base.params + cur[0], base.grads + cur[1], base.optimizer, cur[2]};
+        rr.peak = {base.params + cur[0], base.grads + cur[1], base.optimizer, cur[2], cur[3]};
         rr.peak_inflight = inflight;
       }
     }

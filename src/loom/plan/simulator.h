@@ -50,6 +50,12 @@ struct SimOptions {
   DpMode dp_mode = DpMode::AllReduce;
   bool split_exposed = true;  // run the free-communication pass
   bool timeline = true;       // keep every event
+  // zero1/zero2: > 0 = the parameter all-gather after the optimizer overlaps the next step's
+  // forward bucket by bucket; only the first bucket of this many bytes is waited for.
+  double param_gather_bucket_bytes = 0;
+  // A rank waits for each of its sends before going on (Megatron-LM's p2p_communication of
+  // 2021 waits on its isend/irecv pairs between compute steps); default: sends overlap.
+  bool blocking_p2p = false;
 };
 
 enum class Stream { Compute = 0, Send = 1, Dp = 2 };
@@ -65,8 +71,9 @@ struct MemoryBreakdown {
   double params = 0;  // incl. gathered parameters
   double grads = 0;   // incl. full gradient buffers
   double optimizer = 0;
-  double activations = 0;  // stored + working
-  double total() const { return params + grads + optimizer + activations; }
+  double activations = 0;  // kept from forwards to their backwards
+  double working = 0;      // transient inside a backward (recomputed layer, logits)
+  double total() const { return params + grads + optimizer + activations + working; }
 };
 
 struct RankResult {
@@ -80,6 +87,8 @@ struct RankResult {
   double dp_bytes = 0;    // sent by this rank (ring traffic)
   MemoryBreakdown peak;   // at the moment of the peak total
   int peak_inflight = 0;  // stored (stage, micro-batch) activations at that moment
+  double peak_kept = 0;   // the most kept activations at any moment (the runtime's
+                          // peak_activation_bytes measures the same)
   std::vector<SimEvent> events;
 };
 

@@ -37,17 +37,58 @@ double iteration_flops(const Transformer& m, double B, bool recompute) {
   return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
 }
 
+double attention_square_bytes(const Transformer& m, double b, const LayerRun& r) {
+  if (r.attention == Attention::Flash) return 0;
+  const double s = double(m.seq_len), a = double(m.heads);
+  const double c_a = m.dropout ? 5 : 2;  // per a·s²·b at 2-byte values
+  return c_a * a * s * s * b / r.tp * r.elem_bytes / 2;
+}
+
+namespace {
+
+// Per-layer bytes other than the s² terms, for the three layouts (Korthikanti Table 2).
+double linear_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double sbh = double(m.seq_len) * b * double(m.hidden), t = r.tp;
+  const double c_h = m.dropout ? 34 : 32;     // per s·b·h
+  const double unsplit = m.dropout ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
+  const double scale = r.elem_bytes / 2;
+  if (r.tp <= 1) return sbh * c_h * scale;
+  if (r.sequence_parallel) return sbh / t * c_h * scale;
+  return sbh * (unsplit + (c_h - unsplit) / t) * scale;
+}
+
+// Flash keeps the log-sum-exp of each head and token in fp32 for its backward.
+double flash_stats_bytes(const Transformer& m, double b, const LayerRun& r) {
+  if (r.attention != Attention::Flash) return 0;
+  return 4 * double(m.heads) * double(m.seq_len) * b / r.tp;
+}
+
+}  // namespace
+
+double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
+  if (r.recompute == Recompute::Full) {
+    const double sbh = double(m.seq_len) * b * double(m.hidden);
+    return 2 * sbh * r.elem_bytes / 2 / (r.sequence_parallel ? r.tp : 1);
+  }
+  const double core = r.recompute == Recompute::Selective ? 0 : attention_square_bytes(m, b, r);
+  return linear_bytes(m, b, r) + core + flash_stats_bytes(m, b, r);
+}
+
+double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
+  if (r.recompute == Recompute::Full) {
+    LayerRun kept = r;
+    kept.recompute = Recompute::None;
+    return layer_kept_bytes(m, b, kept);
+  }
+  if (r.recompute == Recompute::Selective) return attention_square_bytes(m, b, r);
+  return 0;
+}
+
 double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, bool recompute,
                               double elem_bytes) {
-  const double s = double(m.seq_len), h = double(m.hidden), a = double(m.heads), t = tp;
-  const double sbh = s * b * h, scale = elem_bytes / 2;
-  if (recompute) return 2 * sbh * scale / (sp ? t : 1);
-  const double c_h = m.dropout ? 34 : 32;     // per s·b·h
-  const double c_a = m.dropout ? 5 : 2;       // per a·s²·b
-  const double unsplit = m.dropout ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
-  if (tp <= 1) return sbh * (c_h + c_a * a * s / h) * scale;
-  if (sp) return sbh / t * (c_h + c_a * a * s / h) * scale;
-  return sbh * (unsplit + (c_h - unsplit) / t + c_a * a * s / (h * t)) * scale;
+  return layer_kept_bytes(
+      m, b,
+      {tp, sp, recompute ? Recompute::Full : Recompute::None, Attention::Standard, elem_bytes});
 }
 
 StateBytes state_bytes_per_param(DpMode mode, int dp) {

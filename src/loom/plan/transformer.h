@@ -12,6 +12,12 @@
 //    parallelism; 2·s·b·h (/t with sequence parallelism) with full recomputation. Without
 //    dropout (loom's GPT) the masks go: 32 + 2·a·s/h, and 8 + 24/t for the unsplit part.
 //    Other element sizes scale the formula by bytes/2.
+//    Selective recomputation (Korthikanti et al. 2022, Table 2) keeps everything but the
+//    attention core's a·s² terms: s·b·h·34 (/t as above); its backward recomputes the core,
+//    whose s² values (5·a·s²·b bytes, 2 without dropout) live only inside that backward.
+//    Flash attention (Dao et al. 2022) never stores the s² values either: it keeps Q, K, V
+//    and the output (already in the 34) plus the softmax statistics, one fp32 value per
+//    head and token (4·a·s·b/t bytes), and recomputes the scores in its own backward.
 #include <cstdint>
 #include <string>
 
@@ -31,9 +37,27 @@ double total_params(const Transformer& m);
 
 double layer_forward_flops(const Transformer& m, double b);
 double head_forward_flops(const Transformer& m, double b);
+// Narayanan's count: full recomputation adds the layers' forward (the 96 form); selective
+// recomputation and flash's own recomputation are not counted (Megatron-LM does not).
 double iteration_flops(const Transformer& m, double global_batch, bool recompute);
 
-// Bytes kept per layer for one micro-batch of b samples.
+// How one layer runs: what its activation bytes depend on.
+struct LayerRun {
+  int tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::None;
+  Attention attention = Attention::Standard;
+  double elem_bytes = 2;
+};
+// Bytes one layer keeps from its forward to its backward for a micro-batch of b samples.
+double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r);
+// Bytes that exist only inside the layer's backward: the recomputed activations (the whole
+// layer's under full recomputation, the attention core's s² values under selective).
+double layer_working_bytes(const Transformer& m, double b, const LayerRun& r);
+// The s² part of a layer's activations (scores, probabilities, dropout mask): 5·a·s²·b
+// bytes at 2-byte values (2·a·s²·b without dropout), split over t; 0 with flash attention.
+double attention_square_bytes(const Transformer& m, double b, const LayerRun& r);
+// Shorthand for standard attention: `recompute` = full recomputation.
 double layer_activation_bytes(const Transformer& m, double b, int tp, bool sequence_parallel,
                               bool recompute, double elem_bytes = 2);
 

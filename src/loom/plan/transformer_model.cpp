@@ -10,6 +10,9 @@ namespace {
 
 using schedule::Kind;
 constexpr int kEmbedding = 0, kLayer = 1, kHead = 2;
+// An elementwise backward reads the saved value and the incoming gradient and writes the
+// outgoing one: 3 accesses per element where the forward made 2 (write, read by the next op).
+constexpr double kBackwardElementwise = 1.5;
 const char* kBlockNames[] = {"embedding", "layer", "head"};
 
 }  // namespace
@@ -60,9 +63,28 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
   if (p.tp > c.devices_per_node && !c.shared)
     LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '", c.name,
                "'; tensor parallelism stays inside a node");
+  if (p.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel)
+    LOOM_USAGE("--tp-comm-overlap overlaps sequence parallelism's all-gathers and ",
+               "reduce-scatters; add --sequence-parallel");
+  if (p.tp_comm_overlap && p.tp > 1 && c.tp_overlap <= 0)
+    LOOM_USAGE("--tp-comm-overlap: cluster '", c.name, "' (", c.origin,
+               ") has no efficiency.tp_overlap; add the share of a collective hidden there");
+  if (p.distributed_optimizer) {
+    if (p.dp_mode != DpMode::Zero1)
+      LOOM_USAGE("the distributed optimizer shards the optimizer state (dp-mode zero1), got ",
+                 config::name_of(p.dp_mode));
+    // Megatron-Core keeps and reduces the gradients in fp32 under mixed precision
+    // (accumulate_allreduce_grads_in_fp32): 2 + 4 + 12/d bytes per parameter.
+    if (prec_.grad < 4) prec_.grad = 4;
+  }
   peak_ = c.peak(prec_.name == "fp16" && !c.peak_flops.count("fp16") ? "bf16" : prec_.name);
 
   const int S = p.pp * p.loops;
+  // Looped schedules give every rank the same number of layers per stage (as the planner
+  // enumerates them); one loop may split unevenly (the first stages take one more).
+  if (cut.empty() && p.loops > 1 && m.layers % S != 0)
+    LOOM_USAGE(m.layers, " layers do not split into pp x loops = ", p.pp, " x ", p.loops, " = ", S,
+               " equal stages; choose pp and loops whose product divides the layers");
   cut_ = cut.empty() ? uniform_cut(m.layers, S) : std::move(cut);
   const int blocks = static_cast<int>(m.layers) + 2;
   if (static_cast<int>(cut_.size()) != S || cut_[0] != 0)
@@ -78,9 +100,18 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     Cost measured;
     if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
-      if (measured.activation < 0 || p.recompute) {  // not measured, or only the input is kept
+      if (measured.activation < 0 || (k == kLayer && p.recompute == Recompute::Full)) {
+        // not measured, or a recomputed layer (only its input is kept); the embedding and
+        // the head are never recomputed: their measured bytes stand
         measured.activation = block_[k].activation;
         measured.working = block_[k].working;
+      } else if (k == kLayer && p.recompute == Recompute::Selective) {
+        // The measured layer without its s² values; the recomputed core's time in proportion.
+        const double square = attention_square_bytes(m_, double(p.micro_batch), layer_run());
+        measured.activation = std::max(0.0, measured.activation - square);
+        measured.working = square;
+        const double f = block_[k].f;
+        measured.i += f > 0 ? measured.f * selective_extra_s() / f : 0;
       } else {
         measured.working = k == kHead ? block_[k].working : 0;
       }
@@ -88,7 +119,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       block_[k] = measured;
       profiled_[k] = true;
     }
-    if (p.recompute && k == kLayer) {  // the forward runs again before the backward
+    if (p.recompute == Recompute::Full && k == kLayer) {  // the forward runs again
       block_[k].i += block_[k].f;
       block_[k].i_comm += block_[k].f_comm;
     }
@@ -118,13 +149,41 @@ double TransformerCostModel::gemm_s(double m, double n, double k, double batch) 
   return flops / (peak_ * c_.gemm_fraction(std::cbrt(batch * m * n * k)));
 }
 
+double TransformerCostModel::selective_extra_s() const {
+  if (p_.recompute != Recompute::Selective || p_.attention != Attention::Standard) return 0;
+  const double b = double(p_.micro_batch);
+  return attention(b).forward + elementwise_s(2 * attention_square_bytes(m_, b, layer_run()));
+}
+
+LayerRun TransformerCostModel::layer_run() const {
+  return {p_.tp, p_.sequence_parallel, p_.recompute, p_.attention, prec_.activation};
+}
+
+TransformerCostModel::Attn TransformerCostModel::attention(double b) const {
+  const double s = double(m_.seq_len), h = double(m_.hidden), a = double(m_.heads), t = p_.tp;
+  Attn out;
+  if (p_.attention == Attention::Standard) {  // q kᵀ and the probabilities times v
+    out.forward = 2 * gemm_s(s, s, h / a, b * a / t);
+    out.backward = 2 * out.forward;
+    return out;
+  }
+  // Flash (causal): the kernel skips the blocks above the diagonal, half of the 4·b·s²·h
+  // FLOPs; its backward runs 5 products where the forward runs 2 (it recomputes the scores).
+  const double flops = 0.5 * 4 * b * s * s * h / t;
+  const double fallback = c_.gemm_fraction(std::cbrt(b * a / t * s * s * h / a));
+  out.forward = flops / (peak_ * (c_.attention_forward > 0 ? c_.attention_forward : fallback));
+  out.backward =
+      2.5 * flops / (peak_ * (c_.attention_backward > 0 ? c_.attention_backward : fallback));
+  return out;
+}
+
 double TransformerCostModel::elementwise_s(double bytes) const {
   return bytes / (c_.memory_bandwidth * c_.elementwise_efficiency);
 }
 
 TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
   const double b = double(p_.micro_batch), s = double(m_.seq_len), h = double(m_.hidden),
-               a = double(m_.heads), V = double(m_.vocab), t = p_.tp, e = prec_.activation;
+               V = double(m_.vocab), t = p_.tp, e = prec_.activation;
   const double M = b * s;
   const std::vector<int> tp_group = p_.mesh().tp_group(0, 0);
   const double tp_ar = net_.collective_s(Collective::AllReduce, M * h * e, tp_group);
@@ -132,17 +191,29 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
   if (kind == kLayer) {
     const double linear = gemm_s(M, 3 * h / t, h) + gemm_s(M, h, h / t) + gemm_s(M, 4 * h / t, h) +
                           gemm_s(M, h, 4 * h / t);
-    const double core = 2 * gemm_s(s, s, h / a, b * a / t);
-    const double elem =
-        elementwise_s(2 * layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, false, e));
-    c.f_comm = c.i_comm = 2 * tp_ar;
-    c.f = linear + core + elem + c.f_comm;
-    c.i = linear + 2 * core + 2 * elem + c.i_comm;
+    const Attn core = attention(b);
+    const LayerRun run = layer_run();
+    LayerRun kept_all = run;
+    kept_all.recompute = Recompute::None;
+    const double square = attention_square_bytes(m_, b, run);
+    const double elem_linear = elementwise_s(2 * (layer_kept_bytes(m_, b, kept_all) - square));
+    const double elem_square = elementwise_s(2 * square);  // softmax, mask, dropout
+    // Two collectives of b·s·h values each way; --tp-comm-overlap hides part of each under
+    // the GEMMs of the same pass (the backward's input-gradient GEMMs take as long as the
+    // forward's).
+    const double comm = 2 * tp_ar;
+    const double hidden = p_.tp_comm_overlap ? std::min(c_.tp_overlap * comm, linear) : 0;
+    c.f_comm = c.i_comm = comm - hidden;
+    c.f = linear + core.forward + elem_linear + elem_square + c.f_comm;
+    c.i = linear + core.backward + kBackwardElementwise * (elem_linear + elem_square) + c.i_comm;
     c.w = linear;
+    // Selective recomputation runs the attention core's forward again in the backward
+    // (flash's backward recomputes its scores itself: nothing to add). Full recomputation
+    // adds the whole forward (constructor).
+    c.i += selective_extra_s();
     c.params = layer_params(m_) / t;
-    c.activation = layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, p_.recompute, e);
-    if (p_.recompute)
-      c.working = layer_activation_bytes(m_, b, p_.tp, p_.sequence_parallel, false, e);
+    c.activation = layer_kept_bytes(m_, b, run);
+    c.working = layer_working_bytes(m_, b, run);
   } else if (kind == kHead) {
     const double logits = 4 * M * V / t;  // fp32 logits for the softmax / loss
     const double gemm = gemm_s(M, V / t, h);
@@ -302,7 +373,7 @@ double TransformerCostModel::optimizer_s(int stage) const {
 }
 
 double TransformerCostModel::step_flops() const {
-  return iteration_flops(m_, double(p_.global_batch()), p_.recompute);
+  return iteration_flops(m_, double(p_.global_batch()), p_.recompute == Recompute::Full);
 }
 
 }  // namespace loom::plan

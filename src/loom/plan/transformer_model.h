@@ -12,8 +12,15 @@
 //      parallelism, same cost) of b·s·h values per layer in the forward, 2 in the backward,
 //      2 more with recomputation; the head adds one in its backward, the embedding one in its
 //      forward;
+//      attention core: standard = two batched products (q kᵀ, probabilities x v) plus the
+//      elementwise work on the s² values; flash = half of the 4·b·s²·h/t FLOPs (causal) at
+//      the cluster's attention_forward efficiency, its backward 2.5x that at
+//      attention_backward (5 products to the forward's 2: it recomputes the scores), no s²
+//      values stored or streamed;
+//      --tp-comm-overlap hides min(tp_overlap x the collectives, the GEMMs) of each pass;
 //      B = I + W with W = the weight-gradient products (one forward's worth) and I the rest;
-//      recomputation adds one forward to I (and B).
+//      full recomputation adds one forward to I (and B), selective the attention core's
+//      forward (nothing with flash, whose backward already recomputes).
 //    When the cluster file has measured [[block]] times for this width, sequence, heads and
 //    vocabulary (loom profile) and tp = 1, those are used instead (I = W = B/2: the profile
 //    measures B only), scaled linearly between measured micro-batch sizes; so are the measured
@@ -64,6 +71,7 @@ class TransformerCostModel : public CostModel {
   Collective reduce_collective(DpMode m) const override;
   int shared_cores() const override { return c_.shared ? c_.devices_per_node : 0; }
   double loaded_slowdown(int stage) const override;
+  double oversubscribed() const override { return c_.shared ? c_.oversubscribed : 1; }
 
   const std::vector<int>& cut() const { return cut_; }
   const Precision& precision() const { return prec_; }
@@ -86,7 +94,14 @@ class TransformerCostModel : public CostModel {
     double loaded = 0;      // (f + i + w) x the blocks' loaded slowdowns (shared cores)
     void add(const Cost& o);
   };
+  struct Attn {
+    double forward = 0, backward = 0;  // the attention core of one layer, seconds
+  };
   Cost analytic(int kind) const;  // 0 embedding, 1 layer, 2 head
+  Attn attention(double micro_batch) const;
+  LayerRun layer_run() const;
+  // Selective recomputation's extra backward time per layer: the core's forward again.
+  double selective_extra_s() const;
   bool profiled(int kind, Cost* out) const;
   double gemm_s(double m, double n, double k, double batch = 1) const;
   double elementwise_s(double bytes) const;

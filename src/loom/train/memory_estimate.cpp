@@ -70,7 +70,7 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
                   : mode;
   p.reshard_after_forward = cfg.parallel.reshard_after_forward;
   p.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
-  p.recompute = cfg.parallel.recompute == config::Recompute::Full;  // selective: as none
+  p.recompute = cfg.parallel.recompute;
   return plan::evaluate(m, p, nominal_cluster()).sim.peak_memory();
 }
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# loom simulate and loom plan agree on what they accept and say what they find in one line:
+# uneven looped splits refused by both, --json's fits field, plan's exit code when nothing
+# fits, --gpus with --from-config, the recompute and attention choices, the warning for a
+# profile of another processor.
+# usage: simulate_plan_test.sh LOOM_BINARY SOURCE_DIR
+set -u
+loom=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+passes=0
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+fail() { echo "FAIL $1"; cat "$tmp/stdout" "$tmp/stderr"; fails=$((fails + 1)); }
+# expect_exit2 NAME SUBSTRING -- ARGS: exit 2, one line on stderr containing SUBSTRING
+expect_exit2() {
+  local name=$1 want=$2
+  shift 3
+  "$loom" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -qF -- "$want" "$tmp/stderr"; then
+    ok "$name: $(cat "$tmp/stderr")"
+  else
+    fail "$name (exit $rc)"
+  fi
+}
+a100=$src/clusters/a100-80gb.toml
+gpt=(--model gpt --layers 6 --width 1024 --heads 16 --seq-len 1024 --cluster "$a100")
+
+expect_exit2 uneven_loops "do not split into pp x loops" -- simulate "${gpt[@]}" --gpus 2 --pp 2 \
+  --loops 2 --schedule interleaved --microbatches 4
+expect_exit2 recompute_value "--recompute must be none, selective or full" -- simulate "${gpt[@]}" \
+  --gpus 1 --recompute some
+expect_exit2 attention_value "--attention must be standard or flash" -- simulate "${gpt[@]}" \
+  --gpus 1 --attention fast
+expect_exit2 overlap_needs_sp "add --sequence-parallel" -- simulate "${gpt[@]}" --gpus 2 --tp 2 \
+  --tp-comm-overlap
+expect_exit2 nothing_fits "No configuration fits" -- plan --model gpt --layers 96 --width 12288 \
+  --heads 96 --seq-len 2048 --cluster "$a100" --gpus 8 --global-batch 8 --time-budget 5s
+
+# --json says whether the peak fits in the device's memory.
+if "$loom" simulate "${gpt[@]}" --gpus 1 --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"fits":true' "$tmp/stdout"; then ok "json_fits_true"; else fail "json_fits_true"; fi
+if "$loom" simulate --model gpt --layers 96 --width 12288 --heads 96 --seq-len 2048 --cluster "$a100" \
+  --gpus 8 --tp 8 --micro-batch-size 8 --microbatches 1 --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"fits":false' "$tmp/stdout"; then ok "json_fits_false"; else fail "json_fits_false"; fi
+
+# --gpus with --from-config: dp = gpus / (pp x tp).
+if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$a100" --gpus 4 \
+  --json >"$tmp/stdout" 2>"$tmp/stderr" && grep -q '"configuration":"dp=4 pp=1' "$tmp/stdout"; then
+  ok "from_config_gpus"
+else fail "from_config_gpus"; fi
+
+# Selective recomputation keeps less than none and more than full.
+kept() {
+  "$loom" simulate "${gpt[@]}" --gpus 1 --recompute "$1" --json |
+    sed 's/.*"rank0_kept_activation_bytes":\([0-9.e+]*\).*/\1/'
+}
+if python3 -c "import sys; n, s, f = map(float, sys.argv[1:]); sys.exit(not n > s > f)" \
+  "$(kept none)" "$(kept selective)" "$(kept full)"; then ok "recompute_order"; else fail "recompute_order"; fi
+
+# A shared cluster profiled on another processor: one warning line naming both.
+sed 's/^shared = true$/shared = true\ncpu = "Imaginary CPU 1"/' "$src/clusters/this-machine.toml" |
+  grep -v '^cpu = "Intel' >"$tmp/other.toml"
+if grep -q "model name" /proc/cpuinfo; then
+  "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$tmp/other.toml" \
+    --json >"$tmp/stdout" 2>"$tmp/stderr"
+  if [[ $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -q "Imaginary CPU 1" "$tmp/stderr"; then
+    ok "other_cpu_warning: $(cat "$tmp/stderr")"
+  else fail "other_cpu_warning"; fi
+fi
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]

@@ -1,0 +1,197 @@
+// Selective recomputation, flash attention, tensor-parallel overlap and the distributed
+// optimizer: the activation bytes and the time terms against values computed by hand.
+#include <gtest/gtest.h>
+
+#include "loom/common/error.h"
+#include "loom/plan/evaluate.h"
+#include "loom/plan/transformer.h"
+#include "loom/plan/transformer_model.h"
+
+namespace loom::plan {
+namespace {
+
+using schedule::Kind;
+
+// GPT-3 175B shapes: s = 2048, h = 12288, a = 96 (5 a s / h = 80).
+const Transformer kGpt3{96, 12288, 96, 2048, 51200, true};
+const double kSbh = 2048.0 * 12288;
+
+TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
+  // Korthikanti et al. 2022, Table 2: selective = 34 s b h, 10 + 24/t with TP, 34/t with SP.
+  LayerRun r;
+  r.recompute = Recompute::Selective;
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34);
+  r.tp = 8;
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 13);
+  r.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8);
+  // The recomputed core lives in the backward only: 5 a s² b / t = s b h · 80 / 8.
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 10);
+  EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), kSbh * 10);
+  // None keeps it, full keeps only the input and recomputes the whole layer (34/t + 80/t).
+  r.recompute = Recompute::None;
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 114 / 8);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), 0.0);
+  r.recompute = Recompute::Full;
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 2 / 8);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 114 / 8);
+  // loom's GPT (no dropout, 4-byte values): 32 s b h x 2, working 2 a s² b x 2.
+  Transformer plain = kGpt3;
+  plain.dropout = false;
+  LayerRun f32{1, false, Recompute::Selective, Attention::Standard, 4};
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(plain, 2, f32), 2 * kSbh * 32 * 2);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(plain, 2, f32), 2.0 * 96 * 2048 * 2048 * 2 * 2);
+}
+
+TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
+  LayerRun r{8, true, Recompute::None, Attention::Flash, 2};
+  // 34 s b h / t plus one fp32 log-sum-exp per head and token: 4 a s b / t.
+  const double stats = 4.0 * 96 * 2048 / 8;
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats);
+  EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), 0.0);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), 0.0);
+  r.recompute = Recompute::Full;  // the recomputed layer has no s² values either
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats);
+}
+
+// A device with round numbers: 100 TFLOP/s, every GEMM at half of it, 1000 GB/s at full
+// efficiency, flash at 0.4 (forward) and 0.25 (backward) of peak.
+Cluster round_cluster(double tp_overlap = 0) {
+  Cluster c = parse_cluster(R"(name = "round"
+[node]
+devices = 8
+[device]
+memory_gb = 80
+memory_bandwidth_gbs = 1000
+precision = "bf16"
+peak_tflops = { bf16 = 100.0 }
+[efficiency]
+gemm_size = [1.0]
+gemm = [0.5]
+elementwise = 1.0
+attention_forward = 0.4
+attention_backward = 0.25
+[intra]
+bandwidth_gbs = 100
+latency_us = 0
+[inter]
+bandwidth_gbs = 10
+latency_us = 0
+)",
+                            "round.toml");
+  c.tp_overlap = tp_overlap;
+  return c;
+}
+
+// 2 layers, h = 1024, a = 16, s = 2048, b = 1, one stage.
+const Transformer kSmall{2, 1024, 16, 2048, 1024, true};
+
+double stage_s(const Parallel& p, Kind k, const Cluster& c) {
+  return TransformerCostModel(kSmall, p, c).compute_s(0, k);
+}
+
+TEST(Recompute, SelectiveAddsTheAttentionCoreForwardToTheBackward) {
+  const Cluster c = round_cluster();
+  Parallel p;
+  const double none_b = stage_s(p, Kind::B, c), none_f = stage_s(p, Kind::F, c);
+  p.recompute = Recompute::Selective;
+  // Per layer: q kᵀ and probabilities x v, 4 b s² h FLOPs at 50 TFLOP/s, and the s² values
+  // (5 a s² b bytes) written and read at 1000 GB/s.
+  const double core = 4.0 * 2048 * 2048 * 1024 / 50e12;
+  const double square = 2 * 5.0 * 16 * 2048 * 2048 / 1000e9;
+  EXPECT_NEAR(stage_s(p, Kind::B, c) - none_b, 2 * (core + square), 1e-12);
+  EXPECT_NEAR(stage_s(p, Kind::F, c), none_f, 1e-15);  // the forward is unchanged
+  // Full recomputation adds the whole forward of each layer instead.
+  p.recompute = Recompute::Full;
+  const double full_extra = stage_s(p, Kind::B, c) - none_b;
+  EXPECT_GT(full_extra, 2 * (core + square));
+}
+
+TEST(Attention, FlashTimeFromItsFlopsAtTheKernelEfficiency) {
+  const Cluster c = round_cluster();
+  Parallel p;
+  const double std_f = stage_s(p, Kind::F, c), std_b = stage_s(p, Kind::B, c);
+  p.attention = Attention::Flash;
+  const double core = 4.0 * 2048 * 2048 * 1024 / 50e12;                 // standard products
+  const double square = 2 * 5.0 * 16 * 2048 * 2048 / 1000e9;            // standard s² traffic
+  const double flash_f = 0.5 * 4.0 * 2048 * 2048 * 1024 / 40e12;        // causal half at 0.4
+  const double flash_b = 2.5 * 0.5 * 4.0 * 2048 * 2048 * 1024 / 25e12;  // 5 products at 0.25
+  const double stats = 2 * 4.0 * 16 * 2048 / 1000e9;  // the statistics, written and read
+  // (the backward's elementwise traffic is 1.5x the forward's: 3 accesses per element, not 2)
+  EXPECT_NEAR(stage_s(p, Kind::F, c) - std_f, 2 * (flash_f + stats - core - square), 1e-12);
+  EXPECT_NEAR(stage_s(p, Kind::B, c) - std_b, 2 * (flash_b + 1.5 * (stats - square) - 2 * core),
+              1e-12);
+  // Selective recomputation adds nothing to flash, whose backward recomputes already.
+  const double flash_b_total = stage_s(p, Kind::B, c);
+  p.recompute = Recompute::Selective;
+  EXPECT_NEAR(stage_s(p, Kind::B, c), flash_b_total, 1e-15);
+}
+
+TEST(TensorParallelOverlap, HidesTheClusterShareUnderTheGemms) {
+  Parallel p;
+  p.tp = 8;
+  p.sequence_parallel = true;
+  const Cluster plain = round_cluster(), half = round_cluster(0.5);
+  const TransformerCostModel exposed(kSmall, p, plain);
+  p.tp_comm_overlap = true;
+  const TransformerCostModel hidden(kSmall, p, half);
+  // Each layer's 2 collectives per pass (its GEMMs take longer here): half of them hidden.
+  // The embedding's collective is not overlapped.
+  const Collective ar = Collective::AllReduce;
+  const double one = exposed.collective_s(ar, 2048.0 * 1024 * 2, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_NEAR(exposed.compute_comm_s(0, Kind::F) - hidden.compute_comm_s(0, Kind::F),
+              2 * 0.5 * 2 * one, 1e-12);
+  // Without sequence parallelism there is nothing to overlap: refused with one line.
+  p.sequence_parallel = false;
+  EXPECT_THROW(TransformerCostModel(kSmall, p, half), UsageError);
+  p.sequence_parallel = true;
+  EXPECT_THROW(TransformerCostModel(kSmall, p, plain), UsageError);  // no tp_overlap
+}
+
+TEST(DistributedOptimizer, MegatronCoreBytesPerParameter) {
+  // 2 (bf16 parameters) + 4 (fp32 gradients) + 12/d (fp32 master, Adam m and v).
+  Parallel p;
+  p.dp = 8;
+  p.dp_mode = DpMode::Zero1;
+  p.distributed_optimizer = true;
+  const TransformerCostModel cost(kSmall, p, round_cluster());
+  const StageMemory m = cost.memory(0);
+  const double P = m.params / 2;
+  EXPECT_NEAR(m.grads / P, 4.0, 1e-12);
+  EXPECT_NEAR(m.optimizer / P, 12.0 / 8, 1e-12);
+  EXPECT_NEAR(cost.grad_bytes(0), 4 * P, 1e-3);   // reduce-scattered in fp32
+  EXPECT_NEAR(cost.param_bytes(0), 2 * P, 1e-3);  // all-gathered in bf16
+  p.dp_mode = DpMode::Zero3;
+  EXPECT_THROW(TransformerCostModel(kSmall, p, round_cluster()), UsageError);
+}
+
+TEST(Split, LoopedStagesMustDivideTheLayers) {
+  Parallel p;
+  p.pp = 2;
+  p.loops = 2;
+  p.microbatches = 2;
+  p.schedule = "interleaved";
+  EXPECT_THROW(TransformerCostModel(Transformer{6, 1024, 16, 2048, 1024, true}, p, round_cluster()),
+               UsageError);
+  EXPECT_NO_THROW(
+      TransformerCostModel(Transformer{8, 1024, 16, 2048, 1024, true}, p, round_cluster()));
+}
+
+// The simulator keeps the backward's working set apart from the kept activations.
+TEST(Recompute, KeptActivationsApartFromTheWorkingSet) {
+  Parallel p;
+  p.microbatches = 2;
+  p.recompute = Recompute::Full;
+  const Evaluation e = evaluate(kSmall, p, round_cluster());
+  const RankResult& r = e.sim.ranks[0];
+  const TransformerCostModel cost(kSmall, p, round_cluster());
+  // 1F1B on one stage: F0 B0 F1 B1, one micro-batch's kept activations at a time.
+  EXPECT_NEAR(r.peak_kept, cost.memory(0).activation, 1.0);
+  EXPECT_GT(r.peak.working, 0.0);
+  EXPECT_NEAR(r.peak.total(),
+              r.peak.params + r.peak.grads + r.peak.optimizer + r.peak.activations + r.peak.working,
+              1.0);
+}
+
+}  // namespace
+}  // namespace loom::plan
