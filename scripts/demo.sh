@@ -13,5 +13,9 @@ mkdir -p "$out"
   --pp 2 --loops 2 --schedule bfs --microbatches 4 --steps 800 --eval_every 100 \
   --output.dir "$out" --output.trace "$out/timeline.json" --overwrite
 echo
+echo "a sample from the trained model (loom generate):"
+"$build/bin/loom" generate --checkpoint "$out/checkpoint" --prompt "The " --max-tokens 160 \
+  --temperature 0.8 --top-k 40 --seed 1
+echo
 echo "demo outputs in $out/:"
 ls -1 "$out" | sed 's/^/  /'

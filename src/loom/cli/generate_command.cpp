@@ -6,6 +6,7 @@
 #include "loom/common/error.h"
 #include "loom/data/tokenizer.h"
 #include "loom/flags/flags.h"
+#include "loom/interop/safetensors.h"
 #include "loom/model/compute.h"
 #include "loom/model/generate.h"
 #include "loom/train/whole_model.h"
@@ -28,6 +29,7 @@ then each new token reuses the keys and values of the earlier ones (a KV cache).
   --tokenizer FILE    SentencePiece model; default: the run's data.tokenizer (bytes if none)
   --device cpu|cuda   where to compute (cpu)
   --no-cache          recompute the whole sequence for every token (slower; for comparison)
+  --dump-logits FILE  also write the prompt's logits [tokens, vocab] as safetensors ("logits")
 
   loom generate --checkpoint runs/demo/checkpoint --prompt "The " --max-tokens 80
 )";
@@ -44,7 +46,8 @@ int generate_command(const std::vector<std::string>& args) {
                                                {"seed", "0"},
                                                {"tokenizer", "tok.model"},
                                                {"device", "cpu"},
-                                               {"no-cache", ""}}});
+                                               {"no-cache", ""},
+                                               {"dump-logits", "logits.safetensors"}}});
   if (a.help) {
     std::cout << kUsage;
     return 0;
@@ -74,8 +77,11 @@ int generate_command(const std::vector<std::string>& args) {
   if (tokenizer->vocab_size() > w.config.vocab)
     LOOM_USAGE("the tokenizer (", tokenizer->describe(), ") has ", tokenizer->vocab_size(),
                " tokens, the model ", w.config.vocab, "; pass the run's --tokenizer");
-  const std::vector<int64_t> out =
-      model::generate(w.model, w.config.seq_len, tokenizer->encode(a.get("prompt")), o);
+  const std::vector<int64_t> prompt = tokenizer->encode(a.get("prompt"));
+  if (a.has("dump-logits"))
+    interop::write_safetensors(a.get("dump-logits"),
+                               {{"logits", model::logits_of(w.model, prompt)}});
+  const std::vector<int64_t> out = model::generate(w.model, w.config.seq_len, prompt, o);
   std::cout << a.get("prompt") << tokenizer->decode(out) << "\n";
   return 0;
 }

@@ -49,15 +49,17 @@ std::string hf_name(const std::string& loom_name, int64_t layers) {
   return "model.layers." + std::to_string(block - 1) + "." + it->second;
 }
 
-void export_llama(const train::WholeModel& w, const std::string& out, const std::string& tokenizer) {
+void export_llama(const train::WholeModel& w, const std::string& out,
+                  const std::string& tokenizer) {
   const config::ModelConfig& c = w.config;
   if (c.kind != config::ModelKind::Llama)
-    LOOM_USAGE("loom export --format hf writes Llama models (LlamaForCausalLM); this checkpoint "
-               "holds a ",
-               c.kind,
-               (c.kind == config::ModelKind::Gpt
-                    ? " (its head has a bias, which GPT2LMHeadModel lacks); train model.kind = llama"
-                    : "; train model.kind = llama"));
+    LOOM_USAGE(
+        "loom export --format hf writes Llama models (LlamaForCausalLM); this checkpoint "
+        "holds a ",
+        c.kind,
+        (c.kind == config::ModelKind::Gpt
+             ? " (its head has a bias, which GPT2LMHeadModel lacks); train model.kind = llama"
+             : "; train model.kind = llama"));
   std::error_code ec;
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     LOOM_USAGE("--out '", out, "' exists and is not an empty folder; choose another");
@@ -100,7 +102,8 @@ config::ModelConfig import_llama(const std::string& from, const std::string& out
   }
   const std::string type = cfg.value("model_type", "");
   if (type != "llama")
-    LOOM_USAGE("'", from, "' holds a '", type, "' model; loom imports Llama models (model_type "
+    LOOM_USAGE("'", from, "' holds a '", type,
+               "' model; loom imports Llama models (model_type "
                "llama)");
   auto need = [&](const char* key) {
     if (!cfg.contains(key)) LOOM_USAGE("'", from, "/config.json' lacks \"", key, "\"");

@@ -6,11 +6,9 @@
 #include "loom/model/transformer_parts.h"
 
 namespace loom::model {
-namespace {
-
-// The next token from the last position's logits [vocab] (on the host).
-int64_t choose(torch::Tensor logits, const SampleOptions& o, at::Generator& gen) {
-  logits = logits.to(torch::kCPU, torch::kFloat32);
+int64_t choose_token(const torch::Tensor& position_logits, const SampleOptions& o,
+                     at::Generator& gen) {
+  torch::Tensor logits = position_logits.to(torch::kCPU, torch::kFloat32);
   if (o.temperature <= 0) return logits.argmax().item<int64_t>();
   logits = logits / o.temperature;
   if (o.top_k > 0 && o.top_k < logits.numel()) {
@@ -20,7 +18,13 @@ int64_t choose(torch::Tensor logits, const SampleOptions& o, at::Generator& gen)
   return at::multinomial(logits.softmax(-1), 1, false, gen).item<int64_t>();
 }
 
-}  // namespace
+torch::Tensor logits_of(const Model& m, const std::vector<int64_t>& tokens) {
+  torch::NoGradGuard no_grad;
+  const torch::Device device = m.blocks.front()->parameters().front().device();
+  torch::Tensor x = torch::tensor(tokens, torch::kInt64).view({1, -1}).to(device);
+  for (const auto& b : m.blocks) x = b->forward(x);
+  return x.squeeze(0).to(torch::kCPU, torch::kFloat32);
+}
 
 std::vector<int64_t> generate(const Model& m, int64_t seq_len, const std::vector<int64_t>& prompt,
                               const SampleOptions& o) {
@@ -54,7 +58,7 @@ std::vector<int64_t> generate(const Model& m, int64_t seq_len, const std::vector
       for (auto* layer : layers) x = layer->run(Part::Layer, x);
     }
     const torch::Tensor logits = m.blocks.back()->forward(x.slice(1, x.size(1) - 1));
-    const int64_t next = choose(logits.view({-1}), o, gen);
+    const int64_t next = choose_token(logits.view({-1}), o, gen);
     tokens.push_back(next);
     out.push_back(next);
   }

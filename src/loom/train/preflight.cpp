@@ -126,6 +126,9 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
                " recomputes transformer layers, but model.kind is '", cfg.model.kind,
                "'; use --recompute none with it");
   model::check_device(cfg.train.device);
+  if (cfg.output.sample_every > 0 && !config::is_transformer(cfg.model.kind))
+    LOOM_USAGE("output.sample_every prints text from a language model, but model.kind is '",
+               cfg.model.kind, "'; set it to 0 or train a gpt or llama");
   if (cfg.model.kind == config::ModelKind::Llama && cfg.model.tie_embeddings && r.pp * r.loops > 1)
     LOOM_USAGE(
         "model.tie_embeddings shares the embedding with the head, which sit on the first "

@@ -28,6 +28,7 @@
 #include "loom/train/preflight.h"
 #include "loom/train/run_trace.h"
 #include "loom/train/step_metrics.h"
+#include "loom/train/text_sample.h"
 #include "loom/train/trace_clock.h"
 
 namespace loom::train {
@@ -253,6 +254,19 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
   if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || last) {
     const EvalResult e = evaluator->run(/*final=*/last);
     metrics.eval(done, e.loss, e.accuracy, res);
+  }
+  if (cfg.output.sample_every > 0 && done % cfg.output.sample_every == 0) {
+    const SampleContext sc{&cfg,
+                           &base,
+                           &mesh,
+                           exec.get(),
+                           r.m,
+                           r.micro_batch,
+                           stages.count(0) > 0,
+                           stages.count(r.pp * r.loops - 1) > 0,
+                           compute.device};
+    const std::string text = sample_text(sc, done);
+    if (is_root) metrics.message(detail::concat("sample at step ", done, ": ", text));
   }
   if ((cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0) || last)
     return checkpointer->save(done);
