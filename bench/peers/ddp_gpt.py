@@ -8,7 +8,6 @@ Prints one line: tokens/s over --steps steps after --warmup steps (mean step tim
 metrics are read by bench/ddp_compare.sh.
 """
 import argparse
-import math
 import os
 import time
 
@@ -16,43 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-
-
-class Layer(nn.Module):
-    def __init__(self, width, heads, seq_len):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        self.ln2 = nn.LayerNorm(width)
-        self.fc = nn.Linear(width, 4 * width)
-        self.out = nn.Linear(4 * width, width)
-        causal = torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), 1)
-        self.register_buffer("mask", torch.zeros(seq_len, seq_len).masked_fill(causal, -math.inf))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        hd = d // self.heads
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, hd).permute(2, 0, 3, 1, 4)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(hd) + self.mask[:t, :t]
-        y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
-        h = x + self.proj(y)
-        return h + self.out(F.gelu(self.fc(self.ln2(h))))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, seq_len, width, layers, heads):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(seq_len, width)
-        self.layers = nn.Sequential(*[Layer(width, heads, seq_len) for _ in range(layers)])
-        self.lnf = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
-        return self.head(self.lnf(self.layers(x)))
+from gpt_model import GPT
 
 
 def main():

@@ -11,41 +11,8 @@ import argparse
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-
-
-class Layer(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        self.ln2 = nn.LayerNorm(width)
-        self.fc = nn.Linear(width, 4 * width)
-        self.out = nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-        h = x + self.proj(y)
-        return h + self.out(F.gelu(self.fc(self.ln2(h))))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, seq_len, width, layers, heads):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(seq_len, width)
-        self.layers = nn.Sequential(*[Layer(width, heads) for _ in range(layers)])
-        self.lnf = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        return self.head(self.lnf(self.layers(x)))
+from gpt_model import GPT
 
 
 def main():
@@ -64,7 +31,7 @@ def main():
 
     dev = torch.device(a.device)
     torch.manual_seed(1234)
-    model = GPT(a.vocab, a.seq_len, a.width, a.layers, a.heads).to(dev)
+    model = GPT(a.vocab, a.seq_len, a.width, a.layers, a.heads, attention="flash").to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=dev.type == "cuda")
     gen = torch.Generator(device=dev).manual_seed(0)
     times = []

@@ -1,4 +1,4 @@
-// loom's GPT against a plain transcription of the forward pass of bench/peers/ddp_gpt.py's model,
+// loom's GPT against a plain transcription of the forward pass of bench/peers/gpt_model.py's model,
 // evaluated on loom's own parameters: same logits and same gradients, with either attention
 // core (standard, flash) and every recomputation (none, selective, full).
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ std::map<std::string, torch::Tensor> params_by_name(const Model& m) {
   return out;
 }
 
-// The forward pass of bench/peers/ddp_gpt.py's model, with explicit weights.
+// The forward pass of bench/peers/gpt_model.py's model, with explicit weights.
 torch::Tensor reference_forward(std::map<std::string, torch::Tensor>& w, const torch::Tensor& idx,
                                 int64_t layers, int64_t heads) {
   namespace F = torch::nn::functional;

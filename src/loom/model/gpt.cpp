@@ -1,4 +1,4 @@
-// Byte-level GPT, block for block the architecture of the DDP peer, bench/peers/ddp_gpt.py;
+// Byte-level GPT, block for block the architecture of the PyTorch peers, bench/peers/gpt_model.py;
 // with tensor parallelism (tensor_parallel.h) each block computes its part and meets the other
 // ranks of its group in f / g.
 #include <cmath>

@@ -1,7 +1,7 @@
 #pragma once
 // A model is an ordered list of blocks, ready to be cut into pipeline stages:
 //   gpt: embedding (tokens + learned positions), N pre-LayerNorm transformer layers, final
-//        LayerNorm + untied head (the architecture of bench/peers/ddp_gpt.py);
+//        LayerNorm + untied head (the architecture of bench/peers/gpt_model.py);
 //   mlp / cnn: the layers of small Fashion-MNIST classifiers.
 // The loss (cross entropy on the last block's logits) is separate from the blocks, so the
 // pipeline computes it on the last stage only.

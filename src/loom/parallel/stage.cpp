@@ -72,13 +72,15 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
     }
     live.output = loss * loss_scale;
     result = loss.detach();
+    out = torch::Tensor();  // the logits: the loss keeps what it needs (measured below)
   } else {
     live.output = out;
   }
   // What this micro-batch keeps alive until its backward: the autograd graph's saved tensors
   // and the output, measured by the allocator (a rough estimate without the tracker).
   live.bytes = MemoryTracker::installed() ? MemoryTracker::live_bytes() - before
-                                          : out.numel() * out.element_size() * 8;
+               : out.defined()            ? out.numel() * out.element_size() * 8
+                                          : 0;
   live_.emplace(mb, std::move(live));
   return result;
 }

@@ -17,10 +17,10 @@ struct SampleContext {
   comm::Backend* world;
   const comm::Mesh* mesh;
   parallel::Executor* exec;
-  int m = 1;                   // micro-batches the executor runs per forward
-  int64_t micro_batch = 1;     // samples per micro-batch
-  bool first_stage = false;    // this rank feeds tokens
-  bool last_stage = false;     // this rank gets logits
+  int m = 1;                 // micro-batches the executor runs per forward
+  int64_t micro_batch = 1;   // samples per micro-batch
+  bool first_stage = false;  // this rank feeds tokens
+  bool last_stage = false;   // this rank gets logits
   torch::Device device = torch::kCPU;
 };
 
