@@ -215,9 +215,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     const int min_nproc =
         a.has("min-nproc") ? flags::to_int("min-nproc", a.get("min-nproc"), 1, n) : 0;
     config::Config cfg = load(a);
-    if (min_nproc > 0 && cfg.parallel.dp_mode == config::DpMode::Slim)
-      LOOM_USAGE("--min-nproc restarts on fewer replicas, which dp-mode slim cannot resume (each ",
-                 "replica keeps a model of its own); drop --min-nproc or use another dp-mode");
+    const auto mode = cfg.parallel.dp_mode;
+    if (min_nproc > 0 && (mode == config::DpMode::Slim || mode == config::DpMode::Diloco))
+      LOOM_USAGE("--min-nproc restarts on fewer replicas, which dp-mode ", mode,
+                 " cannot resume (each replica keeps a model of its own); drop --min-nproc or use "
+                 "another dp-mode");
     // The output folder is made last: bad input leaves nothing behind.
     const train::Resolved r = train::preflight(cfg, n, /*check_output=*/false);
     train::check_resume_target(cfg, r, n);

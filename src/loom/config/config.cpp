@@ -403,6 +403,13 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(quant, bits), "bits per quantized value", int_one_of({4, 8})},
       {LOOM_FIELD(quant, block), "values per scale", int_range(1)},
 
+      {LOOM_FIELD(diloco, inner_steps), "H: local steps of train.optimizer between outer steps",
+       int_range(1)},
+      {LOOM_FIELD(diloco, outer_lr), "the outer step's learning rate", float_range(0, true)},
+      {LOOM_FIELD(diloco, outer_momentum), "the outer step's momentum; 0 = plain SGD",
+       float_range(0, false, 1, false)},
+      {LOOM_FIELD(diloco, nesterov), "Nesterov momentum in the outer step", {}},
+
       {LOOM_FIELD(emulate, bandwidth), "emulated link bandwidth; empty = off",
        string_rule("e.g. 1Gbit, 100Mbit, 125MB/s",
                    "empty or a bandwidth such as 1Gbit, 100Mbit, 1Gbps or 125MB/s",
@@ -828,7 +835,7 @@ void validate(const Config& c) {
 
   const auto& p = c.parallel;
   if (p.grad_reduce == Precision::Bf16 &&
-      (p.dp_mode == DpMode::Slim || p.dp_mode == DpMode::Quant)) {
+      (p.dp_mode == DpMode::Slim || p.dp_mode == DpMode::Quant || p.dp_mode == DpMode::Diloco)) {
     LOOM_USAGE("parallel.grad_reduce = bf16 applies to dp_mode allreduce and zero1-3; dp_mode ",
                p.dp_mode, " compresses its exchange its own way; drop --grad-reduce");
   }

@@ -1,6 +1,6 @@
 #pragma once
 // Run configuration: TOML file sections [model] [data] [train] [parallel] [output] [slim]
-// [quant] [emulate], every field also a flag (--layers 4 or --model.layers 4).
+// [quant] [diloco] [emulate], every field also a flag (--layers 4 or --model.layers 4).
 // No libtorch or MPI here: the parser and its errors are tested fast.
 #include <array>
 #include <cstdint>
@@ -24,7 +24,7 @@ enum class DataKind { Text, FashionMnist, Synthetic };
 enum class Optimizer { AdamW, Sgd };
 enum class LrSchedule { Cosine, Constant };
 // What data parallelism exchanges (docs/zero.md, docs/slim-dp.md).
-enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant };
+enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant, Diloco };
 // parallel.comm: auto picks the launcher's backend (comm::launch_backend).
 enum class CommChoice { Auto, Mpi, Gloo, Nccl };
 // train.on_nan: what a step with a non-finite loss or gradient norm does.
@@ -61,8 +61,8 @@ struct Names<LrSchedule> {
 };
 template <>
 struct Names<DpMode> {
-  static constexpr std::array<std::string_view, 6> list{"allreduce", "zero1", "zero2",
-                                                        "zero3",     "slim",  "quant"};
+  static constexpr std::array<std::string_view, 7> list{"allreduce", "zero1", "zero2", "zero3",
+                                                        "slim",      "quant", "diloco"};
 };
 template <>
 struct Names<CommChoice> {
@@ -212,6 +212,17 @@ struct QuantConfig {
   bool operator==(const QuantConfig&) const = default;
 };
 
+// dp-mode diloco (Douillard et al. 2023): H inner steps of train.optimizer on each replica, then
+// an outer step on the replicas' mean parameter change (parallel/diloco_sync.h).
+struct DilocoConfig {
+  int64_t inner_steps = 10;     // H: local steps between outer steps
+  double outer_lr = 0.7;        // the outer optimizer's learning rate
+  double outer_momentum = 0.9;  // its momentum (0 = plain SGD)
+  bool nesterov = true;         // Nesterov momentum
+
+  bool operator==(const DilocoConfig&) const = default;
+};
+
 struct EmulateConfig {
   std::string bandwidth;  // e.g. "1Gbit", "10Gbit", "100Mbit"; "" = off
   std::string latency;    // e.g. "50us", "1ms"; "" = off
@@ -240,6 +251,7 @@ struct Config {
   ParallelConfig parallel;
   SlimConfig slim;
   QuantConfig quant;
+  DilocoConfig diloco;
   EmulateConfig emulate;
   OutputConfig output;
 

@@ -2,6 +2,7 @@
 
 #include "loom/common/error.h"
 #include "loom/parallel/allreduce_sync.h"
+#include "loom/parallel/diloco_sync.h"
 #include "loom/parallel/quant_sync.h"
 #include "loom/parallel/slim_sync.h"
 #include "loom/parallel/zero_sync.h"
@@ -53,6 +54,7 @@ std::unique_ptr<DataParallel> make_data_parallel(const SyncContext& ctx) {
     case DpMode::AllReduce: return std::make_unique<AllReduceSync>(ctx);
     case DpMode::Slim: return std::make_unique<SlimSync>(ctx);
     case DpMode::Quant: return std::make_unique<QuantSync>(ctx);
+    case DpMode::Diloco: return std::make_unique<DilocoSync>(ctx);
     case DpMode::Zero1:
     case DpMode::Zero2:
     case DpMode::Zero3: return std::make_unique<ZeroSync>(ctx, config::zero_level(mode));

@@ -347,7 +347,8 @@ StageMemory TransformerCostModel::memory(int stage) const {
         if (prec_.sharded_master && p_.dp_mode != DpMode::Zero3) mem.params += mem.params / d;
         break;
       case DpMode::Slim:
-      case DpMode::Quant: check_simulated(p_.dp_mode);
+      case DpMode::Quant:
+      case DpMode::Diloco: check_simulated(p_.dp_mode);
     }
   }
   return mem;

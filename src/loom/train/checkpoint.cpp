@@ -251,16 +251,19 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
   }
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
-  // Slim replicas each train a model of their own: nothing maps them onto other replicas.
-  const bool was_slim = saved.dp_mode == "slim", is_slim = run.dp_mode == "slim";
-  if (was_slim && !is_slim)
-    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = slim, whose replicas ",
-               "each hold a model of their own; resume it with dp_mode slim");
-  if (was_slim && saved.dp != run.dp)
-    LOOM_USAGE("checkpoint '", dir,
-               "' was written with parallel.dp_mode = slim and dp = ", saved.dp,
-               ", this run has dp = ", run.dp, "; slim keeps one model per replica, so resume it ",
-               "with dp = ", saved.dp, " (pp, loops and the schedule may change)");
+  // Slim and DiLoCo replicas each train a model of their own (and its optimizer state):
+  // nothing maps them onto other replicas.
+  auto per_replica = [](const std::string& mode) { return mode == "slim" || mode == "diloco"; };
+  const bool was_own = per_replica(saved.dp_mode), is_own = per_replica(run.dp_mode);
+  if (was_own && saved.dp_mode != run.dp_mode)
+    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = ", saved.dp_mode,
+               ", whose replicas each hold a model of their own; resume it with dp_mode ",
+               saved.dp_mode);
+  if (was_own && saved.dp != run.dp)
+    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = ", saved.dp_mode,
+               " and dp = ", saved.dp, ", this run has dp = ", run.dp, "; ", saved.dp_mode,
+               " keeps one model per replica, so resume it with dp = ", saved.dp,
+               " (pp, loops and the schedule may change)");
   const bool reshards = saved.world != run.world || saved.dp != run.dp || saved.pp != run.pp ||
                         saved.tp != run.tp || saved.loops != run.loops ||
                         saved.dp_mode != run.dp_mode ||
@@ -270,7 +273,7 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
                                     saved.layout(), " to ", run.layout());
   if (saved.dp_mode == "quant" && (!(run.dp_mode == "quant") || saved.dp != run.dp))
     line += "; the quantization residual starts from zero";
-  if (is_slim && !was_slim) line += "; slim's global copy starts from the parameters";
+  if (is_own && !was_own) line += "; " + run.dp_mode + "'s global copy starts from the parameters";
   return line;
 }
 

@@ -62,10 +62,11 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   p.microbatches = r.m;
   p.micro_batch = r.micro_batch;
   p.schedule = cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "1f1b";
-  // slim and quant hold what allreduce holds plus one buffer of the stage's size; the
-  // planner models allreduce.
+  // slim, quant and diloco hold what allreduce holds plus one or two buffers of the stage's
+  // size; the planner models allreduce.
   const auto mode = cfg.parallel.dp_mode;
-  p.dp_mode = mode == config::DpMode::Slim || mode == config::DpMode::Quant
+  p.dp_mode = mode == config::DpMode::Slim || mode == config::DpMode::Quant ||
+                      mode == config::DpMode::Diloco
                   ? config::DpMode::AllReduce
                   : mode;
   p.reshard_after_forward = cfg.parallel.reshard_after_forward;
