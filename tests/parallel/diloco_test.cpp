@@ -29,8 +29,8 @@ TEST(Diloco, DegenerateEqualsAllReduce) {
     auto [diloco, ref] = test::train_and_allreduce(c, ranks, std::string("diloco-") + kind);
     const double diff = test::max_relative_diff(diloco, ref);
     if (comm::world().rank() == 0)
-      std::printf("[ diloco ] %s, dp=%d: max relative difference to allreduce %.3g\n", kind,
-                  ranks, diff);
+      std::printf("[ diloco ] %s, dp=%d: max relative difference to allreduce %.3g\n", kind, ranks,
+                  diff);
     EXPECT_LE(diff, 1e-5) << kind;
   }
 }

@@ -41,8 +41,8 @@ void DilocoSync::outer_step() {
 }
 
 MemoryBytes DilocoSync::memory() const {
-  MemoryBytes m = buffer_.memory();  // the replica's parameters and gradients
-  m.params += global_.numel() * 4;   // g
+  MemoryBytes m = buffer_.memory();     // the replica's parameters and gradients
+  m.params += global_.numel() * 4;      // g
   m.optimizer = momentum_.numel() * 4;  // the outer momentum (the inner optimizer: the trainer)
   return m;
 }
@@ -61,8 +61,9 @@ void DilocoSync::load(const ChunkReader& r) {
   torch::Tensor m = torch::empty_like(g), steps = torch::zeros({1}, torch::kInt64);
   if (!get_flat(r, "diloco.momentum", -1, m.data_ptr<float>()) ||
       !r.get("diloco.steps", -1, 0, steps))
-    LOOM_USAGE("checkpoint holds diloco.global but not diloco.momentum or diloco.steps; it is "
-               "incomplete");
+    LOOM_USAGE(
+        "checkpoint holds diloco.global but not diloco.momentum or diloco.steps; it is "
+        "incomplete");
   global_.copy_(g);
   momentum_.copy_(m);
   steps_ = steps.item<int64_t>();

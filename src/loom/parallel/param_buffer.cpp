@@ -101,7 +101,12 @@ ParamBuffer::~ParamBuffer() {
   auto busy = [](const comm::WorkPtr& w) { return w && !w->test(); };
   bool pending = busy(gather_) || busy(scatter_);
   for (auto& w : bucket_work_) pending = pending || busy(w);
-  if (pending) new std::vector<torch::Tensor>{params_, grads_, shard_grads_, master_};
+  if (pending) {
+    std::vector<torch::Tensor> all = {params_, grads_,      shard_grads_,
+                                      master_, grads_bf16_, shard_bf16_};
+    all.insert(all.end(), bucket_bf16_.begin(), bucket_bf16_.end());
+    new std::vector<torch::Tensor>(std::move(all));
+  }
 }
 
 void ParamBuffer::wait(comm::WorkPtr& w) {
