@@ -15,6 +15,7 @@
 #include "loom/data/tokenizer.h"
 #include "loom/train/data_feed.h"
 #include "loom/train/evaluator.h"
+#include "loom/train/loss_plot.h"
 
 using namespace loom;
 
@@ -191,6 +192,35 @@ TEST(Eval, TokenizedTextReportsBitsPerByteOfItsBytes) {
   std::error_code ec;
   fs::remove_all(tok + ".cache", ec);
   fs::remove(tok, ec);
+}
+
+// A resumed run's plot starts from the curves of its metrics.jsonl (steps, evaluations, and
+// no summary or calibration values); non-finite losses are left out of the picture.
+TEST(LossPlot, CurvesComeBackFromTheMetrics) {
+  const fs::path dir = test::shared_tmp("loss-plot-" + std::to_string(comm::world().rank()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "metrics.jsonl")
+      << "{\"step\": 1, \"loss\": 5.5, \"lr\": 0.001}\n"
+      << "{\"step\": 2, \"loss\": 4.25, \"lr\": 0.001}\n"
+      << "{\"step\": 2, \"calib_micro_batch\": 4}\n"
+      << "{\"step\": 2, \"eval_loss\": 4.5, \"eval_samples\": 64}\n"
+      << "{\"step\": 3, \"loss\": null, \"skipped\": 1}\n"
+      << "{\"summary\": \"run\", \"eval_loss\": 4.5}\n";
+  const train::LossCurves c = train::read_loss_curves((dir / "metrics.jsonl").string());
+  ASSERT_EQ(c.train.size(), 2u);
+  EXPECT_EQ(c.train[1], (std::pair<int64_t, double>{2, 4.25}));
+  ASSERT_EQ(c.eval.size(), 1u);
+  EXPECT_EQ(c.eval[0], (std::pair<int64_t, double>{2, 4.5}));
+  train::LossCurves with_nan = c;
+  with_nan.train.push_back({3, NAN});
+  const std::string svg = train::loss_svg(with_nan, "a <run> & more");
+  EXPECT_NE(svg.find("a &lt;run&gt; &amp; more"), std::string::npos);
+  const size_t at = svg.find("<polyline");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(count(svg.substr(at, svg.find("/>", at) - at), ","), 2u);  // the NaN is left out
+  EXPECT_EQ(svg.find(",nan"), std::string::npos);
+  EXPECT_EQ(svg.find(",-nan"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ AtomicFile::AtomicFile(std::string path)
     : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    LOOM_USAGE("cannot create ", tmp_, " (", std::strerror(errno),
+    LOOM_USAGE("cannot create ", path_, " (", std::strerror(errno),
                "); make its folder writable or choose another place");
 }
 

@@ -37,10 +37,9 @@ class SentencePiece : public Tokenizer {
                  "' not found; make one with loom tokenizer train --data CORPUS --vocab 4096 "
                  "--out ",
                  path, " (or drop --tokenizer for bytes)");
-    const auto status = sp_.Load(path);
-    if (!status.ok())
-      LOOM_USAGE("data.tokenizer '", path, "' is not a SentencePiece model (", status.ToString(),
-                 "); make one with loom tokenizer train");
+    if (!sp_.Load(path).ok())
+      LOOM_USAGE("data.tokenizer '", path,
+                 "' is not a SentencePiece model; make one with loom tokenizer train");
   }
   int64_t vocab_size() const override { return sp_.GetPieceSize(); }
   std::vector<int64_t> encode(const std::string& text) const override {
