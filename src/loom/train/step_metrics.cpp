@@ -175,9 +175,16 @@ void RunMetrics::eval(int64_t step, double loss, double accuracy, TrainResult* r
   write_plot();
 }
 
+// The plot is a view of metrics.jsonl: a failure to write it (a full disk) is a warning, once,
+// not the end of the run.
 void RunMetrics::write_plot() {
   const std::string title = detail::concat(cfg_.output.dir, ": ", cfg_.model.kind, " loss");
-  write_file_atomic((fs::path(cfg_.output.dir) / "loss.svg").string(), loss_svg(curves_, title));
+  try {
+    write_file_atomic((fs::path(cfg_.output.dir) / "loss.svg").string(), loss_svg(curves_, title));
+  } catch (const Error& e) {
+    if (!plot_failed_) message(detail::concat("warning: loss.svg not written: ", e.what()));
+    plot_failed_ = true;
+  }
 }
 
 void RunMetrics::end_steps(TrainResult* res) {

@@ -102,8 +102,9 @@ class RunMetrics {
   int64_t eval_size_ = 0;            // samples in the test split (rank 0)
   double eval_bytes_per_token_ = 0;  // text only (rank 0)
   LastEval last_eval_;
-  LossCurves curves_;      // rank 0
-  comm::Stats dp0_, pp0_;  // counters when the run started
+  LossCurves curves_;         // rank 0
+  bool plot_failed_ = false;  // warned once
+  comm::Stats dp0_, pp0_;     // counters when the run started
   std::chrono::steady_clock::time_point t_run_;
 
   // Run totals (this rank).
