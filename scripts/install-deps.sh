@@ -13,6 +13,7 @@ packages=(
   libgloo-dev             # headers only: c10d's ProcessGroupGloo.hpp includes gloo's
   zlib1g-dev              # gzipped IDX files
   nlohmann-json3-dev      # JSON of Hugging Face model folders (config.json, safetensors)
+  libsentencepiece-dev    # subword tokenizers (loom tokenizer, data.tokenizer)
   dataset-fashion-mnist   # /usr/share/datasets/fashion-mnist
   fortunes                # ~1 MB of English text under /usr/share/games/fortunes
 )

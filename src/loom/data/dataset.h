@@ -31,6 +31,9 @@ class Dataset {
   // Gathers the samples with the given indices (each in [0, size())) into one batch.
   virtual Batch get(std::span<const int64_t> indices) const = 0;
   virtual std::string describe() const = 0;  // e.g. "fashion-mnist train: 60000 images 28x28"
+  // Text: the bytes of the split per token (1 for bytes; more with a tokenizer), which turns a
+  // loss per token into one per byte. 0 for other data.
+  virtual double bytes_per_token() const { return 0; }
 };
 
 enum class Split { Train, Test };
@@ -41,13 +44,14 @@ enum class Split { Train, Test };
 // image/label count mismatch, label out of range) and the fix (e.g. the package to install).
 std::unique_ptr<Dataset> open_idx_images(const std::string& dir, Split split);
 
-// Byte-level text: a file, or every regular file under a folder (sorted by path, following
-// symlinks only once per target, skipping "*.dat" index files). Sample i is the window of
-// seq_len + 1 bytes starting at byte i * seq_len; input = first seq_len bytes, target = last.
-// Split::Test is the last `test_fraction` of the bytes, Train the rest.
+// Text: a file, or every regular file under a folder (text_files.h), as bytes (tokenizer "")
+// or as the ids of the SentencePiece model `tokenizer` (tokenized once: token_cache.h).
+// Sample i is the window of seq_len + 1 tokens starting at token i * seq_len; input = first
+// seq_len tokens, target = last seq_len. Split::Test is the last `test_fraction` of the bytes
+// (with a tokenizer: from the line end nearest to that point), Train the rest.
 // Throws loom::UsageError when missing or too short for one sample.
 std::unique_ptr<Dataset> open_text(const std::string& path, int64_t seq_len, Split split,
-                                   double test_fraction = 0.05);
+                                   double test_fraction = 0.05, const std::string& tokenizer = "");
 
 // Deterministic synthetic data; sample i depends only on (seed, i).
 //  classification: inputs [n, features...] float ~ N(0,1), labels = argmax of a fixed random

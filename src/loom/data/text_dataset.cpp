@@ -1,90 +1,26 @@
-// Byte-level text from a file or a folder tree. All bytes are kept in memory (one byte each);
-// windows are cut in get().
-#include <sys/stat.h>
-
+// Text from a file or a folder tree, as bytes (kept in memory, one byte each) or as the ids of a
+// SentencePiece tokenizer (memory-mapped from the token cache). Windows are cut in get().
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <set>
+#include <cmath>
 #include <utility>
 
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
+#include "loom/data/text_files.h"
+#include "loom/data/token_cache.h"
 
 namespace loom::data {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr const char* kFix = "set data.path to a text file or a folder of text files";
-
-bool is_index_file(const fs::path& p) {
-  const std::string name = p.filename().string();
-  return name.size() >= 4 && name.compare(name.size() - 4, 4, ".dat") == 0;
-}
-
-// Identity of the real file or folder behind a path (symlinks followed).
-std::pair<dev_t, ino_t> file_id(const fs::path& p) {
-  struct stat st {};
-  if (::stat(p.c_str(), &st) != 0) return {0, 0};
-  return {st.st_dev, st.st_ino};
-}
-
-// Regular, non-".dat" files under `dir`, following symlinked folders once each (no cycles).
-void walk(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>& seen_dirs,
-          std::vector<fs::path>& files) {
-  if (!seen_dirs.insert(file_id(dir)).second) return;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) LOOM_USAGE("text: cannot list ", dir.string(), " (", ec.message(), "); ", kFix);
-  for (const fs::directory_entry& entry : it) {
-    const fs::file_status st = fs::status(entry.path(), ec);  // follows symlinks
-    if (ec) continue;                                         // broken symlink
-    if (fs::is_directory(st)) {
-      walk(entry.path(), seen_dirs, files);
-    } else if (fs::is_regular_file(st) && !is_index_file(entry.path())) {
-      files.push_back(entry.path());
-    }
-  }
-}
-
-// The files to read, sorted by path; a real file reached by several paths is read only at the
-// first of them, and a link to a ".dat" file is skipped like the file itself.
-std::vector<fs::path> list_files(const fs::path& root) {
-  std::vector<fs::path> found;
-  std::set<std::pair<dev_t, ino_t>> seen_dirs;
-  walk(root, seen_dirs, found);
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> files;
-  std::set<std::pair<dev_t, ino_t>> seen_files;
-  for (const fs::path& p : found) {
-    std::error_code ec;
-    const fs::path real = fs::canonical(p, ec);
-    if (!ec && is_index_file(real)) continue;
-    if (seen_files.insert(file_id(p)).second) files.push_back(p);
-  }
-  return files;
-}
-
-void append_file(const fs::path& p, std::vector<uint8_t>& bytes) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) LOOM_USAGE("text: cannot open ", p.string(), "; ", kFix);
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0) LOOM_USAGE("text: cannot read ", p.string(), "; ", kFix);
-  const size_t have = bytes.size();
-  bytes.resize(have + size);
-  in.read(reinterpret_cast<char*>(bytes.data() + have), size);
-  if (in.gcount() != size) LOOM_USAGE("text: cannot read ", p.string(), "; ", kFix);
-}
-
-class TextDataset : public Dataset {
+// Sample i is the window of seq_len + 1 tokens starting at token i * seq_len of `tokens`.
+template <typename T>
+class Windows : public Dataset {
  public:
-  TextDataset(std::vector<uint8_t> bytes, int64_t seq_len, std::string what)
-      : bytes_(std::move(bytes)),
+  Windows(std::span<const T> tokens, int64_t seq_len, double bytes_per_token, std::string what)
+      : tokens_(tokens),
         seq_len_(seq_len),
-        n_((static_cast<int64_t>(bytes_.size()) - 1) / seq_len),
+        n_((static_cast<int64_t>(tokens.size()) - 1) / seq_len),
+        bytes_per_token_(bytes_per_token),
         what_(std::move(what)) {}
 
   int64_t size() const override { return n_; }
@@ -100,7 +36,7 @@ class TextDataset : public Dataset {
     for (int64_t k = 0; k < n; ++k) {
       const int64_t i = indices[k];
       LOOM_CHECK(i >= 0 && i < n_, "sample index ", i, " outside [0, ", n_, ")");
-      const uint8_t* src = bytes_.data() + i * seq_len_;
+      const T* src = tokens_.data() + i * seq_len_;
       int64_t* in = b.input.i64.data() + k * seq_len_;
       int64_t* out = b.target.i64.data() + k * seq_len_;
       for (int64_t t = 0; t < seq_len_; ++t) {
@@ -111,63 +47,113 @@ class TextDataset : public Dataset {
     return b;
   }
 
+  double bytes_per_token() const override { return bytes_per_token_; }
+
   std::string describe() const override {
-    return what_ + ": " + std::to_string(bytes_.size()) + " bytes, " + std::to_string(n_) +
-           " samples of " + std::to_string(seq_len_) + " tokens";
+    return what_ + ", " + std::to_string(n_) + " samples of " + std::to_string(seq_len_) +
+           " tokens";
   }
 
  private:
-  std::vector<uint8_t> bytes_;
+  std::span<const T> tokens_;
   int64_t seq_len_;
   int64_t n_;
+  double bytes_per_token_;
   std::string what_;
 };
+
+// Byte-level: the windows own the bytes of their split.
+class ByteWindows : public Windows<uint8_t> {
+ public:
+  ByteWindows(std::vector<uint8_t> bytes, int64_t seq_len, std::string what)
+      : Windows<uint8_t>(bytes, seq_len, 1.0, std::move(what)), bytes_(std::move(bytes)) {}
+
+ private:
+  std::vector<uint8_t> bytes_;  // moving a vector keeps its buffer: the span stays valid
+};
+
+// Tokens: the windows keep the mapped cache alive.
+class TokenWindows : public Windows<uint32_t> {
+ public:
+  TokenWindows(std::shared_ptr<const TokenCache> cache, std::span<const uint32_t> tokens,
+               int64_t seq_len, double bytes_per_token, std::string what)
+      : Windows<uint32_t>(tokens, seq_len, bytes_per_token, std::move(what)),
+        cache_(std::move(cache)) {}
+
+ private:
+  std::shared_ptr<const TokenCache> cache_;
+};
+
+const char* split_name(Split split) {
+  return split == Split::Train ? "train" : "test";
+}
+
+void check_long_enough(const std::string& path, Split split, int64_t have, int64_t seq_len,
+                       const char* unit) {
+  if (have < seq_len + 1)
+    LOOM_USAGE("text: ", path, " is too short: its ", split_name(split), " split has ", have, " ",
+               unit, " but one sample needs seq_len + 1 = ", seq_len + 1,
+               "; use more text or a smaller seq_len");
+}
+
+std::string files_text(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " file" : " files");
+}
+
+std::unique_ptr<Dataset> open_bytes(const std::string& path, int64_t seq_len, Split split,
+                                    double test_fraction) {
+  const std::vector<std::filesystem::path> files = text_files(path);
+  std::string text;
+  for (const auto& f : files) append_file(f, text);
+  const auto total = static_cast<int64_t>(text.size());
+  const auto test_bytes = static_cast<int64_t>(static_cast<double>(total) * test_fraction);
+  const int64_t begin = split == Split::Train ? 0 : total - test_bytes;
+  const int64_t end = split == Split::Train ? total - test_bytes : total;
+  check_long_enough(path, split, end - begin, seq_len, "bytes");
+  std::vector<uint8_t> bytes(text.begin() + begin, text.begin() + end);
+  const std::string what = "text " + std::string(split_name(split)) + " (" + path + ", " +
+                           files_text(static_cast<int64_t>(files.size())) +
+                           "): " + std::to_string(bytes.size()) + " bytes";
+  return std::make_unique<ByteWindows>(std::move(bytes), seq_len, what);
+}
+
+// The split is cut at the line end (a cache boundary) nearest to where the byte-level split
+// would be, so that its bytes, and so its bytes per token, are exact.
+std::unique_ptr<Dataset> open_tokens(const std::string& path, const std::string& tokenizer,
+                                     int64_t seq_len, Split split, double test_fraction) {
+  std::shared_ptr<const TokenCache> cache = TokenCache::open(path, tokenizer);
+  const auto total = static_cast<int64_t>(cache->bytes());
+  const auto cut_at = total - static_cast<int64_t>(static_cast<double>(total) * test_fraction);
+  const std::span<const TokenCache::Boundary> bounds = cache->boundaries();
+  const TokenCache::Boundary cut =
+      *std::min_element(bounds.begin(), bounds.end(),
+                        [&](const TokenCache::Boundary& a, const TokenCache::Boundary& b) {
+                          return std::abs(static_cast<int64_t>(a.byte) - cut_at) <
+                                 std::abs(static_cast<int64_t>(b.byte) - cut_at);
+                        });
+  const bool train = split == Split::Train;
+  const std::span<const uint32_t> all = cache->tokens();
+  const std::span<const uint32_t> tokens = train ? all.first(cut.token) : all.subspan(cut.token);
+  const uint64_t bytes = train ? cut.byte : cache->bytes() - cut.byte;
+  check_long_enough(path, split, static_cast<int64_t>(tokens.size()), seq_len, "tokens");
+  const double bytes_per_token = double(bytes) / double(tokens.size());
+  const std::string what = "text " + std::string(split_name(split)) + " (" + path + ", " +
+                           files_text(cache->files()) + ", " + tokenizer +
+                           "): " + std::to_string(bytes) + " bytes as " +
+                           std::to_string(tokens.size()) + " tokens";
+  return std::make_unique<TokenWindows>(std::move(cache), tokens, seq_len, bytes_per_token, what);
+}
 
 }  // namespace
 
 std::unique_ptr<Dataset> open_text(const std::string& path, int64_t seq_len, Split split,
-                                   double test_fraction) {
+                                   double test_fraction, const std::string& tokenizer) {
   if (seq_len < 1) LOOM_USAGE("text: seq_len must be at least 1 (got ", seq_len, ")");
   if (!(test_fraction >= 0.0 && test_fraction < 1.0)) {
     LOOM_USAGE("text: test_fraction must be in [0, 1) (got ", test_fraction, ")");
   }
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) LOOM_USAGE("text: ", path, " not found; ", kFix);
-
-  std::vector<uint8_t> bytes;
-  size_t file_count = 1;
-  if (fs::is_directory(st)) {
-    const std::vector<fs::path> files = list_files(path);
-    if (files.empty()) LOOM_USAGE("text: ", path, " contains no text files; ", kFix);
-    for (const fs::path& p : files) append_file(p, bytes);
-    file_count = files.size();
-  } else if (fs::is_regular_file(st)) {
-    append_file(path, bytes);
-  } else {
-    LOOM_USAGE("text: ", path, " is neither a file nor a folder; ", kFix);
-  }
-
-  const auto total = static_cast<int64_t>(bytes.size());
-  const auto test_bytes = static_cast<int64_t>(static_cast<double>(total) * test_fraction);
-  const bool train = split == Split::Train;
-  if (train) {
-    bytes.resize(total - test_bytes);
-  } else {
-    bytes.erase(bytes.begin(), bytes.begin() + (total - test_bytes));
-  }
-  const auto have = static_cast<int64_t>(bytes.size());
-  const char* split_name = train ? "train" : "test";
-  if (have < seq_len + 1) {
-    LOOM_USAGE("text: ", path, " is too short: its ", split_name, " split has ", have,
-               " bytes but one sample needs seq_len + 1 = ", seq_len + 1,
-               "; use more text or a smaller seq_len");
-  }
-  bytes.shrink_to_fit();
-  const std::string what = "text " + std::string(split_name) + " (" + path + ", " +
-                           std::to_string(file_count) + (file_count == 1 ? " file" : " files") +
-                           ")";
-  return std::make_unique<TextDataset>(std::move(bytes), seq_len, what);
+  if (tokenizer.empty()) return open_bytes(path, seq_len, split, test_fraction);
+  return open_tokens(path, tokenizer, seq_len, split, test_fraction);
 }
 
 }  // namespace loom::data

@@ -1,5 +1,9 @@
 #include "loom/data/tokenizer.h"
 
+#include <sentencepiece_processor.h>
+
+#include <filesystem>
+
 #include "loom/common/error.h"
 
 namespace loom::data {
@@ -17,19 +21,57 @@ class Bytes : public Tokenizer {
   std::string decode(const std::vector<int64_t>& ids) const override {
     std::string text;
     text.reserve(ids.size());
-    for (int64_t id : ids) text.push_back(static_cast<char>(id & 0xff));
+    for (int64_t id : ids)
+      if (id >= 0 && id < 256) text.push_back(static_cast<char>(id));
     return text;
   }
   std::string describe() const override { return "bytes"; }
+};
+
+class SentencePiece : public Tokenizer {
+ public:
+  explicit SentencePiece(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      LOOM_USAGE("data.tokenizer '", path,
+                 "' not found; make one with loom tokenizer train --data CORPUS --vocab 4096 "
+                 "--out ",
+                 path, " (or drop --tokenizer for bytes)");
+    if (!sp_.Load(path).ok())
+      LOOM_USAGE("data.tokenizer '", path,
+                 "' is not a SentencePiece model; make one with loom tokenizer train");
+  }
+  int64_t vocab_size() const override { return sp_.GetPieceSize(); }
+  std::vector<int64_t> encode(const std::string& text) const override {
+    std::vector<int> ids;
+    const auto status = sp_.Encode(text, &ids);
+    LOOM_CHECK(status.ok(), "sentencepiece encode: ", status.ToString());
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::vector<int> in;
+    in.reserve(ids.size());
+    for (int64_t id : ids)
+      if (id >= 0 && id < vocab_size()) in.push_back(static_cast<int>(id));
+    std::string text;
+    const auto status = sp_.Decode(in, &text);
+    LOOM_CHECK(status.ok(), "sentencepiece decode: ", status.ToString());
+    return text;
+  }
+  std::string describe() const override {
+    return "sentencepiece " + path_ + " (" + std::to_string(vocab_size()) + " pieces)";
+  }
+
+ private:
+  std::string path_;
+  sentencepiece::SentencePieceProcessor sp_;
 };
 
 }  // namespace
 
 std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   if (path.empty()) return std::make_unique<Bytes>();
-  LOOM_USAGE("data.tokenizer '", path,
-             "': SentencePiece tokenizers are not built into this loom yet; drop --tokenizer "
-             "(bytes)");
+  return std::make_unique<SentencePiece>(path);
 }
 
 }  // namespace loom::data

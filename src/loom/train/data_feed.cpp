@@ -1,5 +1,7 @@
 #include "loom/train/data_feed.h"
 
+#include <algorithm>
+
 #include "loom/model/spec.h"
 #include "loom/train/preflight.h"
 
@@ -12,11 +14,14 @@ torch::Tensor to_tensor(const data::Array& a) {
   return torch::from_blob(const_cast<float*>(a.f32.data()), a.shape, torch::kFloat32).clone();
 }
 
-std::unique_ptr<data::Dataset> open(const config::Config& cfg, data::Split split) {
+}  // namespace
+
+std::unique_ptr<data::Dataset> open_dataset(const config::Config& cfg, data::Split split) {
   const std::string path = default_data_path(cfg);
   if (cfg.data.kind == config::DataKind::FashionMnist) return data::open_idx_images(path, split);
   if (cfg.data.kind == config::DataKind::Text)
-    return data::open_text(path, cfg.model.seq_len, split, cfg.data.test_fraction);
+    return data::open_text(path, cfg.model.seq_len, split, cfg.data.test_fraction,
+                           cfg.data.tokenizer);
   uint64_t seed = cfg.train.seed + (split == data::Split::Test ? 7919 : 0);
   int64_t n = split == data::Split::Test ? std::max<int64_t>(1, cfg.data.synthetic_size / 10)
                                          : cfg.data.synthetic_size;
@@ -24,8 +29,6 @@ std::unique_ptr<data::Dataset> open(const config::Config& cfg, data::Split split
   if (spec.token_input) return data::synthetic_tokens(cfg.model.vocab, cfg.model.seq_len, n, seed);
   return data::synthetic_classification(spec.sample_shape, cfg.model.classes, n, seed);
 }
-
-}  // namespace
 
 DataFeed::DataFeed(const config::Config& cfg, int dp, int dp_rank, int m, bool needs_inputs,
                    bool needs_targets, torch::Device device)
@@ -36,10 +39,16 @@ DataFeed::DataFeed(const config::Config& cfg, int dp, int dp_rank, int m, bool n
       needs_inputs_(needs_inputs),
       needs_targets_(needs_targets),
       device_(device),
-      train_set_(open(cfg, data::Split::Train)),
-      eval_set_(open(cfg, data::Split::Test)) {
+      train_set_(open_dataset(cfg, data::Split::Train)),
+      eval_set_(open_dataset(cfg, data::Split::Test)) {
   train_sampler_ = std::make_unique<data::Sampler>(train_set_->size(), cfg.train.seed, true);
   eval_sampler_ = std::make_unique<data::Sampler>(eval_set_->size(), cfg.train.seed, false);
+}
+
+int64_t DataFeed::eval_real_samples(int64_t batch, int j) const {
+  const int64_t b = global_batch_ / (int64_t{dp_} * m_);
+  const int64_t first = batch * global_batch_ + (int64_t{dp_rank_} * m_ + j) * b;
+  return std::clamp<int64_t>(eval_set_->size() - first, 0, b);
 }
 
 void DataFeed::fill(data::Dataset& ds, data::Sampler& smp, int64_t step, MicroBatches* out) {

@@ -19,6 +19,9 @@ struct MicroBatches {
   std::vector<torch::Tensor> targets;
 };
 
+// The train or test split of the configured dataset (data.kind, data.path, data.tokenizer).
+std::unique_ptr<data::Dataset> open_dataset(const config::Config& cfg, data::Split split);
+
 class DataFeed {
  public:
   // dp, dp_rank: the replicas and this rank's; m: micro-batches per replica and step.
@@ -29,6 +32,10 @@ class DataFeed {
   void train(int64_t step, MicroBatches* out) { fill(*train_set_, *train_sampler_, step, out); }
   void eval(int64_t batch, MicroBatches* out) { fill(*eval_set_, *eval_sampler_, batch, out); }
   int64_t eval_size() const { return eval_set_->size(); }
+  // How many samples of eval micro-batch j of global batch `batch` (this replica's) are in the
+  // split: all of them but in a last, partial batch (whose positions past the end wrap around
+  // to the first samples, so that every micro-batch keeps its shape).
+  int64_t eval_real_samples(int64_t batch, int j) const;
 
  private:
   void fill(data::Dataset& ds, data::Sampler& smp, int64_t step, MicroBatches* out);

@@ -7,6 +7,7 @@
 
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
+#include "loom/data/tokenizer.h"
 #include "loom/model/compute.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
@@ -175,12 +176,20 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     data::open_idx_images(path, data::Split::Train);
     data::open_idx_images(path, data::Split::Test);
   } else if (cfg.data.kind == config::DataKind::Text) {
-    // Byte-level tokens: every byte value must have an embedding row.
-    if (cfg.model.vocab < 256)
+    // Every token value (a byte, or a piece of the tokenizer) must have an embedding row.
+    const auto tokenizer = data::open_tokenizer(cfg.data.tokenizer);
+    if (cfg.data.tokenizer.empty() && cfg.model.vocab < 256)
       LOOM_USAGE("data.kind = text reads bytes (256 token values) but model.vocab is ",
                  cfg.model.vocab, "; set --vocab 256 (or more)");
-    data::open_text(path, cfg.model.seq_len, data::Split::Train, cfg.data.test_fraction);
-    data::open_text(path, cfg.model.seq_len, data::Split::Test, cfg.data.test_fraction);
+    if (cfg.model.vocab < tokenizer->vocab_size())
+      LOOM_USAGE("data.tokenizer '", cfg.data.tokenizer, "' has ", tokenizer->vocab_size(),
+                 " pieces but model.vocab is ", cfg.model.vocab, "; set --vocab ",
+                 tokenizer->vocab_size(), " (or more)");
+    // With a tokenizer, the first of these tokenizes the corpus into its cache (once).
+    data::open_text(path, cfg.model.seq_len, data::Split::Train, cfg.data.test_fraction,
+                    cfg.data.tokenizer);
+    data::open_text(path, cfg.model.seq_len, data::Split::Test, cfg.data.test_fraction,
+                    cfg.data.tokenizer);
   }
   if (check_output) check_output_dir(cfg.output);
   return r;

@@ -10,6 +10,8 @@
 #include "loom/common/log.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/data_feed.h"
+#include "loom/train/evaluator.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -57,6 +59,15 @@ RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Ba
     const fs::path path = fs::path(cfg.output.dir) / "metrics.jsonl";
     if (start_step > 0) keep_steps_up_to(path, start_step);
     file_ = std::make_unique<std::ofstream>(path, start_step > 0 ? std::ios::app : std::ios::trunc);
+    // A resumed run's plot starts with the steps before its checkpoint; a new run's replaces
+    // any earlier one at its first evaluation, so none is left over until then.
+    if (start_step > 0) curves_ = read_loss_curves(path.string());
+    std::error_code ec;
+    if (start_step == 0) fs::remove(fs::path(cfg.output.dir) / "loss.svg", ec);
+    // What evaluations read: their sample counts and, on text, bytes per token.
+    const auto test_split = open_dataset(cfg, data::Split::Test);
+    eval_size_ = test_split->size();
+    eval_bytes_per_token_ = test_split->bytes_per_token();
   }
   progress_ = std::make_unique<Progress>(cfg.train.steps, root_ && cfg.output.progress,
                                          gpt_ ? "tokens" : "samples");
@@ -88,6 +99,7 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
   peak_transient_ = std::max(peak_transient_, s.peak_transient_bytes);
   res->final_loss = s.loss;
   ++res->steps;
+  if (root_) curves_.train.push_back({s.step, s.loss});
   res->dp_last_step = s.dp;
   res->tp_last_step = s.tp;
   for (auto& [k, v] : s.sync_metrics) res->sync_metrics[k] = v;
@@ -140,13 +152,39 @@ void RunMetrics::eval(int64_t step, double loss, double accuracy, TrainResult* r
   res->eval_loss = loss;
   res->eval_accuracy = accuracy;
   if (!root_) return;
+  LastEval& e = last_eval_;
+  e = {step, eval_sample_count(cfg_, eval_size_, step == cfg_.train.steps), loss, accuracy};
+  if (gpt_) e.perplexity = std::exp(loss);
+  // Bits per byte: the loss per token in bits, spread over the bytes a token stands for, so
+  // that byte-level and tokenized runs compare.
+  if (gpt_ && eval_bytes_per_token_ > 0)
+    e.bits_per_byte = loss / std::log(2.0) / eval_bytes_per_token_;
   JsonLine j;
-  j.integer("step", step).num("eval_loss", loss);
+  j.integer("step", step).num("eval_loss", loss).integer("eval_samples", e.samples);
   if (accuracy >= 0) j.num("eval_accuracy", accuracy);
+  if (gpt_) j.num("eval_perplexity", e.perplexity);
+  if (std::isfinite(e.bits_per_byte)) j.num("eval_bits_per_byte", e.bits_per_byte);
   write(j.done());
-  progress_->message(
-      detail::concat("eval at step ", step, ": loss ", loss,
-                     accuracy >= 0 ? detail::concat(", accuracy ", accuracy * 100, "%") : ""));
+  std::string what =
+      detail::concat("eval at step ", step, " (", e.samples, " samples): loss ", loss);
+  if (accuracy >= 0) what += detail::concat(", accuracy ", accuracy * 100, "%");
+  if (gpt_) what += detail::concat(", perplexity ", e.perplexity);
+  if (std::isfinite(e.bits_per_byte)) what += detail::concat(", ", e.bits_per_byte, " bits/byte");
+  progress_->message(what);
+  curves_.eval.push_back({step, loss});
+  write_plot();
+}
+
+// The plot is a view of metrics.jsonl: a failure to write it (a full disk) is a warning, once,
+// not the end of the run.
+void RunMetrics::write_plot() {
+  const std::string title = detail::concat(cfg_.output.dir, ": ", cfg_.model.kind, " loss");
+  try {
+    write_file_atomic((fs::path(cfg_.output.dir) / "loss.svg").string(), loss_svg(curves_, title));
+  } catch (const Error& e) {
+    if (!plot_failed_) message(detail::concat("warning: loss.svg not written: ", e.what()));
+    plot_failed_ = true;
+  }
 }
 
 void RunMetrics::end_steps(TrainResult* res) {
@@ -170,6 +208,7 @@ void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
   world_.all_gather(mine, per_rank.data(), 2, comm::DType::Int64)->wait();
   const double nsteps = std::max<int64_t>(1, res->steps);
   if (!root_) return;
+  write_plot();
   summary_line(*res, per_rank, nsteps);
   summary_table(*res, per_rank, nsteps);
 }
@@ -185,6 +224,15 @@ void RunMetrics::summary_line(const TrainResult& res, const std::vector<int64_t>
       .num("dp_hidden_s", dp_hidden_s_)
       .num("p2p_wait_s", p2p_s_)
       .num("step_s", steps_time_ / nsteps);
+  if (last_eval_.step >= 0) {
+    j.integer("eval_step", last_eval_.step)
+        .integer("eval_samples", last_eval_.samples)
+        .num("eval_loss", last_eval_.loss);
+    if (last_eval_.accuracy >= 0) j.num("eval_accuracy", last_eval_.accuracy);
+    if (gpt_) j.num("eval_perplexity", last_eval_.perplexity);
+    if (std::isfinite(last_eval_.bits_per_byte))
+      j.num("eval_bits_per_byte", last_eval_.bits_per_byte);
+  }
   for (int q = 0; q < world_.size(); ++q)
     j.integer("state_bytes_r" + std::to_string(q), per_rank[2 * q])
         .integer("peak_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
@@ -204,10 +252,17 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
       {"wall time", human_time(res.wall_s)},
       {"throughput", human_count(res.items_per_s) + (gpt_ ? " tokens/s" : " samples/s")},
       {"final train loss", std::to_string(res.final_loss)},
-      {"eval loss", std::to_string(res.eval_loss)},
+      {"eval loss", std::to_string(res.eval_loss) +
+                        (last_eval_.step >= 0 ? detail::concat(" (step ", last_eval_.step, ", ",
+                                                               last_eval_.samples, " samples)")
+                                              : "")},
   };
   if (res.eval_accuracy >= 0)
     rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
+  if (gpt_ && last_eval_.step >= 0)
+    rows.push_back({"eval perplexity", std::to_string(last_eval_.perplexity)});
+  if (std::isfinite(last_eval_.bits_per_byte))
+    rows.push_back({"eval bits per byte", std::to_string(last_eval_.bits_per_byte)});
   rows.push_back({"idle + comm (rank 0)", std::to_string(bubble * 100) + " % of step time"});
   rows.push_back({"exposed comm (rank 0)", human_time(exposed_s) + " (dp " +
                                                human_time(dp_exposed_s_) + ", pp " +
@@ -239,6 +294,7 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
   rows.push_back({"params+grads+optim per rank", state});
   rows.push_back({"peak memory per rank", peak + " (with activations)"});
   rows.push_back({"metrics", (fs::path(cfg_.output.dir) / "metrics.jsonl").string()});
+  rows.push_back({"loss plot", (fs::path(cfg_.output.dir) / "loss.svg").string()});
   rows.push_back({"checkpoint", (fs::path(cfg_.output.dir) / "checkpoint").string()});
   if (!cfg_.output.trace.empty()) rows.push_back({"timeline", cfg_.output.trace});
   std::fprintf(stderr, "\n%s", train::summary_table("loom run summary", rows).c_str());

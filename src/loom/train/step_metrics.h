@@ -1,7 +1,8 @@
 #pragma once
 // What a run reports, each number with one owner: this class writes the per-step, evaluation
 // and calibration lines of metrics.jsonl (rank 0), keeps the run totals, fills the measured
-// fields of TrainResult, and writes the summary line and table at the end.
+// fields of TrainResult, writes the summary line and table at the end, and keeps loss.svg
+// (loss_plot.h) up to date at each evaluation and at the end.
 // The exposed data-parallel wait has its own owner too (ExposedDpWait): the time the training
 // thread spent in Work::wait on the synchronizers' operations, as they count it.
 #include <chrono>
@@ -16,6 +17,7 @@
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
+#include "loom/train/loss_plot.h"
 #include "loom/train/report.h"
 
 namespace loom::parallel {
@@ -66,6 +68,8 @@ class RunMetrics {
   void step(const StepSample& s, TrainResult* res);
   void calibration(int64_t step, int64_t micro_batch, const std::vector<double>& alone,
                    const std::vector<double>& loaded);
+  // An evaluation after `step` steps (the last step's reads the whole split: evaluator.h).
+  // Language models add perplexity and, on text, bits per byte to the loss.
   void eval(int64_t step, double loss, double accuracy, TrainResult* res);
   // After the last step: wall time, throughput and bytes sent.
   void end_steps(TrainResult* res);
@@ -77,6 +81,13 @@ class RunMetrics {
   void write(const std::string& line);
   void summary_line(const TrainResult& res, const std::vector<int64_t>& per_rank, double nsteps);
   void summary_table(const TrainResult& res, const std::vector<int64_t>& per_rank, double nsteps);
+  void write_plot();
+
+  // The last evaluation, for the summary.
+  struct LastEval {
+    int64_t step = -1, samples = 0;
+    double loss = NAN, accuracy = -1, perplexity = NAN, bits_per_byte = NAN;
+  };
 
   const config::Config& cfg_;
   comm::Backend& world_;
@@ -88,7 +99,12 @@ class RunMetrics {
   double items_per_step_;
   std::unique_ptr<std::ofstream> file_;
   std::unique_ptr<Progress> progress_;
-  comm::Stats dp0_, pp0_;  // counters when the run started
+  int64_t eval_size_ = 0;            // samples in the test split (rank 0)
+  double eval_bytes_per_token_ = 0;  // text only (rank 0)
+  LastEval last_eval_;
+  LossCurves curves_;         // rank 0
+  bool plot_failed_ = false;  // warned once
+  comm::Stats dp0_, pp0_;     // counters when the run started
   std::chrono::steady_clock::time_point t_run_;
 
   // Run totals (this rank).
