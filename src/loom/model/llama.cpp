@@ -191,8 +191,11 @@ Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
              tp.size, " must divide kv_heads, ffn_width and vocab (preflight checks it)");
   Model m;
   m.name = "llama";
+  // Token vectors of N(0, 0.02), as Hugging Face initializes a Llama: torch's N(0, 1) would make
+  // a tied head's first logits ~sqrt(width) large (an eval loss of 80 at step 10 was seen).
   auto embedding = std::make_shared<TokenEmbedding>(c.vocab, c.seq_len, c.width,
-                                                    /*learned_positions=*/false, tp);
+                                                    /*learned_positions=*/false, tp,
+                                                    /*init_std=*/0.02);
   m.blocks.push_back(embedding);
   for (int64_t i = 0; i < c.layers; ++i)
     m.blocks.push_back(std::make_shared<LlamaLayer>(c, tp, recompute));

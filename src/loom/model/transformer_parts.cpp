@@ -18,9 +18,13 @@ void TpBlock::keep_my_part() {
 }
 
 TokenEmbedding::TokenEmbedding(int64_t vocab, int64_t seq_len, int64_t width,
-                               bool learned_positions, const TensorParallel& tp)
+                               bool learned_positions, const TensorParallel& tp, double init_std)
     : TpBlock(tp), seq_len_(seq_len), width_(width), part_(vocab / tp.size) {
   tok_ = register_module("tok", torch::nn::Embedding(vocab, width));
+  if (init_std > 0) {
+    torch::NoGradGuard no_grad;
+    tok_->weight.normal_(0.0, init_std);
+  }
   if (learned_positions) pos_ = register_module("pos", torch::nn::Embedding(seq_len, width));
   keep_my_part();
 }

@@ -27,8 +27,10 @@ class TpBlock : public Block {
 // parallelism it returns this rank's part of the sequence.
 class TokenEmbedding : public TpBlock {
  public:
+  // init_std > 0: token vectors drawn from N(0, init_std) (the Llama's, whose head may be this
+  // matrix), else torch's N(0, 1).
   TokenEmbedding(int64_t vocab, int64_t seq_len, int64_t width, bool learned_positions,
-                 const TensorParallel& tp);
+                 const TensorParallel& tp, double init_std = 0);
   torch::Tensor forward(const torch::Tensor& idx) override;
   double flops_per_sample() const override { return double(seq_len_) * width_; }
   std::string kind() const override { return "embedding"; }
