@@ -58,15 +58,21 @@ double spread_over_replicas(const test::Params& mine) {
   return spread;
 }
 
-TEST(Diloco, ReplicasMeetAtOuterSteps) {
-  const int ranks = comm::world().size();
-  if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
+// AdamW inside, H = 3, the default outer Nesterov step, every rank a replica.
+config::Config every_third_step() {
   config::Config c = test::tiny("gpt");
   c.train.optimizer = config::Optimizer::AdamW;
   c.train.lr = 1e-3;
-  c.parallel.dp = ranks;
+  c.parallel.dp = comm::world().size();
   c.parallel.dp_mode = config::DpMode::Diloco;
   c.diloco.inner_steps = 3;
+  return c;
+}
+
+TEST(Diloco, ReplicasMeetAtOuterSteps) {
+  const int ranks = comm::world().size();
+  if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
+  config::Config c = every_third_step();
   c.train.steps = 6;  // ends on an outer step
   EXPECT_EQ(spread_over_replicas(test::train_on(c, ranks, "diloco-meet")), 0.0);
   c.train.steps = 5;  // two inner steps after the last outer step: each replica its own way
@@ -76,12 +82,7 @@ TEST(Diloco, ReplicasMeetAtOuterSteps) {
 TEST(Diloco, ResumesExactlyBetweenOuterSteps) {
   const int ranks = comm::world().size();
   if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
-  config::Config c = test::tiny("gpt");
-  c.train.optimizer = config::Optimizer::AdamW;
-  c.train.lr = 1e-3;
-  c.parallel.dp = ranks;
-  c.parallel.dp_mode = config::DpMode::Diloco;
-  c.diloco.inner_steps = 3;
+  config::Config c = every_third_step();
   c.train.steps = 7;
   c.output.checkpoint_every = 4;  // one step after an outer step, two before the next
   test::expect_resume_exact(c, ranks, "diloco-resume", 4);
