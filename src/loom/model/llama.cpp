@@ -5,6 +5,7 @@
 // Tensor parallelism as in the GPT: column-parallel q, k, v (whole heads: tp divides kv_heads),
 // gate and up, row-parallel o and down.
 #include <cmath>
+#include <utility>
 
 #include "loom/common/error.h"
 #include "loom/model/model.h"
@@ -156,7 +157,7 @@ class LlamaHead : public TpBlock {
  public:
   // tied: the token embedding's weight (not a parameter of this block), or undefined.
   LlamaHead(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied)
-      : TpBlock(tp), vocab_(c.vocab), seq_len_(c.seq_len), width_(c.width), tied_(tied) {
+      : TpBlock(tp), vocab_(c.vocab), seq_len_(c.seq_len), width_(c.width), tied_(std::move(tied)) {
     norm_ = register_module("norm", RmsNorm(c.width));
     if (!tied_.defined())
       head_ = register_module(
