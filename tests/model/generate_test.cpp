@@ -36,9 +36,13 @@ TEST_P(Generate, KvCacheDecodesWhatTheWholeSequenceDecodes) {
   const auto whole = loom::model::generate(m, c.seq_len, prompt, o);
   EXPECT_EQ(cached.size(), 30u);
   EXPECT_EQ(cached, whole);
-  // The context ends generation: 48 positions hold the prompt and 42 new tokens at most.
-  o.max_tokens = 1000;
-  EXPECT_EQ(loom::model::generate(m, c.seq_len, prompt, o).size(), 42u);
+  // Beyond the context (48 positions) a window of the last 48 tokens goes on, with or without
+  // the cache alike.
+  o.max_tokens = 60;
+  const auto windowed = loom::model::generate(m, c.seq_len, prompt, o);
+  EXPECT_EQ(windowed.size(), 60u);
+  o.kv_cache = true;
+  EXPECT_EQ(loom::model::generate(m, c.seq_len, prompt, o), windowed);
 }
 
 TEST_P(Generate, SamplingFollowsTheSeedAndTopOneIsGreedy) {

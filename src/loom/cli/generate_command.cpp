@@ -22,7 +22,7 @@ then each new token reuses the keys and values of the earlier ones (a KV cache).
 
   --checkpoint DIR    a run's checkpoint folder (runs/NAME/checkpoint) or one of its steps
   --prompt TEXT       the text to continue
-  --max-tokens N      new tokens at most (64); fewer when the model's context is reached
+  --max-tokens N      new tokens (64); past the model's context, from its last seq_len tokens
   --temperature T     1.0; 0 = greedy (always the most likely token)
   --top-k K           sample among the K most likely tokens; 0 = all (0)
   --seed S            the sampler's seed (0)

@@ -47,14 +47,16 @@ std::vector<int64_t> generate(const Model& m, int64_t seq_len, const std::vector
   auto tensor = [&](const std::vector<int64_t>& ids) {
     return torch::tensor(ids, torch::kInt64).view({1, -1}).to(device);
   };
-  while (int64_t(out.size()) < o.max_tokens && int64_t(tokens.size()) < seq_len) {
+  while (int64_t(out.size()) < o.max_tokens) {
     torch::Tensor x;
-    if (o.kv_cache) {  // the prompt at first, then the last token
+    const bool full = int64_t(tokens.size()) >= seq_len;
+    if (o.kv_cache && !full) {  // the prompt at first, then the last token
       const int64_t first = caches.front().positions();
       x = embedding->at(tensor({tokens.begin() + first, tokens.end()}), first);
       for (size_t l = 0; l < layers.size(); ++l) x = layers[l]->decode(x, caches[l]);
-    } else {
-      x = embedding->at(tensor(tokens), 0);
+    } else {  // the whole text again; once it fills the context, its last seq_len tokens
+      const auto from = tokens.end() - std::min<int64_t>(int64_t(tokens.size()), seq_len);
+      x = embedding->at(tensor({from, tokens.end()}), 0);
       for (auto* layer : layers) x = layer->run(Part::Layer, x);
     }
     const torch::Tensor logits = m.blocks.back()->forward(x.slice(1, x.size(1) - 1));

@@ -1,7 +1,9 @@
 #pragma once
 // Text generation from a whole transformer model (gpt, llama; tp = 1) in one process: the
 // prompt once, then one token at a time with a KV cache (each layer keeps the keys and values of
-// the positions so far), or, for comparison, the whole sequence again at every token.
+// the positions so far), or, for comparison, the whole sequence again at every token. Once the
+// text fills the model's context, each token is computed from the last seq_len tokens (a
+// sliding window, without the cache).
 #include <ATen/core/Generator.h>
 
 #include <cstdint>
@@ -12,7 +14,7 @@
 namespace loom::model {
 
 struct SampleOptions {
-  int64_t max_tokens = 64;   // new tokens at most (fewer when model.seq_len is reached)
+  int64_t max_tokens = 64;   // new tokens
   double temperature = 1.0;  // 0: greedy (the most likely token)
   int64_t top_k = 0;         // sample among the k most likely; 0: all
   uint64_t seed = 0;
