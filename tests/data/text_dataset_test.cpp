@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "../support/usage_message.h"
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
 #include "temp_dir.h"
@@ -29,15 +30,7 @@ std::string windows_text(const Dataset& ds) {
   return s;
 }
 
-std::string usage_message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError thrown";
-  return "";
-}
+using loom::test::usage_message;
 
 TEST(TextDataset, FileWindowsAreShiftedByOne) {
   TempDir dir;

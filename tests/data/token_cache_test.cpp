@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "../support/usage_message.h"
 #include "loom/common/error.h"
 #include "loom/data/dataset.h"
 #include "loom/data/tokenizer.h"
@@ -171,15 +172,7 @@ TEST_F(TokenCacheTest, BytesStayTheDefault) {
   EXPECT_FALSE(fs::exists(tokenizer + ".cache"));
 }
 
-std::string usage_message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError thrown";
-  return "";
-}
+using loom::test::usage_message;
 
 TEST_F(TokenCacheTest, BadTokenizerNamesTheFix) {
   const std::string missing =

@@ -34,15 +34,13 @@ torch::Tensor whole_value(const CheckpointContents& c, const std::string& name) 
   for (int replica : {-1, 0})
     if (auto it = c.tensors.find({"param/" + name, replica}); it != c.tensors.end())
       return it->second.data.view(it->second.shape);
-  std::vector<torch::Tensor> parts;
-  for (int tp = 2; tp <= 1024 && parts.empty(); ++tp)
-    for (int i = 0; i < tp; ++i) {
-      const std::string part = detail::concat("param/", name, "#tp", i, "of", tp);
-      auto it = c.tensors.find({part, -1});
-      if (it == c.tensors.end()) break;
-      parts.push_back(it->second.data.view(it->second.shape));
-    }
-  if (parts.empty())
+  std::vector<torch::Tensor> parts;  // the manifest says how many the run cut it into
+  for (int i = 0; i < c.manifest.tp; ++i) {
+    auto it = c.tensors.find({detail::concat("param/", name, "#tp", i, "of", c.manifest.tp), -1});
+    if (it == c.tensors.end()) break;
+    parts.push_back(it->second.data.view(it->second.shape));
+  }
+  if (int(parts.size()) != c.manifest.tp)
     LOOM_USAGE("checkpoint '", c.dir, "' lacks parameter '", name,
                "'; it is incomplete or of another model");
   return model::tp_unshard(name, parts);
