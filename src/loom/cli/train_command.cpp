@@ -216,7 +216,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
         a.has("min-nproc") ? flags::to_int("min-nproc", a.get("min-nproc"), 1, n) : 0;
     config::Config cfg = load(a);
     const auto mode = cfg.parallel.dp_mode;
-    if (min_nproc > 0 && (mode == config::DpMode::Slim || mode == config::DpMode::Diloco))
+    if (min_nproc > 0 && config::per_replica(mode))
       LOOM_USAGE("--min-nproc restarts on fewer replicas, which dp-mode ", mode,
                  " cannot resume (each replica keeps a model of its own); drop --min-nproc or use "
                  "another dp-mode");

@@ -409,6 +409,20 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(diloco, outer_momentum), "the outer step's momentum; 0 = plain SGD",
        float_range(0, false, 1, false)},
       {LOOM_FIELD(diloco, nesterov), "Nesterov momentum in the outer step", {}},
+      {LOOM_FIELD(diloco, fragments),
+       "streaming-diloco: parameter fragments meeting on staggered steps", int_range(1)},
+      {LOOM_FIELD(diloco, outer_bits), "streaming-diloco: bits per outer-gradient value",
+       int_one_of({32, 8, 4})},
+      {LOOM_FIELD(diloco, overlap),
+       "streaming-diloco: inner steps the outer exchange overlaps; 0 = none", int_range(0)},
+      {LOOM_FIELD(diloco, mix),
+       "streaming-diloco with overlap: weight of the replica's own parameters on merging",
+       float_range(0, false, 1, true)},
+
+      {LOOM_FIELD(powersgd, rank), "r: columns of the low-rank factors", int_range(1)},
+      {LOOM_FIELD(powersgd, warm_start), "start each step's Q from the previous step's", {}},
+      {LOOM_FIELD(powersgd, start_step), "steps of plain all-reduce before compressing",
+       int_range(0)},
 
       {LOOM_FIELD(emulate, bandwidth), "emulated link bandwidth; empty = off",
        string_rule("e.g. 1Gbit, 100Mbit, 125MB/s",
@@ -834,11 +848,14 @@ void validate(const Config& c) {
   }
 
   const auto& p = c.parallel;
-  if (p.grad_reduce == Precision::Bf16 &&
-      (p.dp_mode == DpMode::Slim || p.dp_mode == DpMode::Quant || p.dp_mode == DpMode::Diloco)) {
+  if (p.grad_reduce == Precision::Bf16 && !exact_dp(p.dp_mode)) {
     LOOM_USAGE("parallel.grad_reduce = bf16 applies to dp_mode allreduce and zero1-3; dp_mode ",
                p.dp_mode, " compresses its exchange its own way; drop --grad-reduce");
   }
+
+  if (p.dp_mode == DpMode::StreamingDiloco && c.diloco.overlap >= c.diloco.inner_steps)
+    LOOM_USAGE("diloco.overlap (", c.diloco.overlap, ") must be below diloco.inner_steps (",
+               c.diloco.inner_steps, "): a fragment's exchange ends before its next one starts");
 
   if (m.kind == ModelKind::Llama) {
     const int64_t kv = m.kv_heads ? m.kv_heads : m.heads;

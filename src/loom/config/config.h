@@ -1,6 +1,6 @@
 #pragma once
 // Run configuration: TOML file sections [model] [data] [train] [parallel] [output] [slim]
-// [quant] [diloco] [emulate], every field also a flag (--layers 4 or --model.layers 4).
+// [quant] [diloco] [powersgd] [emulate], every field also a flag (--layers 4 or --model.layers 4).
 // No libtorch or MPI here: the parser and its errors are tested fast.
 #include <array>
 #include <cstdint>
@@ -24,7 +24,7 @@ enum class DataKind { Text, FashionMnist, Synthetic };
 enum class Optimizer { AdamW, Sgd };
 enum class LrSchedule { Cosine, Constant };
 // What data parallelism exchanges (docs/zero.md, docs/slim-dp.md).
-enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant, Diloco };
+enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant, Diloco, StreamingDiloco, PowerSgd };
 // parallel.comm: auto picks the launcher's backend (comm::launch_backend).
 enum class CommChoice { Auto, Mpi, Gloo, Nccl };
 // train.on_nan: what a step with a non-finite loss or gradient norm does.
@@ -61,8 +61,9 @@ struct Names<LrSchedule> {
 };
 template <>
 struct Names<DpMode> {
-  static constexpr std::array<std::string_view, 7> list{"allreduce", "zero1", "zero2", "zero3",
-                                                        "slim",      "quant", "diloco"};
+  static constexpr std::array<std::string_view, 9> list{
+      "allreduce", "zero1", "zero2", "zero3", "slim", "quant", "diloco", "streaming-diloco",
+      "powersgd"};
 };
 template <>
 struct Names<CommChoice> {
@@ -121,6 +122,15 @@ inline bool is_transformer(ModelKind k) {
 inline int zero_level(DpMode m) {
   return m == DpMode::Zero1 ? 1 : m == DpMode::Zero2 ? 2 : m == DpMode::Zero3 ? 3 : 0;
 }
+// Modes whose replicas each train parameters of their own between meetings (their parameters
+// and optimizer state are saved per replica; nothing maps them onto another dp).
+inline bool per_replica(DpMode m) {
+  return m == DpMode::Slim || m == DpMode::Diloco || m == DpMode::StreamingDiloco;
+}
+// The exact modes (every replica applies the mean gradient in fp32 or bf16): allreduce and
+// zero1-3. The others compress or delay the exchange their own way; the planner does not
+// model them and parallel.grad_reduce does not apply to them.
+inline bool exact_dp(DpMode m) { return m == DpMode::AllReduce || zero_level(m) > 0; }
 
 struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
@@ -219,8 +229,28 @@ struct DilocoConfig {
   double outer_lr = 0.7;        // the outer optimizer's learning rate
   double outer_momentum = 0.9;  // its momentum (0 = plain SGD)
   bool nesterov = true;         // Nesterov momentum
+  // streaming-diloco only (Douillard et al. 2025): the stage's parameters in `fragments`
+  // groups, fragment f meeting at steps f*H/fragments + kH; the outer gradient in
+  // `outer_bits` (32 = fp32, 8 or 4: blockwise quantized); its exchange overlapped with the
+  // next `overlap` inner steps, after which the replica's parameters become
+  // mix * own + (1 - mix) * the new global ones.
+  int64_t fragments = 4;
+  int64_t outer_bits = 4;
+  int64_t overlap = 1;
+  double mix = 0.5;
 
   bool operator==(const DilocoConfig&) const = default;
+};
+
+// dp-mode powersgd (Vogels et al. 2019): each gradient matrix M (plus this replica's error)
+// sent as rank-r factors P = M Q and Q = M^T P, two all-reduces per step
+// (parallel/powersgd_sync.h).
+struct PowerSgdConfig {
+  int64_t rank = 4;         // r
+  bool warm_start = true;   // Q starts from the previous step's
+  int64_t start_step = 0;   // steps of plain all-reduce before compressing
+
+  bool operator==(const PowerSgdConfig&) const = default;
 };
 
 struct EmulateConfig {
@@ -252,6 +282,7 @@ struct Config {
   SlimConfig slim;
   QuantConfig quant;
   DilocoConfig diloco;
+  PowerSgdConfig powersgd;
   EmulateConfig emulate;
   OutputConfig output;
 

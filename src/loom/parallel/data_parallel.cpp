@@ -54,7 +54,10 @@ std::unique_ptr<DataParallel> make_data_parallel(const SyncContext& ctx) {
     case DpMode::AllReduce: return std::make_unique<AllReduceSync>(ctx);
     case DpMode::Slim: return std::make_unique<SlimSync>(ctx);
     case DpMode::Quant: return std::make_unique<QuantSync>(ctx);
-    case DpMode::Diloco: return std::make_unique<DilocoSync>(ctx);
+    case DpMode::Diloco:
+    case DpMode::StreamingDiloco: return std::make_unique<DilocoSync>(ctx);
+    case DpMode::PowerSgd:
+      LOOM_USAGE("dp-mode powersgd is not implemented yet; use quant or allreduce");
     case DpMode::Zero1:
     case DpMode::Zero2:
     case DpMode::Zero3: return std::make_unique<ZeroSync>(ctx, config::zero_level(mode));

@@ -5,7 +5,7 @@
 namespace loom::plan {
 
 void check_simulated(DpMode m) {
-  if (m == DpMode::Slim || m == DpMode::Quant || m == DpMode::Diloco)
+  if (!config::exact_dp(m))
     LOOM_USAGE("dp-mode ", m,
                " is not simulated; the planner models allreduce, zero1, zero2 "
                "and zero3");
@@ -18,9 +18,9 @@ schedule::DpMode lowering_mode(DpMode m, int dp) {
 
 DpMode parse_dp_mode(const std::string& text) {
   std::optional<DpMode> m = config::parse_choice<DpMode>(text);
-  if (!m || *m == DpMode::Slim || *m == DpMode::Quant || *m == DpMode::Diloco)
-    LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3 (slim, quant and diloco are not ",
-               "simulated), got '", text, "'");
+  if (!m || !config::exact_dp(*m))
+    LOOM_USAGE("dp-mode must be allreduce, zero1, zero2 or zero3 (the compressing and ",
+               "low-communication modes are not simulated), got '", text, "'");
   return *m;
 }
 

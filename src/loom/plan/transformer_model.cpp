@@ -348,7 +348,9 @@ StageMemory TransformerCostModel::memory(int stage) const {
         break;
       case DpMode::Slim:
       case DpMode::Quant:
-      case DpMode::Diloco: check_simulated(p_.dp_mode);
+      case DpMode::Diloco:
+      case DpMode::StreamingDiloco:
+      case DpMode::PowerSgd: check_simulated(p_.dp_mode);
     }
   }
   return mem;

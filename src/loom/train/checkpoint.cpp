@@ -253,7 +253,10 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
   // Slim and DiLoCo replicas each train a model of their own (and its optimizer state):
   // nothing maps them onto other replicas.
-  auto per_replica = [](const std::string& mode) { return mode == "slim" || mode == "diloco"; };
+  auto per_replica = [](const std::string& mode) {
+    const auto m = config::parse_choice<config::DpMode>(mode);
+    return m && config::per_replica(*m);
+  };
   const bool was_own = per_replica(saved.dp_mode), is_own = per_replica(run.dp_mode);
   if (was_own && saved.dp_mode != run.dp_mode)
     LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = ", saved.dp_mode,

@@ -62,13 +62,10 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   p.microbatches = r.m;
   p.micro_batch = r.micro_batch;
   p.schedule = cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "1f1b";
-  // slim, quant and diloco hold what allreduce holds plus one or two buffers of the stage's
-  // size; the planner models allreduce.
+  // The compressing and low-communication modes hold what allreduce holds plus one or two
+  // buffers of the stage's size; the planner models allreduce.
   const auto mode = cfg.parallel.dp_mode;
-  p.dp_mode = mode == config::DpMode::Slim || mode == config::DpMode::Quant ||
-                      mode == config::DpMode::Diloco
-                  ? config::DpMode::AllReduce
-                  : mode;
+  p.dp_mode = config::exact_dp(mode) ? mode : config::DpMode::AllReduce;
   p.reshard_after_forward = cfg.parallel.reshard_after_forward;
   p.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
   p.recompute = cfg.parallel.recompute;
