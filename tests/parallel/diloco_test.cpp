@@ -88,4 +88,89 @@ TEST(Diloco, ResumesExactlyBetweenOuterSteps) {
   test::expect_resume_exact(c, ranks, "diloco-resume", 4);
 }
 
+// ---- streaming-diloco
+
+config::Config streaming(config::Config c, int64_t fragments, int64_t bits, int64_t overlap) {
+  c.parallel.dp_mode = config::DpMode::StreamingDiloco;
+  c.diloco.fragments = fragments;
+  c.diloco.outer_bits = bits;
+  c.diloco.overlap = overlap;
+  return c;
+}
+
+// H = 1: every fragment meets after every step (offsets f * 1 / fragments = 0), each through
+// an all-reduce of its own slice: the all-reduce step again.
+TEST(StreamingDiloco, DegenerateEqualsAllReduce) {
+  const int ranks = comm::world().size();
+  config::Config c = streaming(degenerate("gpt"), 3, 32, 0);
+  c.parallel.dp = ranks;
+  auto [diloco, ref] = test::train_and_allreduce(c, ranks, "streaming-degenerate");
+  const double diff = test::max_relative_diff(diloco, ref);
+  if (comm::world().rank() == 0)
+    std::printf(
+        "[ streaming-diloco ] 3 fragments, dp=%d: max relative difference to allreduce %.3g\n",
+        ranks, diff);
+  EXPECT_LE(diff, 1e-5);
+}
+
+// 8-bit outer gradients in the degenerate case: the all-reduce step up to the quantization of
+// the update (two roundings of a blockwise 8-bit code: well under 1% of the largest update).
+TEST(StreamingDiloco, QuantizedOuterGradientStaysCloseToAllReduce) {
+  const int ranks = comm::world().size();
+  if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
+  config::Config c = streaming(degenerate("gpt"), 2, 8, 0);
+  c.parallel.dp = ranks;
+  const test::Params start = test::initial_params(c);
+  auto [quantized, ref] = test::train_and_allreduce(c, ranks, "streaming-8bit");
+  const double diff = test::max_update_diff(quantized, ref, start);
+  if (comm::world().rank() == 0)
+    std::printf(
+        "[ streaming-diloco ] 8-bit outer gradients: update differs from allreduce's by "
+        "%.3g of its largest value\n",
+        diff);
+  EXPECT_GT(diff, 0.0);  // it is quantized
+  EXPECT_LE(diff, 0.05);
+}
+
+// Parameters the replicas hold identically (to the last bit), and all of them.
+std::pair<int, int> identical_over_replicas(const test::Params& mine) {
+  int same = 0;
+  for (const auto& [name, t] : mine) {
+    torch::Tensor first = t.contiguous().clone();
+    comm::world().broadcast(first, 0)->wait();
+    double d = (t - first).abs().max().item<double>();
+    comm::world().all_reduce(&d, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+    same += d == 0;
+  }
+  return {same, int(mine.size())};
+}
+
+// Two fragments, H = 4: fragment 0 meets after steps 4, 8, ..., fragment 1 after 2, 6, ...;
+// after step 4 the replicas share fragment 0's parameters but not fragment 1's.
+TEST(StreamingDiloco, FragmentsMeetOnStaggeredSteps) {
+  const int ranks = comm::world().size();
+  if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
+  config::Config c = streaming(every_third_step(), 2, 32, 0);
+  c.diloco.inner_steps = 4;
+  c.train.steps = 4;
+  auto [same, all] = identical_over_replicas(test::train_on(c, ranks, "streaming-stagger"));
+  EXPECT_GT(same, 0);
+  EXPECT_LT(same, all);
+  c.diloco.fragments = 1;  // plain DiLoCo: everything met after step 4
+  std::tie(same, all) = identical_over_replicas(test::train_on(c, ranks, "streaming-one"));
+  EXPECT_EQ(same, all);
+}
+
+// 4-bit outer gradients overlapped with one inner step: a checkpoint after step 4 holds
+// fragment 0's exchange in flight (started after step 4, applied after step 5).
+TEST(StreamingDiloco, ResumesExactlyWithAnExchangeInFlight) {
+  const int ranks = comm::world().size();
+  if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
+  config::Config c = streaming(every_third_step(), 2, 4, 1);
+  c.diloco.inner_steps = 4;
+  c.train.steps = 7;
+  c.output.checkpoint_every = 4;
+  test::expect_resume_exact(c, ranks, "streaming-resume", 4);
+}
+
 }  // namespace

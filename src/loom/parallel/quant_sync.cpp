@@ -15,36 +15,23 @@ torch::Tensor host(std::vector<float>& v, int64_t n) {
 }  // namespace
 
 QuantSync::QuantSync(const SyncContext& ctx) : DataParallel(ctx, BufferOptions{}) {
-  fmt_.bits = static_cast<int>(ctx.cfg->quant.bits);
-  fmt_.block = ctx.cfg->quant.block;
   n_ = buffer_.layout().numel;
-  const int d = dp_->size();
-  // Shards of ceil(n / d) values (the last block of a shard may be short): at most d - 1
-  // padding values, whatever the block size.
-  shard_ = (n_ + d - 1) / d;
-  chunk_ = quant::encoded_bytes(shard_, fmt_);
-  if (d > 1) {
-    x_.assign(d * shard_, 0.0f);
-    e_.assign(d * shard_, 0.0f);
-    sum_.assign(shard_, 0.0f);
-    send_.resize(d * chunk_);
-    recv_.resize(d * chunk_);
-    mine_.resize(chunk_);
-    gathered_.resize(d * chunk_);
-  }
+  if (dp_->size() == 1) return;
+  quant::Format fmt;
+  fmt.bits = static_cast<int>(ctx.cfg->quant.bits);
+  fmt.block = ctx.cfg->quant.block;
+  mean_ = std::make_unique<QuantizedMean>(*dp_, n_, fmt);
+  x_.assign(mean_->padded(), 0.0f);
+  e_.assign(mean_->padded(), 0.0f);
 }
 
 void QuantSync::reduce_grad() {
-  const int d = dp_->size();
-  if (d == 1 || exchange_) return;
-  bytes_ = 0;
+  if (!mean_ || mean_->in_flight()) return;
   host(x_, n_).copy_(buffer_.grads().narrow(0, 0, n_));  // from the device, if on one
   for (int64_t i = 0; i < n_; ++i) x_[i] += e_[i];       // error feedback (padding stays 0)
-  for (int j = 0; j < d; ++j)
-    quant::encode(x_.data() + j * shard_, shard_, fmt_, send_.data() + j * chunk_);
+  mean_->start(x_.data());
   // New residual from exactly what was sent: e = x - dequant(quant(x)).
-  for (int j = 0; j < d; ++j)
-    quant::decode(send_.data() + j * chunk_, shard_, fmt_, e_.data() + j * shard_);
+  mean_->decode_sent(e_.data());
   double ee = 0, xx = 0;
   for (int64_t i = 0; i < n_; ++i) {
     e_[i] = x_[i] - e_[i];
@@ -52,33 +39,15 @@ void QuantSync::reduce_grad() {
     xx += double(x_[i]) * x_[i];
   }
   residual_ = xx > 0 ? std::sqrt(ee / xx) : 0.0;
-  auto before = dp_->stats();
-  exchange_ = dp_->all_to_all(send_.data(), recv_.data(), chunk_, comm::DType::UInt8);
-  bytes_ += double((dp_->stats() - before).total_bytes());
 }
 
 void QuantSync::finish_grad_sync() {
-  const int d = dp_->size();
-  if (d == 1) return;
-  LOOM_CHECK(exchange_ != nullptr, "finish_grad_sync() before reduce_grad() on stage ",
+  if (!mean_) return;
+  LOOM_CHECK(mean_->in_flight(), "finish_grad_sync() before reduce_grad() on stage ",
              stage_->index());
-  exchange_->wait();
-  exposed_s_ += exchange_->waited_s();
-  exchange_.reset();
-  // This rank's shard: the mean of every rank's dequantized piece, summed in fp32.
-  std::fill(sum_.begin(), sum_.end(), 0.0f);
-  for (int r = 0; r < d; ++r)
-    quant::decode_add(recv_.data() + r * chunk_, shard_, fmt_, sum_.data());
-  const float inv = 1.0f / static_cast<float>(d);
-  for (auto& v : sum_) v *= inv;
-  quant::encode(sum_.data(), shard_, fmt_, mine_.data());
-  auto before = dp_->stats();
-  auto gather = dp_->all_gather(mine_.data(), gathered_.data(), chunk_, comm::DType::UInt8);
-  bytes_ += double((dp_->stats() - before).total_bytes());
-  gather->wait();
-  exposed_s_ += gather->waited_s();
-  for (int j = 0; j < d; ++j)
-    quant::decode(gathered_.data() + j * chunk_, shard_, fmt_, x_.data() + j * shard_);
+  mean_->finish(x_.data());
+  exposed_s_ += mean_->waited_s();
+  bytes_ = mean_->bytes();
   buffer_.grads().narrow(0, 0, n_).copy_(host(x_, n_));  // the mean
 }
 
@@ -90,8 +59,7 @@ std::vector<std::pair<std::string, double>> QuantSync::step_metrics() const {
 
 MemoryBytes QuantSync::memory() const {
   MemoryBytes m = buffer_.memory();  // parameters and their gradient
-  m.grads += static_cast<int64_t>(x_.size() + sum_.size()) * 4 +
-             static_cast<int64_t>(send_.size() + recv_.size() + mine_.size() + gathered_.size());
+  if (mean_) m.grads += static_cast<int64_t>(x_.size()) * 4 + mean_->buffer_bytes();
   m.optimizer = static_cast<int64_t>(e_.size()) * 4;  // residual (the optimizer's own: trainer)
   return m;
 }

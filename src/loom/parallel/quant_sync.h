@@ -5,12 +5,9 @@
 //   q = quant(x)                       blockwise symmetric, quant.bits, one fp32 scale per
 //                                      quant.block values (quantize.h)
 //   e = x - dequant(q)                 stays on this rank for the next step
-//   reduce-scatter of q                x is cut into d shards; an all-to-all sends the quantized
-//                                      shard j to rank j, which dequantizes the d pieces and
-//                                      sums them in fp32 (then divides by d: the mean)
-//   all-gather                         each rank re-quantizes its reduced shard; an all-gather
-//                                      of the quantized shards and a dequantization give every
-//                                      rank the same mean gradient
+//   mean of q over the replicas        a reduce-scatter by all-to-all of the quantized shards
+//                                      and an all-gather of the re-quantized means
+//                                      (quantized_mean.h)
 // The error of the second quantization is not fed back: only the local residual is kept
 // (docs/slim-dp.md, Quantized all-reduce).
 // Both messages are quantized, so the byte counters see about (bits/8 + 4/block)/4 of the fp32
@@ -18,9 +15,10 @@
 // writes the mean into the stage's flat gradient buffer (param_buffer.h). With d == 1 gradients
 // are used as they are.
 #include <algorithm>
+#include <memory>
 
 #include "loom/parallel/data_parallel.h"
-#include "loom/parallel/quantize.h"
+#include "loom/parallel/quantized_mean.h"
 
 namespace loom::parallel {
 
@@ -50,11 +48,9 @@ class QuantSync : public DataParallel {
   int64_t numel() const { return n_; }
 
  private:
-  quant::Format fmt_;
-  int64_t n_ = 0, shard_ = 0, chunk_ = 0;  // values per shard, encoded bytes per shard
-  std::vector<float> x_, e_, sum_;
-  std::vector<uint8_t> send_, recv_, mine_, gathered_;
-  comm::WorkPtr exchange_;
+  int64_t n_ = 0;
+  std::unique_ptr<QuantizedMean> mean_;  // dp > 1
+  std::vector<float> x_, e_;
   double bytes_ = 0, residual_ = 0;
 };
 

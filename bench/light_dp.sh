@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Light data parallelism on a language model (docs/light-dp.md; results in
+# docs/notes/light-dp-results.md): the byte-level GPT of configs/gpt-fortunes.toml on the fortunes
+# corpus, 4 ranks of pure data parallelism, the same tokens (steps x global batch) and seed for
+# every method: allreduce, slim (two settings), quant 8-bit, powersgd (rank 4, 16), diloco
+# (H = 10, 50) and streaming-diloco, on an EMULATED link (loom delays every communication as
+# such a link would; it is not a network).
+# usage: bench/light_dp.sh [BUILD_DIR] [STEPS] [OUT_DIR]
+#   prints markdown tables; writes OUT_DIR/results.json and OUT_DIR/light_dp.svg
+# Phase 1: every method's full run on an emulated 1 Gbit/s link: its final validation loss (the
+# whole held-out split), bytes per rank and wall time. Phase 2: TIME_STEPS steps of each
+# method on an emulated 100 Mbit/s link; the full run's time there is extrapolated from them
+# (TIME_STEPS is a multiple of every H, so the timed window holds the same share of outer
+# steps as the full run). The emulation only delays completions: the numbers trained are
+# those of an undelayed run. METHODS="a b" runs a subset; SKIP_FULL=1 / SKIP_TIME=1 reuse runs
+# already in OUT_DIR.
+set -euo pipefail
+build=${1:-build}
+steps=${2:-800}
+out=${3:-runs/light-dp}
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+common=(--config configs/gpt-fortunes.toml --nproc 4 --dp 4 --steps "$steps" --seed 1234
+        --progress false)
+declare -A flags=(
+  [allreduce]="--dp-mode allreduce"
+  [slim-c0.2-e0.1]="--dp-mode slim --slim-core 0.2 --slim-explore 0.1"
+  [slim-c0.05-e0.05-t4]="--dp-mode slim --slim-core 0.05 --slim-explore 0.05 --slim-period 4"
+  [quant-8bit]="--dp-mode quant --quant-bits 8"
+  [powersgd-r4]="--dp-mode powersgd --powersgd.rank 4"
+  [powersgd-r16]="--dp-mode powersgd --powersgd.rank 16"
+  [diloco-h10]="--dp-mode diloco --diloco.inner_steps 10"
+  [diloco-h50]="--dp-mode diloco --diloco.inner_steps 50"
+  [streaming-h50-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 50 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
+)
+order=(${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powersgd-r4 powersgd-r16
+       diloco-h10 diloco-h50 streaming-h50-f4-4bit})
+time_steps=${TIME_STEPS:-100}
+
+# run DIR NAME BANDWIDTH ARGS...: one training run, its wall time and command in DIR/command.json.
+run() {
+  local dir=$1 name=$2 bandwidth=$3
+  shift 3
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  # shellcheck disable=SC2206
+  local cmd=("$build/bin/loom" train "$@" ${flags[$name]} --emulate-bandwidth "$bandwidth"
+             --output.dir "$dir" --overwrite)
+  echo "+ ${cmd[*]}" >&2
+  local t0 t1
+  t0=$(date +%s.%N)
+  "${cmd[@]}" >"$dir.log" 2>&1 || { echo "run $name ($bandwidth) failed, see $dir.log" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  python3 -c "import json,sys; json.dump({'wall_s': $t1 - $t0, 'cmd': sys.argv[1]}, open(sys.argv[2],'w'))" \
+    "${cmd[*]}" "$dir/command.json"
+}
+
+mkdir -p "$out"
+if [[ ${SKIP_FULL:-0} != 1 ]]; then
+  for name in "${order[@]}"; do
+    run "$out/$name" "$name" 1Gbit "${common[@]}" --eval_every $((steps / 8))
+  done
+fi
+if [[ ${SKIP_TIME:-0} != 1 ]]; then
+  for name in "${order[@]}"; do
+    run "$out/time/$name" "$name" 100Mbit "${common[@]}" --steps "$time_steps" --eval_every 0
+  done
+fi
+python3 bench/light_dp_report.py "$out" "$steps" "${order[@]}"
