@@ -114,7 +114,7 @@ TEST(StreamingDiloco, DegenerateEqualsAllReduce) {
 }
 
 // 8-bit outer gradients in the degenerate case: the all-reduce step up to the quantization of
-// the update (two roundings of a blockwise 8-bit code: well under 1% of the largest update).
+// the update (two roundings of a blockwise 8-bit code, no error feedback: 4 % measured).
 TEST(StreamingDiloco, QuantizedOuterGradientStaysCloseToAllReduce) {
   const int ranks = comm::world().size();
   if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -125,8 +125,8 @@ TEST(StreamingDiloco, QuantizedOuterGradientStaysCloseToAllReduce) {
   const double diff = test::max_update_diff(quantized, ref, start);
   if (comm::world().rank() == 0)
     std::printf(
-        "[ streaming-diloco ] 8-bit outer gradients: update differs from allreduce's by "
-        "%.3g of its largest value\n",
+        "[ streaming-diloco ] 8-bit outer gradients: |update - allreduce's| / |allreduce's "
+        "update| = %.3g (worst tensor)\n",
         diff);
   EXPECT_GT(diff, 0.0);  // it is quantized
   EXPECT_LE(diff, 0.05);
