@@ -7,13 +7,13 @@
 # such a link would; it is not a network).
 # usage: bench/light_dp.sh [BUILD_DIR] [STEPS] [OUT_DIR]
 #   prints markdown tables; writes OUT_DIR/results.json and OUT_DIR/light_dp.svg
-# Phase 1: every method's full run on an emulated 1 Gbit/s link: its final validation loss (the
-# whole held-out split), bytes per rank and wall time. Phase 2: TIME_STEPS steps of each
-# method on an emulated 100 Mbit/s link; the full run's time there is extrapolated from them
-# (TIME_STEPS is a multiple of every H, so the timed window holds the same share of outer
-# steps as the full run). The emulation only delays completions: the numbers trained are
-# those of an undelayed run. METHODS="a b" runs a subset; SKIP_FULL=1 / SKIP_TIME=1 reuse runs
-# already in OUT_DIR.
+# Phase 1: every method's full run (no link emulated): validation loss on the held-out split
+# (the whole split after the last step, its full batches at the evaluations before), bytes
+# per rank. Phase 2: TIME_STEPS steps of each method on an emulated 1 Gbit/s and 100 Mbit/s
+# link; the full run's time on each is extrapolated from them (TIME_STEPS is a multiple of
+# every H, so the timed window holds the same share of outer steps as the full run). The
+# emulation only delays completions: what is trained does not depend on it. METHODS="a b"
+# runs a subset; SKIP_FULL=1 / SKIP_TIME=1 reuse runs already in OUT_DIR.
 set -euo pipefail
 build=${1:-build}
 steps=${2:-800}
@@ -37,19 +37,18 @@ order=(${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powers
        diloco-h10 diloco-h50 streaming-h50-f4-4bit})
 time_steps=${TIME_STEPS:-100}
 
-# run DIR NAME BANDWIDTH ARGS...: one training run, its wall time and command in DIR/command.json.
+# run DIR NAME ARGS...: one training run, its wall time and command in DIR/command.json.
 run() {
-  local dir=$1 name=$2 bandwidth=$3
-  shift 3
+  local dir=$1 name=$2
+  shift 2
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")"
   # shellcheck disable=SC2206
-  local cmd=("$build/bin/loom" train "$@" ${flags[$name]} --emulate-bandwidth "$bandwidth"
-             --output.dir "$dir" --overwrite)
+  local cmd=("$build/bin/loom" train "$@" ${flags[$name]} --output.dir "$dir" --overwrite)
   echo "+ ${cmd[*]}" >&2
   local t0 t1
   t0=$(date +%s.%N)
-  "${cmd[@]}" >"$dir.log" 2>&1 || { echo "run $name ($bandwidth) failed, see $dir.log" >&2; exit 1; }
+  "${cmd[@]}" >"$dir.log" 2>&1 || { echo "run $name failed, see $dir.log" >&2; exit 1; }
   t1=$(date +%s.%N)
   python3 -c "import json,sys; json.dump({'wall_s': $t1 - $t0, 'cmd': sys.argv[1]}, open(sys.argv[2],'w'))" \
     "${cmd[*]}" "$dir/command.json"
@@ -58,12 +57,15 @@ run() {
 mkdir -p "$out"
 if [[ ${SKIP_FULL:-0} != 1 ]]; then
   for name in "${order[@]}"; do
-    run "$out/$name" "$name" 1Gbit "${common[@]}" --eval_every $((steps / 8))
+    run "$out/$name" "$name" "${common[@]}" --eval_every $((steps / 8)) --eval_batches 1000
   done
 fi
 if [[ ${SKIP_TIME:-0} != 1 ]]; then
-  for name in "${order[@]}"; do
-    run "$out/time/$name" "$name" 100Mbit "${common[@]}" --steps "$time_steps" --eval_every 0
+  for link in 1Gbit 100Mbit; do
+    for name in "${order[@]}"; do
+      run "$out/time-$link/$name" "$name" "${common[@]}" --steps "$time_steps" --eval_every 0 \
+        --emulate-bandwidth "$link"
+    done
   done
 fi
 python3 bench/light_dp_report.py "$out" "$steps" "${order[@]}"
