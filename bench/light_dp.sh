@@ -33,25 +33,20 @@ declare -A flags=(
   [diloco-h50]="--dp-mode diloco --diloco.inner_steps 50"
   [streaming-h50-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 50 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
 )
-order=(${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powersgd-r4 powersgd-r16
-       diloco-h10 diloco-h50 streaming-h50-f4-4bit})
+read -r -d "" -a order <<<"${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powersgd-r4
+  powersgd-r16 diloco-h10 diloco-h50 streaming-h50-f4-4bit}" || true
 time_steps=${TIME_STEPS:-100}
 
-# run DIR NAME ARGS...: one training run, its wall time and command in DIR/command.json.
+# shellcheck source=bench/record_run.sh
+source bench/record_run.sh
+# run DIR NAME ARGS...: one training run of method NAME into DIR.
 run() {
   local dir=$1 name=$2
   shift 2
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")"
-  # shellcheck disable=SC2206
-  local cmd=("$build/bin/loom" train "$@" ${flags[$name]} --output.dir "$dir" --overwrite)
-  echo "+ ${cmd[*]}" >&2
-  local t0 t1
-  t0=$(date +%s.%N)
-  "${cmd[@]}" >"$dir.log" 2>&1 || { echo "run $name failed, see $dir.log" >&2; exit 1; }
-  t1=$(date +%s.%N)
-  python3 -c "import json,sys; json.dump({'wall_s': $t1 - $t0, 'cmd': sys.argv[1]}, open(sys.argv[2],'w'))" \
-    "${cmd[*]}" "$dir/command.json"
+  # shellcheck disable=SC2086
+  record_run "$dir" "$name" "$build/bin/loom" train "$@" ${flags[$name]} --output.dir "$dir" --overwrite
 }
 
 mkdir -p "$out"

@@ -32,7 +32,9 @@ order=(allreduce slim-c0.2-e0.1 slim-c0.1-e0.05 quant-8bit)
 time_steps=${TIME_STEPS:-400}
 time_reps=${TIME_REPS:-3}
 
-# run DIR NAME LINK ARGS...: one training run, its wall time and command in DIR/command.json.
+# shellcheck source=bench/record_run.sh
+source bench/record_run.sh
+# run DIR NAME LINK ARGS...: one training run of mode NAME into DIR.
 run() {
   local dir=$1 name=$2 link=$3
   shift 3
@@ -41,14 +43,8 @@ run() {
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")"
   # shellcheck disable=SC2086
-  local cmd=("$build/bin/loom" train "$@" ${modes[$name]} "${extra[@]}" --output.dir "$dir" --overwrite)
-  echo "+ ${cmd[*]}" >&2
-  local t0 t1
-  t0=$(date +%s.%N)
-  "${cmd[@]}" >"$dir.log" 2>&1 || { echo "run $name ($link) failed, see $dir.log" >&2; exit 1; }
-  t1=$(date +%s.%N)
-  python3 -c "import json,sys; json.dump({'wall_s': $t1 - $t0, 'cmd': sys.argv[1]}, open(sys.argv[2],'w'))" \
-    "${cmd[*]}" "$dir/command.json"
+  record_run "$dir" "$name ($link)" "$build/bin/loom" train "$@" ${modes[$name]} "${extra[@]}" \
+    --output.dir "$dir" --overwrite
 }
 
 mkdir -p "$out"
