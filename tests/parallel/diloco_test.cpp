@@ -73,10 +73,13 @@ TEST(Diloco, ReplicasMeetAtOuterSteps) {
   const int ranks = comm::world().size();
   if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config c = every_third_step();
-  c.train.steps = 6;  // ends on an outer step
-  EXPECT_EQ(spread_over_replicas(test::train_on(c, ranks, "diloco-meet")), 0.0);
-  c.train.steps = 5;  // two inner steps after the last outer step: each replica its own way
-  EXPECT_GT(spread_over_replicas(test::train_on(c, ranks, "diloco-apart")), 0.0);
+  c.train.steps = 7;
+  // Stopped (as if preempted) after an outer step, and two steps later: each replica its own way.
+  EXPECT_EQ(spread_over_replicas(test::train_on(c, ranks, "diloco-meet", 6)), 0.0);
+  EXPECT_GT(spread_over_replicas(test::train_on(c, ranks, "diloco-apart", 5)), 0.0);
+  // At the end of the run the replicas take their mean: one model.
+  c.train.steps = 5;
+  EXPECT_EQ(spread_over_replicas(test::train_on(c, ranks, "diloco-end")), 0.0);
 }
 
 TEST(Diloco, ResumesExactlyBetweenOuterSteps) {
@@ -152,12 +155,12 @@ TEST(StreamingDiloco, FragmentsMeetOnStaggeredSteps) {
   if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config c = streaming(every_third_step(), 2, 32, 0);
   c.diloco.inner_steps = 4;
-  c.train.steps = 4;
-  auto [same, all] = identical_over_replicas(test::train_on(c, ranks, "streaming-stagger"));
+  c.train.steps = 5;  // stopped after step 4, before the end of the run
+  auto [same, all] = identical_over_replicas(test::train_on(c, ranks, "streaming-stagger", 4));
   EXPECT_GT(same, 0);
   EXPECT_LT(same, all);
   c.diloco.fragments = 1;  // plain DiLoCo: everything met after step 4
-  std::tie(same, all) = identical_over_replicas(test::train_on(c, ranks, "streaming-one"));
+  std::tie(same, all) = identical_over_replicas(test::train_on(c, ranks, "streaming-one", 4));
   EXPECT_EQ(same, all);
 }
 

@@ -30,14 +30,16 @@ inline config::Config tiny(const std::string& kind) {
 
 using Params = std::map<std::string, torch::Tensor>;
 
-// Trains `c` on the first `ranks` ranks of the world; the others return an empty map.
-inline Params train_on(config::Config c, int ranks, const std::string& tag) {
+// Trains `c` on the first `ranks` ranks of the world (stopping after `stop_after` steps, as
+// a preempted run, if >= 0); the others return an empty map.
+inline Params train_on(config::Config c, int ranks, const std::string& tag,
+                       int64_t stop_after = -1) {
   comm::Backend& w = comm::world();
   c.output.dir = shared_tmp(tag);  // every rank: the first call is a collective on the world
   bool in = w.rank() < ranks;
   auto sub = w.split(in ? 0 : 1, w.rank(), "train");
   if (!in) return {};
-  return train::Trainer(c, *sub).run().params;
+  return train::Trainer(c, *sub).run(stop_after).params;
 }
 
 // Trains `c` and then, for reference, the same run under --dp-mode allreduce (tag + "-ref"), on

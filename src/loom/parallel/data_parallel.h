@@ -52,6 +52,9 @@ class DataParallel : public DpHooks {
   // Instead of the optimizer's update (train.on_nan = skip): the step's gradients are
   // dropped by after_step(); a mode that folded them into state of its own undoes that here.
   virtual void drop_step() {}
+  // After the run's last step, before its final evaluation and checkpoint (a collective over
+  // dp): modes whose replicas train apart bring them to one model.
+  virtual void end_of_run() {}
 
   // Bytes held for the stage, the optimizer's own state excluded (the trainer adds it).
   virtual MemoryBytes memory() const { return buffer_.memory(); }

@@ -204,6 +204,20 @@ void DilocoSync::after_load() {
   for (auto& x : exchanges_) x.due = -1;
 }
 
+void DilocoSync::end_of_run() {
+  torch::NoGradGuard no_grad;
+  for (size_t f = 0; f < fragments_.size(); ++f)
+    if (exchanges_[f].due >= 0) apply(f);
+  const torch::Tensor& w = buffer_.params();
+  if (dp_->size() > 1) {
+    comm::WorkPtr work = dp_->all_reduce(w);
+    work->wait();
+    exposed_s_ += work->waited_s();
+    w.div_(dp_->size());
+  }
+  global_.copy_(w);
+}
+
 std::vector<std::pair<std::string, double>> DilocoSync::step_metrics() const {
   return {{"diloco_bytes", bytes_}, {"diloco_outer", outer_}};
 }

@@ -52,6 +52,10 @@ class DilocoSync : public DataParallel {
   void save(ChunkWriter& w) const override;
   void load(const ChunkReader& r) override;
   void after_load() override;
+  // The exchanges in flight applied, then every replica takes the mean of the replicas'
+  // parameters (one fp32 all-reduce of the stage), and g with them: one model to evaluate,
+  // save and export. Where the replicas have just met this changes nothing.
+  void end_of_run() override;
   // diloco_bytes (sent by this rank this step), diloco_outer (fraction of the stage's
   // parameters that took an outer step).
   std::vector<std::pair<std::string, double>> step_metrics() const override;

@@ -251,6 +251,8 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
     metrics.calibration(done, calibration->micro_batch(), t.alone, t.loaded);
   }
   const bool last = done == cfg.train.steps;
+  if (last)
+    for (auto& [st, y] : syncs) y->end_of_run();
   if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || last) {
     const EvalResult e = evaluator->run(/*final=*/last);
     metrics.eval(done, e.loss, e.accuracy, res);
