@@ -54,6 +54,14 @@ PowerSgdSync::PowerSgdSync(const SyncContext& ctx, bool compress_all)
   fresh_q();
 }
 
+torch::Tensor PowerSgdSync::p_of(const Matrix& k) const {
+  return p_.narrow(0, k.p_at, k.n * k.r).view({k.n, k.r});
+}
+
+torch::Tensor PowerSgdSync::q_of(const Matrix& k) const {
+  return q_.narrow(0, k.q_at, k.m * k.r).view({k.m, k.r});
+}
+
 torch::Tensor PowerSgdSync::matrix(const torch::Tensor& flat, const Matrix& k) const {
   const auto& s = buffer_.layout().slots[k.slot];
   return flat.narrow(0, s.offset, s.numel).view({k.n, k.m});
@@ -100,8 +108,8 @@ void PowerSgdSync::reduce_grad() {
   for (const Matrix& k : mats_) {
     torch::Tensor m = matrix(e_, k);
     m.add_(matrix(g, k));
-    torch::mm_out(p_.narrow(0, k.p_at, k.n * k.r).view({k.n, k.r}), m,
-                  q_.narrow(0, k.q_at, k.m * k.r).view({k.m, k.r}));
+    torch::Tensor p = p_of(k);
+    torch::mm_out(p, m, q_of(k));
   }
   const comm::Stats before = dp_->stats();
   p_work_ = dp_->all_reduce(p_);
@@ -129,10 +137,10 @@ void PowerSgdSync::finish_grad_sync() {
     p_work_.reset();
     p_.mul_(inv);
     for (const Matrix& k : mats_) {
-      torch::Tensor p = p_.narrow(0, k.p_at, k.n * k.r).view({k.n, k.r});
+      torch::Tensor p = p_of(k), q = q_of(k);
       // Householder QR: deterministic, and no division by zero for a rank-deficient P.
       p.copy_(std::get<0>(torch::linalg_qr(p, "reduced")));
-      torch::mm_out(q_.narrow(0, k.q_at, k.m * k.r).view({k.m, k.r}), matrix(e_, k).t(), p);
+      torch::mm_out(q, matrix(e_, k).t(), p);
     }
     const comm::Stats before = dp_->stats();
     comm::WorkPtr q_work = dp_->all_reduce(q_);
@@ -142,8 +150,7 @@ void PowerSgdSync::finish_grad_sync() {
     q_.mul_(inv);
     for (const Matrix& k : mats_) {
       torch::Tensor grad = matrix(g, k);
-      torch::mm_out(grad, p_.narrow(0, k.p_at, k.n * k.r).view({k.n, k.r}),
-                    q_.narrow(0, k.q_at, k.m * k.r).view({k.m, k.r}).t());
+      torch::mm_out(grad, p_of(k), q_of(k).t());
       matrix(e_, k).sub_(grad);
     }
     const double ee = e_.square().sum().item<double>();
@@ -195,8 +202,7 @@ void PowerSgdSync::save(ChunkWriter& w) const {
   put_flat(w, "powersgd.error", dp_->rank(), e.data_ptr<float>());
   const auto& named = stage_->params();
   for (const Matrix& k : mats_)
-    w.put("powersgd.q/" + checkpoint_name(named[k.slot]), -1, 0, {k.m, k.r},
-          q_.narrow(0, k.q_at, k.m * k.r).cpu());
+    w.put("powersgd.q/" + checkpoint_name(named[k.slot]), -1, 0, {k.m, k.r}, q_of(k).cpu());
   w.put("powersgd.steps", -1, 0, {1}, torch::tensor({steps_}, torch::kInt64));
   w.put("powersgd.rank", -1, 0, {1}, torch::tensor({cfg_.rank}, torch::kInt64));
 }
@@ -215,7 +221,7 @@ void PowerSgdSync::load(const ChunkReader& r) {
   for (const Matrix& k : mats_) {
     torch::Tensor q = torch::empty({k.m * k.r}, torch::kFloat32);
     if (r.get("powersgd.q/" + checkpoint_name(named[k.slot]), -1, 0, q))
-      q_.narrow(0, k.q_at, k.m * k.r).copy_(q);
+      q_of(k).view({-1}).copy_(q);
   }
 }
 

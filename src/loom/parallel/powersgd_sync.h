@@ -55,7 +55,9 @@ class PowerSgdSync : public DataParallel {
  private:
   bool compressing() const { return dp_->size() > 1 && steps_ >= cfg_.start_step; }
   void fresh_q();
-  torch::Tensor matrix(const torch::Tensor& flat, const Matrix& k) const;
+  torch::Tensor matrix(const torch::Tensor& flat, const Matrix& k) const;  // n x m view
+  torch::Tensor p_of(const Matrix& k) const;                               // n x r view of p_
+  torch::Tensor q_of(const Matrix& k) const;                               // m x r view of q_
   void count(const comm::Stats& before) { bytes_ += double((dp_->stats() - before).total_bytes()); }
 
   config::PowerSgdConfig cfg_;
