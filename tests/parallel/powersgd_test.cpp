@@ -5,6 +5,7 @@
 // run is allreduce's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "loom/parallel/powersgd_sync.h"
@@ -64,6 +65,7 @@ double spread_over_replicas(const test::Params& mine) {
 // rank 5 = min(6, 5) with every matrix compressed: P Q^T is the mean gradient, the errors sum
 // to ~0 over the replicas.
 // rank 1: the matrix is compressed (1 * 11 < 30); every replica gets the same gradient.
+// Then a non-finite step, dropped.
 TEST(PowerSgdSync, ExchangeOnAHandMadeStage) {
   comm::Backend& w = comm::world();
   const int d = w.size();
@@ -112,6 +114,19 @@ TEST(PowerSgdSync, ExchangeOnAHandMadeStage) {
       }
       sync.after_step();
     }
+    // A non-finite step (train.on_nan = skip): e and Q start afresh, the next step is finite.
+    mat->w.grad().fill_(std::nanf(""));
+    sync.reduce_grad();
+    sync.finish_grad_sync();
+    sync.drop_step();
+    sync.after_step();
+    EXPECT_EQ(sync.error().abs().max().item<double>(), 0.0);
+    torch::manual_seed(7 + w.rank());
+    mat->w.grad().copy_(torch::randn({6, 5}));
+    sync.reduce_grad();
+    sync.finish_grad_sync();
+    EXPECT_TRUE(torch::isfinite(mat->w.grad()).all().item<bool>()) << "rank " << rank;
+    sync.after_step();
   }
 }
 
