@@ -18,8 +18,9 @@ BufferOptions buckets(const config::Config& cfg) {
 }
 
 // What an all-reduce of `numel` fp32 values sends from one rank (comm/backend.cpp).
-double all_reduce_bytes(int64_t numel, int d) {
-  return numel > 0 ? double(2 * uint64_t(d - 1) * uint64_t(numel * 4) / uint64_t(d)) : 0.0;
+// (whole bytes: the backend divides in integers).
+uint64_t all_reduce_bytes(int64_t numel, int d) {
+  return 2 * uint64_t(d - 1) * uint64_t(numel * 4) / uint64_t(d);
 }
 
 }  // namespace
@@ -122,7 +123,7 @@ void PowerSgdSync::finish_grad_sync() {
     bytes_ = 0;
     if (dp_->size() > 1)
       for (const auto& b : buffer_.buckets().buckets())
-        bytes_ += all_reduce_bytes(b.numel, dp_->size());
+        bytes_ += double(all_reduce_bytes(b.numel, dp_->size()));
     return;
   }
   LOOM_CHECK(started_, "finish_grad_sync() before reduce_grad() on stage ", stage_->index());
