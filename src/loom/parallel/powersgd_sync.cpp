@@ -17,8 +17,8 @@ BufferOptions buckets(const config::Config& cfg) {
   return o;
 }
 
-// What an all-reduce of `numel` fp32 values sends from one rank (comm/backend.cpp).
-// (whole bytes: the backend divides in integers).
+// What an all-reduce of `numel` fp32 values sends from one rank, in whole bytes as
+// comm/backend.cpp counts it.
 uint64_t all_reduce_bytes(int64_t numel, int d) {
   return 2 * uint64_t(d - 1) * uint64_t(numel * 4) / uint64_t(d);
 }
