@@ -3,6 +3,7 @@
 #include "loom/common/error.h"
 #include "loom/parallel/allreduce_sync.h"
 #include "loom/parallel/diloco_sync.h"
+#include "loom/parallel/powersgd_sync.h"
 #include "loom/parallel/quant_sync.h"
 #include "loom/parallel/slim_sync.h"
 #include "loom/parallel/zero_sync.h"
@@ -56,8 +57,7 @@ std::unique_ptr<DataParallel> make_data_parallel(const SyncContext& ctx) {
     case DpMode::Quant: return std::make_unique<QuantSync>(ctx);
     case DpMode::Diloco:
     case DpMode::StreamingDiloco: return std::make_unique<DilocoSync>(ctx);
-    case DpMode::PowerSgd:
-      LOOM_USAGE("dp-mode powersgd is not implemented yet; use quant or allreduce");
+    case DpMode::PowerSgd: return std::make_unique<PowerSgdSync>(ctx);
     case DpMode::Zero1:
     case DpMode::Zero2:
     case DpMode::Zero3: return std::make_unique<ZeroSync>(ctx, config::zero_level(mode));
