@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "loom/common/error.h"
+#include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
 #include "loom/model/transformer_parts.h"
 
@@ -49,17 +50,17 @@ class TransformerLayer : public RecomputableLayer {
   torch::Tensor run(Part part, const torch::Tensor& x) override {
     if (part == Part::AttentionCore) return attention(x, heads_ / tp_.size);
     if (tp_.size == 1) {
-      auto h = x + proj_(core(qkv_(ln1_(x))));
-      return h + out_(torch::gelu(fc_(ln2_(h))));
+      auto h = x + apply_linear(core(apply_linear(ln1_(x), qkv_)), proj_);
+      return h + apply_linear(torch::gelu(apply_linear(ln2_(h), fc_)), out_);
     }
     // Column-parallel QKV (this rank's heads) and fc, row-parallel proj and out: one
     // all-reduce per pair in each direction; the replicated biases are added once, after it.
     // With sequence parallelism x is this rank's part of the sequence: all-gather into the
     // split region, reduce-scatter out of it.
-    auto y = core(qkv_(enter_split(layer_norm(x, ln1_, tp_), tp_)));
-    auto h = x + leave_split(F::linear(y, proj_->weight), tp_) + replicated(proj_->bias, tp_);
-    auto z = torch::gelu(fc_(enter_split(layer_norm(h, ln2_, tp_), tp_)));
-    return h + leave_split(F::linear(z, out_->weight), tp_) + replicated(out_->bias, tp_);
+    auto y = core(apply_linear(enter_split(layer_norm(x, ln1_, tp_), tp_), qkv_));
+    auto h = x + leave_split(apply_linear(y, proj_->weight), tp_) + replicated(proj_->bias, tp_);
+    auto z = torch::gelu(apply_linear(enter_split(layer_norm(h, ln2_, tp_), tp_), fc_));
+    return h + leave_split(apply_linear(z, out_->weight), tp_) + replicated(out_->bias, tp_);
   }
   torch::Tensor decode(const torch::Tensor& x, KvCache& cache) override {
     const auto b = x.size(0), n = x.size(1), hd = width_ / heads_;
@@ -112,7 +113,7 @@ class Head : public TpBlock {
   }
   // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
   torch::Tensor forward(const torch::Tensor& x) override {
-    return head_(enter_split(layer_norm(x, lnf_, tp_), tp_));
+    return apply_linear(enter_split(layer_norm(x, lnf_, tp_), tp_), head_);
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "loom/common/error.h"
+#include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
 #include "loom/model/transformer_parts.h"
 
@@ -57,14 +58,14 @@ class LlamaLayer : public RecomputableLayer {
         ffn_(ffn_width_of(c)),
         flash_(c.attention == config::Attention::Flash) {
     norm1_ = register_module("norm1", RmsNorm(width_));
-    q_ = register_module("q", linear(width_, heads_ * hd_));
-    k_ = register_module("k", linear(width_, kv_heads_ * hd_));
-    v_ = register_module("v", linear(width_, kv_heads_ * hd_));
-    o_ = register_module("o", linear(heads_ * hd_, width_));
+    q_ = register_module("q", no_bias_linear(width_, heads_ * hd_));
+    k_ = register_module("k", no_bias_linear(width_, kv_heads_ * hd_));
+    v_ = register_module("v", no_bias_linear(width_, kv_heads_ * hd_));
+    o_ = register_module("o", no_bias_linear(heads_ * hd_, width_));
     norm2_ = register_module("norm2", RmsNorm(width_));
-    gate_ = register_module("gate", linear(width_, ffn_));
-    up_ = register_module("up", linear(width_, ffn_));
-    down_ = register_module("down", linear(ffn_, width_));
+    gate_ = register_module("gate", no_bias_linear(width_, ffn_));
+    up_ = register_module("up", no_bias_linear(width_, ffn_));
+    down_ = register_module("down", no_bias_linear(ffn_, width_));
     // Rotary angles of each position (buffers: they move with the layer to its device).
     const torch::Tensor inv_freq =
         1.0 / torch::pow(c.rope_theta,
@@ -83,10 +84,13 @@ class LlamaLayer : public RecomputableLayer {
     // Column-parallel q, k, v, gate, up (this rank's heads and units), row-parallel o and down:
     // with tp = 1 enter_split and leave_split are the identity.
     const torch::Tensor n = enter_split(rms_norm(x, norm1_, tp_), tp_);
-    const torch::Tensor qkv = torch::cat({rope(q_(n)), rope(k_(n)), v_(n)}, -1);
-    const torch::Tensor h = x + leave_split(o_(core(qkv)), tp_);
+    const torch::Tensor qkv =
+        torch::cat({rope(apply_linear(n, q_)), rope(apply_linear(n, k_)), apply_linear(n, v_)}, -1);
+    const torch::Tensor h = x + leave_split(apply_linear(core(qkv), o_), tp_);
     const torch::Tensor m = enter_split(rms_norm(h, norm2_, tp_), tp_);
-    return h + leave_split(down_(torch::silu(gate_(m)) * up_(m)), tp_);
+    return h + leave_split(
+                   apply_linear(torch::silu(apply_linear(m, gate_)) * apply_linear(m, up_), down_),
+                   tp_);
   }
   torch::Tensor decode(const torch::Tensor& x, KvCache& cache) override {
     const auto b = x.size(0), n = x.size(1);
@@ -108,7 +112,7 @@ class LlamaLayer : public RecomputableLayer {
   std::string kind() const override { return "transformer"; }
 
  private:
-  static torch::nn::Linear linear(int64_t in, int64_t out) {
+  static torch::nn::Linear no_bias_linear(int64_t in, int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
   }
   // Rotary embedding of [b, t, heads * hd] (this rank's heads) at positions first, first + 1,
@@ -167,7 +171,8 @@ class LlamaHead : public TpBlock {
   // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
   torch::Tensor forward(const torch::Tensor& x) override {
     const torch::Tensor n = enter_split(rms_norm(x, norm_, tp_), tp_);
-    return tied_.defined() ? F::linear(n, tied_) : head_(n);
+    // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
+    return tied_.defined() ? F::linear(n, tied_) : apply_linear(n, head_);
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }

@@ -1,4 +1,5 @@
 // Small Fashion-MNIST classifiers (inputs [b, 1, 28, 28]).
+#include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
 
 namespace loom::model {
@@ -11,7 +12,7 @@ class Dense : public Block {
     fc_ = register_module("fc", torch::nn::Linear(in, out));
   }
   torch::Tensor forward(const torch::Tensor& x) override {
-    auto y = fc_(x.flatten(1));
+    auto y = apply_linear(x.flatten(1), fc_);
     return relu_ ? torch::relu(y) : y;
   }
   double flops_per_sample() const override { return 2.0 * in_ * out_; }

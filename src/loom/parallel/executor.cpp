@@ -28,6 +28,7 @@ Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend
                " is not for pipeline rank ", pp_rank_);
     LOOM_CHECK(stages_.count(a.stage), "no stage ", a.stage, " on this rank");
     if (a.kind == Kind::B || a.kind == Kind::W) last_backward_[a.stage] = i;
+    if (a.kind == Kind::I) stages_.at(a.stage)->set_split_backward(true);
   }
   int64_t max_tag = int64_t(shape_.stages() + 1) * (shape_.microbatches + 1) * 3;
   LOOM_CHECK_LE(max_tag, pp_.max_tag(), "too many stages x micro-batches for the backend's tags");

@@ -1,5 +1,7 @@
 #include "loom/parallel/stage.h"
 
+#include <optional>
+
 #include "loom/common/error.h"
 #include "loom/parallel/memory_tracker.h"
 
@@ -59,7 +61,12 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
   Live live;
   const int64_t before = MemoryTracker::live_bytes();
   live.input = is_first() ? input : input.detach().requires_grad_(true);
-  torch::Tensor out = run_blocks(live.input);
+  torch::Tensor out;
+  {
+    std::optional<model::RecordLinearUses> record;
+    if (split_backward_) record.emplace(&live.split.uses);
+    out = run_blocks(live.input);
+  }
   torch::Tensor result = out;
   if (is_last()) {
     LOOM_CHECK(target.defined(), "last stage needs targets");
@@ -118,32 +125,18 @@ torch::Tensor Stage::backward(int mb, const torch::Tensor& grad_output) {
 torch::Tensor Stage::backward_input(int mb, const torch::Tensor& grad_output) {
   auto it = live_.find(mb);
   LOOM_CHECK(it != live_.end(), "stage ", index_, " I of micro-batch ", mb, " without forward");
+  LOOM_CHECK(split_backward_, "stage ", index_, " I without set_split_backward(true)");
   Live& l = it->second;
-  l.grad_output = is_last() ? torch::Tensor() : grad_output;
-  if (is_first()) return torch::Tensor();
-  auto grads =
-      torch::autograd::grad({l.output}, {l.input}, {is_last() ? torch::Tensor() : grad_output},
-                            /*retain_graph=*/true);
-  return grads[0];
+  torch::Tensor dx = l.split.input_grad(l.output, is_last() ? torch::Tensor() : grad_output,
+                                        is_first() ? torch::Tensor() : l.input, param_tensors_);
+  l.output = l.input = torch::Tensor();
+  l.bytes = l.split.held_bytes();
+  return dx;
 }
 
 void Stage::backward_weight(int mb) {
   Live l = take(mb);
-  // Weight gradients through the retained graph. autograd::grad returns them instead of
-  // accumulating, so add them to .grad here (the weights' AccumulateGrad hooks do not fire).
-  auto grads = torch::autograd::grad({l.output}, param_tensors_,
-                                     {is_last() ? torch::Tensor() : l.grad_output},
-                                     /*retain_graph=*/false, /*create_graph=*/false,
-                                     /*allow_unused=*/true);
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (!grads[i].defined()) continue;
-    auto& p = param_tensors_[i];
-    if (p.grad().defined())
-      p.mutable_grad().add_(grads[i]);
-    else
-      p.mutable_grad() = grads[i].clone();
-  }
+  l.split.weight_grads();
 }
 
 void Stage::reset_step_stats() {

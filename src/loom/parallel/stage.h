@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loom/model/compute.h"
+#include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
 
 namespace loom::parallel {
@@ -67,9 +68,15 @@ class Stage {
   // Full backward of micro-batch mb: accumulates weight gradients and returns the gradient of
   // the stage input (undefined on the first stage). grad_output is ignored on the last stage.
   torch::Tensor backward(int mb, const torch::Tensor& grad_output);
-  // Zero-bubble split: input gradient now (keeps the graph), weight gradient later.
+  // Zero-bubble split (model/linear_uses.h): I, the input gradient now (with every gradient
+  // but the matrix products' weight gradients; the graph is released), and W, those weight
+  // gradients later from the products' inputs and output gradients. Needs
+  // set_split_backward(true) before the forward.
   torch::Tensor backward_input(int mb, const torch::Tensor& grad_output);
   void backward_weight(int mb);
+  // The executor sets it when the stage's actions hold I and W: the forward then records its
+  // matrix products.
+  void set_split_backward(bool on) { split_backward_ = on; }
 
   // Last-stage statistics of the step (sum of unscaled losses, correct predictions), kept on
   // the device during the step: reading them is the step's one host synchronisation.
@@ -83,10 +90,10 @@ class Stage {
 
  private:
   struct Live {
-    torch::Tensor input;        // requires grad (not on the first stage)
-    torch::Tensor output;       // activation, or scaled loss on the last stage
-    torch::Tensor grad_output;  // kept between I and W
-    int64_t bytes = 0;          // rough size of what the graph holds
+    torch::Tensor input;         // requires grad (not on the first stage)
+    torch::Tensor output;        // activation, or scaled loss on the last stage
+    model::SplitBackward split;  // its recorded products (split backward only)
+    int64_t bytes = 0;           // rough size of what the graph holds (after I: I and W's)
   };
   torch::Tensor run_blocks(const torch::Tensor& input);  // under the compute's autocast
   Live take(int mb);
@@ -102,6 +109,7 @@ class Stage {
   torch::Tensor loss_sum_, correct_;  // undefined: none this step
   int64_t counted_ = 0;
   bool classifier_ = false;
+  bool split_backward_ = false;
 };
 
 }  // namespace loom::parallel

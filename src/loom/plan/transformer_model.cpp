@@ -130,16 +130,6 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
-    if (s == 0) {
-      // The first stage's input is token ids: the runtime computes no input gradient there
-      // (Stage::backward_input returns at once) and its W runs the whole fused backward
-      // (parallel/stage.cpp), tensor-parallel all-reduces included.
-      const double slowdown = sum.loaded / std::max(1e-300, sum.f + sum.i + sum.w);
-      sum.w = sum.i + sum.w - sum.split_extra;
-      sum.i = 0;
-      sum.split_extra = 0;
-      sum.loaded = slowdown * (sum.f + sum.w);  // the same time-weighted slowdown
-    }
     stage_.push_back(sum);
   }
 }
@@ -229,7 +219,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     const double elem = elementwise_s(3 * M * h * e);
     c.f_comm = tp_ar;
     c.f = elem + c.f_comm;
-    c.w = 2 * elem;
+    c.i = 2 * elem;  // no matrix product: the whole backward is in I
     c.params = embedding_params(m_) / t;
     c.activation = m_.dropout ? M * h : 0;  // dropout mask
   }
@@ -271,8 +261,9 @@ bool TransformerCostModel::profiled(int kind, Cost* out) const {
   out->f = f;
   const bool split = std::all_of(match.begin(), match.end(),
                                  [](auto* m) { return m->input_s > 0 && m->weight_s > 0; });
-  out->i = kind == kEmbedding ? 0 : split ? time_at(&BlockProfile::input_s) : bw / 2;
-  out->w = kind == kEmbedding ? bw : split ? time_at(&BlockProfile::weight_s) : bw / 2;
+  // The embedding has no matrix product: its whole backward is in I (model/linear_uses.h).
+  out->i = kind == kEmbedding ? bw : split ? time_at(&BlockProfile::input_s) : bw / 2;
+  out->w = kind == kEmbedding ? 0 : split ? time_at(&BlockProfile::weight_s) : bw / 2;
   out->split_extra = out->i + out->w - bw;  // B stays the measured fused backward
   out->loaded = time_at(&BlockProfile::loaded_slowdown, /*ratio=*/true);  // the caller scales it
   return true;

@@ -84,8 +84,8 @@ class TransformerCostModel : public CostModel {
  private:
   struct Cost {
     double f = 0, i = 0, w = 0;  // seconds; b = i + w - split_extra
-    // How much the runtime's separate I and W take beyond one fused backward (W re-traverses
-    // the retained graph); 0 unless the profile measured the split.
+    // How much the runtime's separate I and W take beyond (or below) one fused backward, as
+    // the profile measured them; 0 unless it did.
     double split_extra = 0;
     double f_comm = 0, i_comm = 0;
     double params = 0;      // per rank

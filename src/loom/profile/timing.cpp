@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "loom/model/linear_uses.h"
+
 namespace loom::profile {
 namespace {
 
@@ -99,9 +101,10 @@ void sample_block(BlockJob& j, double budget) {
       j.activation_bytes = std::min(j.activation_bytes, std::max(0.0, heap_bytes() - before));
     }
   }
-  // The zero-bubble split as parallel/stage.cpp runs it: the input gradient with the graph
-  // retained, then the weight gradients through the retained graph (not for the embedding,
-  // whose input is token ids).
+  // The zero-bubble split as parallel/stage.cpp runs it (model/linear_uses.h): I, every
+  // gradient but the matrix products' weight gradients, then W, those from the products'
+  // inputs and output gradients (not for the embedding, whose input is token ids: its whole
+  // backward is in I).
   const bool split = j.input.is_floating_point();
   std::vector<torch::Tensor> weights = j.block->parameters();
   const auto t_all = Clock::now();
@@ -109,16 +112,20 @@ void sample_block(BlockJob& j, double budget) {
     double ti = 0, tw = 0;
     if (split) {
       torch::Tensor x = j.input.detach().requires_grad_(true);
-      torch::Tensor y = j.block->forward(x);
+      model::SplitBackward split;
+      torch::Tensor y;
+      {
+        model::RecordLinearUses record(&split.uses);
+        y = j.block->forward(x);
+      }
       if (j.target.defined()) y = model::Model::loss(y, j.target);
       if (!j.grad.defined() && !j.target.defined()) j.grad = torch::randn_like(y);
       const torch::Tensor g = j.target.defined() ? torch::Tensor() : j.grad;
       auto t0 = Clock::now();
-      torch::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true);
+      split.input_grad(y, g, x, weights);
       ti = seconds(t0);
       t0 = Clock::now();
-      torch::autograd::grad({y}, weights, {g}, /*retain_graph=*/false, /*create_graph=*/false,
-                            /*allow_unused=*/true);
+      split.weight_grads();
       tw = seconds(t0);
     }
     auto t0 = Clock::now();

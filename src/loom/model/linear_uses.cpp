@@ -1,0 +1,100 @@
+#include "loom/model/linear_uses.h"
+
+#include <unordered_set>
+
+#include "loom/common/error.h"
+
+namespace loom::model {
+namespace {
+
+thread_local std::vector<LinearUse>* recording = nullptr;
+
+int64_t bytes_of(const torch::Tensor& t) {
+  return t.defined() ? t.numel() * t.element_size() : 0;
+}
+
+}  // namespace
+
+RecordLinearUses::RecordLinearUses(std::vector<LinearUse>* into) : previous_(recording) {
+  recording = into;
+}
+
+RecordLinearUses::~RecordLinearUses() {
+  recording = previous_;
+}
+
+torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias) {
+  torch::Tensor y = torch::nn::functional::linear(x, weight, bias);
+  if (recording && weight.requires_grad() && torch::GradMode::is_enabled())
+    recording->push_back({x, weight, y});
+  return y;
+}
+
+void accumulate_grad(const torch::Tensor& p, const torch::Tensor& g) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor& grad = p.mutable_grad();
+  if (grad.defined())
+    grad.add_(g);
+  else
+    grad = g.to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+}
+
+torch::Tensor SplitBackward::input_grad(const torch::Tensor& output,
+                                        const torch::Tensor& grad_output,
+                                        const torch::Tensor& input,
+                                        const std::vector<torch::Tensor>& params) {
+  LOOM_CHECK(!input_done_, "a micro-batch's I twice");
+  input_done_ = true;
+  std::unordered_set<const void*> recorded;
+  for (const auto& u : uses) recorded.insert(u.weight.unsafeGetTensorImpl());
+  std::vector<torch::Tensor> wrt, own;
+  if (input.defined()) wrt.push_back(input);
+  for (const auto& p : params)
+    if (p.requires_grad() && !recorded.count(p.unsafeGetTensorImpl())) {
+      wrt.push_back(p);
+      own.push_back(p);
+    }
+  for (const auto& u : uses) wrt.push_back(u.y);
+  torch::Tensor dx;
+  if (!wrt.empty()) {
+    auto grads = torch::autograd::grad({output}, wrt, {grad_output}, /*retain_graph=*/false,
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+    size_t k = 0;
+    if (input.defined()) dx = grads[k++];
+    for (const auto& p : own) {
+      const torch::Tensor& g = grads[k++];
+      if (g.defined()) accumulate_grad(p, g);
+    }
+    dys_.assign(grads.begin() + static_cast<std::ptrdiff_t>(k), grads.end());
+  }
+  for (auto& u : uses) u.y = torch::Tensor();  // the outputs: I is done with them
+  return dx;
+}
+
+void SplitBackward::weight_grads() {
+  LOOM_CHECK(input_done_, "a micro-batch's W before its I");
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < uses.size(); ++k) {
+    const torch::Tensor& dy = dys_[k];
+    if (!dy.defined()) continue;  // the product did not reach the output
+    const LinearUse& u = uses[k];
+    const int64_t out = dy.size(-1), in = u.x.size(-1);
+    // dy^T x over every leading dimension: the call autograd makes for a linear's weight.
+    accumulate_grad(u.weight,
+                    dy.reshape({-1, out}).t().mm(u.x.reshape({-1, in}).to(dy.scalar_type())));
+  }
+  uses.clear();
+  dys_.clear();
+}
+
+int64_t SplitBackward::held_bytes() const {
+  std::unordered_set<const void*> seen;
+  int64_t n = 0;
+  for (const auto& u : uses)
+    if (seen.insert(u.x.storage().unsafeGetStorageImpl()).second) n += u.x.storage().nbytes();
+  for (const auto& dy : dys_) n += bytes_of(dy);
+  return n;
+}
+
+}  // namespace loom::model

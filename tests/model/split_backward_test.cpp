@@ -1,0 +1,110 @@
+// Zero-bubble's split backward (model/linear_uses.h): I then W gives the gradients of one
+// fused backward, for every model, with and without recomputation, on the first stage (token
+// input) and on a later one (an activation input whose gradient I returns).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <tuple>
+
+#include "loom/model/linear_uses.h"
+#include "loom/model/model.h"
+
+namespace {
+
+using loom::config::ModelKind;
+using loom::config::Recompute;
+using loom::model::Model;
+
+loom::config::ModelConfig tiny(ModelKind kind) {
+  loom::config::ModelConfig c;
+  c.kind = kind;
+  c.seq_len = 16;
+  c.width = 32;
+  c.layers = 2;
+  c.heads = 4;
+  if (kind == ModelKind::Llama) c.kv_heads = 2;
+  return c;
+}
+
+std::vector<torch::Tensor> params_of(const Model& m, size_t from) {
+  std::vector<torch::Tensor> out;
+  for (size_t b = from; b < m.blocks.size(); ++b)
+    for (const auto& p : m.blocks[b]->parameters()) out.push_back(p);
+  return out;
+}
+
+torch::Tensor run(Model& m, size_t from, torch::Tensor x) {
+  for (size_t b = from; b < m.blocks.size(); ++b) x = m.blocks[b]->forward(x);
+  return x;
+}
+
+class SplitBackward : public ::testing::TestWithParam<std::tuple<ModelKind, Recompute>> {};
+
+TEST_P(SplitBackward, EqualsTheFusedBackward) {
+  const auto [kind, recompute] = GetParam();
+  const bool text = kind == ModelKind::Gpt || kind == ModelKind::Llama;
+  Model fused = loom::model::build(tiny(kind), 7, {}, recompute);
+  Model split = loom::model::build(tiny(kind), 7, {}, recompute);
+  torch::manual_seed(3);
+  const int64_t b = 3;
+  torch::Tensor input = text ? torch::randint(0, 256, {b, 16}, torch::kLong)
+                             : torch::randn({b, 1, 28, 28});  // Fashion-MNIST images
+  torch::Tensor target =
+      text ? torch::randint(0, 256, {b, 16}, torch::kLong) : torch::randint(0, 10, {b});
+  // from = 0: the first stage (its input needs no gradient); from = 1: a later stage, fed the
+  // first block's output.
+  for (size_t from : {size_t(0), size_t(1)}) {
+    SCOPED_TRACE("stage from block " + std::to_string(from));
+    for (auto& p : params_of(fused, 0)) p.mutable_grad() = torch::Tensor();
+    for (auto& p : params_of(split, 0)) p.mutable_grad() = torch::Tensor();
+    torch::Tensor x_fused = input, x_split = input;
+    if (from == 1) {
+      torch::NoGradGuard no_grad;
+      x_fused = fused.blocks[0]->forward(input).detach().requires_grad_(true);
+      x_split = x_fused.detach().clone().requires_grad_(true);
+    }
+    Model::loss(run(fused, from, x_fused), target).backward();
+
+    loom::model::SplitBackward sb;
+    torch::Tensor out;
+    {
+      loom::model::RecordLinearUses record(&sb.uses);
+      out = run(split, from, x_split);
+    }
+    EXPECT_FALSE(sb.uses.empty());
+    torch::Tensor dx = sb.input_grad(Model::loss(out, target), torch::Tensor(),
+                                     from == 1 ? x_split : torch::Tensor(), params_of(split, from));
+    if (from == 1) EXPECT_TRUE(torch::equal(dx, x_fused.grad())) << "input gradient";
+    sb.weight_grads();
+
+    const auto want = params_of(fused, from), got = params_of(split, from);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(got[i].grad().defined()) << "parameter " << i << " has no gradient";
+      EXPECT_TRUE(torch::equal(got[i].grad(), want[i].grad()))
+          << "parameter " << i << " " << got[i].sizes() << ": max difference "
+          << (got[i].grad() - want[i].grad()).abs().max().item<double>();
+    }
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<ModelKind, Recompute>>& info) {
+  static const char* kinds[] = {"gpt", "mlp", "cnn", "llama"};  // ModelKind order
+  static const char* recompute[] = {"none", "selective", "full"};
+  return std::string(kinds[int(std::get<0>(info.param))]) + "_" +
+         recompute[int(std::get<1>(info.param))];
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, SplitBackward,
+                         ::testing::Combine(::testing::Values(ModelKind::Gpt, ModelKind::Llama),
+                                            ::testing::Values(Recompute::None, Recompute::Selective,
+                                                              Recompute::Full)),
+                         case_name);
+// Recomputation is for the transformers only.
+INSTANTIATE_TEST_SUITE_P(Classifiers, SplitBackward,
+                         ::testing::Combine(::testing::Values(ModelKind::Mlp, ModelKind::Cnn),
+                                            ::testing::Values(Recompute::None)),
+                         case_name);
+
+}  // namespace
