@@ -89,9 +89,12 @@ up() {
   ip netns add "$bridge_ns"
   ip -n "$bridge_ns" link add br0 type bridge
   ip -n "$bridge_ns" link set br0 up
-  # Every host resolves every other by name (ip netns exec binds /etc/netns/NS/hosts).
-  local names="127.0.0.1 localhost"$'\n'
-  for ((k = 0; k < n; k++)); do names+="$(addr "$k") $(host_ns "$k")"$'\n'; done
+  # Every host resolves every other by name and back (ip netns exec binds /etc/netns/NS/hosts
+  # over /etc/hosts); the mapped IPv6 form is how c10d's dual-stack store sees its clients.
+  local names="127.0.0.1 localhost"$'\n'"::1 localhost"$'\n'"::ffff:127.0.0.1 localhost"$'\n'
+  for ((k = 0; k < n; k++)); do
+    names+="$(addr "$k") $(host_ns "$k")"$'\n'"::ffff:$(addr "$k") $(host_ns "$k")"$'\n'
+  done
   for ((k = 0; k < n; k++)); do
     local ns
     ns=$(host_ns "$k")
