@@ -10,6 +10,8 @@
 #        hosts.sh down              remove every namespace of the bed and its processes
 #        hosts.sh status            hosts, addresses, shaping and bytes on each link
 #        hosts.sh exec K CMD ...    run CMD on host K, with hostname ${prefix}-hK (own UTS)
+#        hosts.sh rsh HOST CMD      Open MPI's rsh agent: run the command line CMD on HOST (a
+#                                   host's name or address), as ssh would: --mca plm_rsh_agent
 #        hosts.sh link K up|down    bring host K's link (the bridge side) up or down
 #        hosts.sh addr K            host K's address
 #        hosts.sh check             exit 0 if namespaces can be made here, else say why, exit 77
@@ -165,6 +167,18 @@ case $cmd in
     # Its own UTS namespace: gethostname() says which host a rank is on, as on real machines.
     # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
     exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
+    ;;
+  rsh)
+    [[ $# -ge 2 ]] || die "usage: hosts.sh rsh HOST CMD ..."
+    h=$1
+    shift
+    case $h in
+      "$prefix"-h[0-9]*) k=${h#"$prefix"-h} ;;
+      "$subnet".*) k=$((${h##*.} - 10)) ;;
+      *) die "rsh: $h is no host of this bed (prefix $prefix)" ;;
+    esac
+    # As ssh does: the words are one command line for a shell on the host.
+    exec "$0" exec "$k" sh -c "$*"
     ;;
   link)
     [[ $# -eq 2 && ($2 == up || $2 == down) ]] || die "usage: hosts.sh link K up|down"

@@ -33,10 +33,16 @@ struct NodeWatch::State {
   std::string key(const char* what, int node) const {
     return detail::concat("loom/nodes/", what, "/", node);
   }
-  std::string name_of(int node) {
-    const std::string k = key("host", node);
-    const std::string h = store->has(k) ? store->get(k) : "?";
-    return detail::concat("node ", node, " (", h, ", ", ranks_of(info.nproc, node), ")");
+  std::vector<std::string> hosts;  // by node, once known; guarded by m
+  // "node 1 (h1, ranks 2-3)"; the caller holds m.
+  std::string name_of(int node) const {
+    const std::string& h = hosts[node];
+    return detail::concat("node ", node, " (", h.empty() ? "?" : h, ", ",
+                          ranks_of(info.nproc, node), ")");
+  }
+  // Node 0, whose store is out of reach; the caller holds m.
+  std::string store_lost(const std::string& why) const {
+    return detail::concat(name_of(0), " unreachable: its store at ", info.master, " ", why);
   }
 
   void run() {
@@ -65,6 +71,17 @@ struct NodeWatch::State {
           std::lock_guard<std::mutex> l(m);
           done_posted = true;
         }
+        for (int j = 0; j < info.nnodes; ++j) {
+          bool known = false;
+          {
+            std::lock_guard<std::mutex> l(m);
+            known = !hosts[j].empty();
+          }
+          if (known || !store->has(key("host", j))) continue;
+          const std::string h = store->get(key("host", j));
+          std::lock_guard<std::mutex> l(m);
+          hosts[j] = h;
+        }
         std::string why;
         if (!posted && store->has("loom/nodes/failure")) why = store->get("loom/nodes/failure");
         for (int j = 0; j < info.nnodes; ++j) {
@@ -83,13 +100,13 @@ struct NodeWatch::State {
           }
           const auto quiet = b == 0 ? now - start : now - seen[j];
           if (quiet < (b == 0 ? info.join : info.liveness)) continue;
+          std::lock_guard<std::mutex> l(m);
           const std::string what = detail::concat(
               name_of(j), b == 0 ? " never joined" : " unreachable: no heartbeat for ",
               b == 0
                   ? ""
                   : std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()),
               b == 0 ? "" : " s");
-          std::lock_guard<std::mutex> l(m);
           gone[j] = true;
           gone_why[j] = what;
           if (failure.empty()) failure = what;
@@ -102,8 +119,7 @@ struct NodeWatch::State {
         std::string w = e.what();
         if (auto nl = w.find('\n'); nl != std::string::npos) w.resize(nl);
         std::lock_guard<std::mutex> l(m);
-        if (trouble.empty())
-          trouble = detail::concat("node 0's store at ", info.master, " unreachable: ", w);
+        if (trouble.empty()) trouble = store_lost("failed: " + w);
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -118,6 +134,8 @@ NodeWatch::NodeWatch(std::shared_ptr<comm::NodeStore> store, NodeInfo info)
   s_->gone.assign(s_->info.nnodes, false);
   s_->done.assign(s_->info.nnodes, false);
   s_->gone_why.assign(s_->info.nnodes, "");
+  s_->hosts.assign(s_->info.nnodes, "");
+  s_->hosts[s_->info.node_rank] = s_->info.host;
   s_->store->set(s_->key("host", s_->info.node_rank), s_->info.host);
   thread_ = std::thread([s = s_] { s->run(); });
 }
@@ -131,9 +149,8 @@ NodeWatch::~NodeWatch() {
 std::string NodeWatch::trouble() {
   std::lock_guard<std::mutex> l(s_->m);
   if (s_->trouble.empty() && Clock::now() - s_->last_round > s_->info.liveness)
-    s_->trouble =
-        detail::concat("node 0's store at ", s_->info.master, " unreachable: no answer for ",
-                       s_->info.liveness.count() / 1000, " s");
+    s_->trouble = s_->store_lost(
+        detail::concat("gave no answer for ", s_->info.liveness.count() / 1000, " s"));
   s_->trouble_told |= !s_->trouble.empty();
   return s_->trouble;
 }
