@@ -5,7 +5,9 @@
 #    within the timeout + 10 s; host 0 names host 1 and its ranks as unreachable, host 1 names
 #    host 0 (whose store it can no longer reach) and its ranks;
 #  - host 1 lost (every process in its namespace killed): host 0's ranks and launcher exit
-#    within the timeout + 10 s, naming host 1 and its ranks.
+#    within the timeout + 10 s, naming host 1 and its ranks;
+#  - rank 3 (on host 1) killed at step 3: both hosts stop at once, each naming rank 3 and its
+#    host (host 0's ranks fail on the broken connection, and host 0 names rank 3 as the cause); the usage errors of the multi-node flags are one line each, exit 2.
 # usage: faults_test.sh LOOM_BINARY HOSTS_SH
 set -u
 # shellcheck source=tests/hosts/hosts_lib.sh
@@ -69,6 +71,37 @@ if grep -q "node 1 ($h1, ranks 2-3) unreachable: no heartbeat for [0-9]* s" "$tm
 else
   fail "host 0 does not name host 1: $(tail -3 "$tmp/lost.0")"
 fi
+
+bash "$hosts_sh" up 2 >/dev/null || fail "up 2 again"
+LOOM_FAULT_RANK=3 LOOM_FAULT_STEP=3 LOOM_FAULT_KIND=kill run2x2 rank 29702 --pp 2 --dp 2 --steps 50
+t0=$(date +%s)
+wait_all
+took=$(($(date +%s) - t0))
+cp "$tmp/rank.0" "$tmp/stderr"
+if [[ $took -le $limit && ${rcs[0]} -ne 0 && ${rcs[1]} -eq 137 ]] && no_processes &&
+  grep -q "rank 3 on $h1 (pid [0-9]*) was killed by signal 9" "$tmp/rank.1" &&
+  grep -q "rank 3 on $h1 was killed by signal 9" "$tmp/rank.0"; then
+  ok "rank 3 killed: both hosts stopped in $took s; host 0 says: $(grep -m1 "^loom: rank" "$tmp/rank.0")"
+else
+  fail "rank killed on host 1: $took s, codes ${rcs[*]}; host 1: $(tail -2 "$tmp/rank.1")"
+fi
+
+one_line() {
+  local want=$1
+  shift
+  "$loom" launch "$@" -- true >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$? lines
+  lines=$(grep -c . "$tmp/stderr")
+  if [[ $rc -eq 2 && $lines -eq 1 ]] && grep -qF -- "$want" "$tmp/stderr"; then
+    ok "launch $*: $(cat "$tmp/stderr")"
+  else
+    fail "launch $*: rc=$rc, $lines lines, expected 2 and one line with '$want'"
+  fi
+}
+one_line "needs --node-rank K and --master-addr A" --nproc 2 --nnodes 2
+one_line "need --nnodes H > 1" --nproc 2 --node-rank 1
+one_line "--node-rank must be an integer in [0, 1]" --nproc 2 --nnodes 2 --node-rank 2 --master-addr "$master"
+one_line "use mpirun --host" --nproc 2 --nnodes 2 --node-rank 0 --master-addr "$master" --comm mpi
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

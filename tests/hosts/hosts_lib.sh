@@ -11,11 +11,13 @@ if ! why=$(bash "$hosts_sh" check); then
   exit 77
 fi
 tmp=$(mktemp -d)
+[[ -n ${KEEP_TMP:-} ]] && echo "tmp: $tmp"
 cleanup() {
   bash "$hosts_sh" down
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+[[ -n ${KEEP_TMP:-} ]] && trap 'bash "$hosts_sh" down' EXIT
 # shellcheck source=tests/cli/check_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/check_lib.sh"
 export python="${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python"

@@ -229,8 +229,14 @@ Outcome run_once(const Options& o) {
     }
     out.failed_rank = first_rank + r;
     out.why = describe_exit(status);
-    if (watch)
-      watch->post_failure(detail::concat("rank ", first_rank + r, " on ", host, " ", out.why));
+    // Across nodes, a rank here often fails because one elsewhere died at the same moment:
+    // both are named, whichever was first.
+    std::string also;
+    if (watch) {
+      watch->post_failure(detail::concat("rank ", first_rank + r, " on ", host,
+                                         WIFSIGNALED(status) ? " was " : " ", out.why));
+      also = watch->other_failures(std::chrono::seconds(1));
+    }
     // Killed by SIGTERM/SIGINT before it could stop cleanly: someone wants the job stopped.
     out.stopped =
         WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
@@ -240,9 +246,11 @@ Outcome run_once(const Options& o) {
                                                           running == 1 ? " rank" : " ranks")
                                          : "";
       const std::string on = multi ? " on " + host : "";
-      std::fprintf(stderr, "loom: rank %d%s (pid %d) %s%s\n", first_rank + r, on.c_str(),
+      const std::string after = also.empty() ? "" : " (also: " + also + ")";
+      std::fprintf(stderr, "loom: rank %d%s (pid %d) %s%s%s\n", first_rank + r, on.c_str(),
                    static_cast<int>(pid),
-                   (WIFSIGNALED(status) ? "was " + out.why : out.why).c_str(), others.c_str());
+                   (WIFSIGNALED(status) ? "was " + out.why : out.why).c_str(), after.c_str(),
+                   others.c_str());
     }
     stop_all(SIGTERM, o.grace_s);
   }

@@ -16,105 +16,119 @@ std::string ranks_of(int nproc, int node) {
   return a == b ? detail::concat("rank ", a) : detail::concat("ranks ", a, "-", b);
 }
 
+// Keys, under loom/nodes/: beat/K (node K's counter), host/K, done/K (its ranks' exit code),
+// failures (how many were posted) and failure/I (the I-th, from 1).
 struct NodeWatch::State {
   std::shared_ptr<comm::NodeStore> store;
   NodeInfo info;
-  std::mutex m;
-  std::string trouble;                // guarded by m
-  std::string failure;                // to post; guarded by m
-  int done_code = -1;                 // to post; guarded by m
-  bool done_posted = false;           // guarded by m
-  bool trouble_told = false;          // trouble() returned it; guarded by m
-  std::vector<bool> gone, done;       // per node; guarded by m
-  std::vector<std::string> gone_why;  // guarded by m
   Clock::time_point last_round = Clock::now();
   std::atomic<bool> quit{false};
+  // Everything below is guarded by m.
+  std::mutex m;
+  std::string trouble;
+  bool trouble_told = false;          // trouble() returned it
+  std::string to_post;                // this node's failure, until posted
+  int64_t own = -1;                   // the index this node's failure got
+  std::vector<std::string> failures;  // every one posted, in order
+  int done_code = -1;                 // to post
+  bool done_posted = false;
+  std::vector<bool> gone, done;  // per node
+  std::vector<std::string> gone_why, hosts;
+  int64_t rounds = 0;  // completed
 
-  std::string key(const char* what, int node) const {
-    return detail::concat("loom/nodes/", what, "/", node);
+  static std::string key(const char* what, int64_t i) {
+    return detail::concat("loom/nodes/", what, "/", i);
   }
-  std::vector<std::string> hosts;  // by node, once known; guarded by m
-  // "node 1 (h1, ranks 2-3)"; the caller holds m.
+  // "node 1 (h1, ranks 2-3)".
   std::string name_of(int node) const {
     const std::string& h = hosts[node];
     return detail::concat("node ", node, " (", h.empty() ? "?" : h, ", ",
                           ranks_of(info.nproc, node), ")");
   }
-  // Node 0, whose store is out of reach; the caller holds m.
+  // Node 0, whose store is out of reach.
   std::string store_lost(const std::string& why) const {
     return detail::concat(name_of(0), " unreachable: its store at ", info.master, " ", why);
   }
 
-  void run() {
+  // One round of store calls; throws when the store is out of reach.
+  void round(std::vector<int64_t>& beats, std::vector<Clock::time_point>& seen,
+             Clock::time_point start) {
     const int me = info.node_rank;
+    store->add(key("beat", me), 1);
+    std::string post;
+    int code = -1;
+    {
+      std::lock_guard<std::mutex> l(m);
+      post = own < 0 ? to_post : "";
+      code = done_posted ? -1 : done_code;
+    }
+    if (!post.empty()) {
+      const int64_t i = store->add("loom/nodes/failures", 1);
+      store->set(key("failure", i), post);
+      std::lock_guard<std::mutex> l(m);
+      own = i;
+    }
+    if (code >= 0) {
+      store->set(key("done", me), std::to_string(code));
+      std::lock_guard<std::mutex> l(m);
+      done_posted = true;
+    }
+    for (int j = 0; j < info.nnodes; ++j) {
+      {
+        std::lock_guard<std::mutex> l(m);
+        if (!hosts[j].empty()) continue;
+      }
+      if (!store->has(key("host", j))) continue;
+      const std::string h = store->get(key("host", j));
+      std::lock_guard<std::mutex> l(m);
+      hosts[j] = h;
+    }
+    // New failures, in order; one whose text is not there yet waits for the next round.
+    const int64_t posted = store->add("loom/nodes/failures", 0);
+    for (int64_t i = static_cast<int64_t>(failures.size()) + 1; i <= posted; ++i) {
+      if (!store->has(key("failure", i))) break;
+      const std::string f = store->get(key("failure", i));
+      std::lock_guard<std::mutex> l(m);
+      failures.push_back(f);
+    }
+    for (int j = 0; j < info.nnodes; ++j) {
+      if (j == me || gone[j] || done[j]) continue;
+      if (store->has(key("done", j))) {
+        std::lock_guard<std::mutex> l(m);
+        done[j] = true;
+        continue;
+      }
+      const int64_t b = store->add(key("beat", j), 0);
+      const auto now = Clock::now();
+      if (b != beats[j]) {
+        beats[j] = b;
+        seen[j] = now;
+        continue;
+      }
+      const auto quiet = now - (b == 0 ? start : seen[j]);
+      if (quiet < (b == 0 ? info.join : info.liveness)) continue;
+      const auto s = std::chrono::duration_cast<std::chrono::seconds>(quiet).count();
+      std::lock_guard<std::mutex> l(m);
+      gone[j] = true;
+      gone_why[j] = b == 0 ? detail::concat(name_of(j), " never joined in ", s, " s")
+                           : detail::concat(name_of(j), " unreachable: no heartbeat for ", s, " s");
+      if (to_post.empty()) to_post = gone_why[j];
+      if (trouble.empty()) trouble = gone_why[j];
+    }
+    std::lock_guard<std::mutex> l(m);
+    // Another node's failure stops this node, unless this node failed first by itself.
+    if (trouble.empty() && to_post.empty() && !failures.empty()) trouble = failures.front();
+    last_round = Clock::now();
+    ++rounds;
+  }
+
+  void run() {
     std::vector<int64_t> beats(info.nnodes, 0);
     std::vector<Clock::time_point> seen(info.nnodes, Clock::now());
     const auto start = Clock::now();
-    bool posted = false;
     while (!quit) {
       try {
-        store->add(key("beat", me), 1);
-        std::string fail;
-        int code = -1;
-        {
-          std::lock_guard<std::mutex> l(m);
-          fail = posted ? "" : failure;
-          code = done_posted ? -1 : done_code;
-        }
-        // The first failure wins; the others would only repeat what it caused.
-        if (!fail.empty()) {
-          if (store->add("loom/nodes/failures", 1) == 1) store->set("loom/nodes/failure", fail);
-          posted = true;
-        }
-        if (code >= 0) {
-          store->set(key("done", me), std::to_string(code));
-          std::lock_guard<std::mutex> l(m);
-          done_posted = true;
-        }
-        for (int j = 0; j < info.nnodes; ++j) {
-          bool known = false;
-          {
-            std::lock_guard<std::mutex> l(m);
-            known = !hosts[j].empty();
-          }
-          if (known || !store->has(key("host", j))) continue;
-          const std::string h = store->get(key("host", j));
-          std::lock_guard<std::mutex> l(m);
-          hosts[j] = h;
-        }
-        std::string why;
-        if (!posted && store->has("loom/nodes/failure")) why = store->get("loom/nodes/failure");
-        for (int j = 0; j < info.nnodes; ++j) {
-          if (j == me || gone[j] || done[j]) continue;
-          if (store->has(key("done", j))) {
-            std::lock_guard<std::mutex> l(m);
-            done[j] = true;
-            continue;
-          }
-          const int64_t b = store->add(key("beat", j), 0);
-          const auto now = Clock::now();
-          if (b != beats[j]) {
-            beats[j] = b;
-            seen[j] = now;
-            continue;
-          }
-          const auto quiet = b == 0 ? now - start : now - seen[j];
-          if (quiet < (b == 0 ? info.join : info.liveness)) continue;
-          std::lock_guard<std::mutex> l(m);
-          const std::string what = detail::concat(
-              name_of(j), b == 0 ? " never joined" : " unreachable: no heartbeat for ",
-              b == 0
-                  ? ""
-                  : std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()),
-              b == 0 ? "" : " s");
-          gone[j] = true;
-          gone_why[j] = what;
-          if (failure.empty()) failure = what;
-          if (why.empty()) why = what;
-        }
-        std::lock_guard<std::mutex> l(m);
-        if (trouble.empty() && !why.empty()) trouble = why;
-        last_round = Clock::now();
+        round(beats, seen, start);
       } catch (const std::exception& e) {
         std::string w = e.what();
         if (auto nl = w.find('\n'); nl != std::string::npos) w.resize(nl);
@@ -131,12 +145,13 @@ NodeWatch::NodeWatch(std::shared_ptr<comm::NodeStore> store, NodeInfo info)
     : s_(std::make_shared<State>()) {
   s_->store = std::move(store);
   s_->info = std::move(info);
-  s_->gone.assign(s_->info.nnodes, false);
-  s_->done.assign(s_->info.nnodes, false);
-  s_->gone_why.assign(s_->info.nnodes, "");
-  s_->hosts.assign(s_->info.nnodes, "");
+  const int n = s_->info.nnodes;
+  s_->gone.assign(n, false);
+  s_->done.assign(n, false);
+  s_->gone_why.assign(n, "");
+  s_->hosts.assign(n, "");
   s_->hosts[s_->info.node_rank] = s_->info.host;
-  s_->store->set(s_->key("host", s_->info.node_rank), s_->info.host);
+  s_->store->set(State::key("host", s_->info.node_rank), s_->info.host);
   thread_ = std::thread([s = s_] { s->run(); });
 }
 
@@ -157,7 +172,19 @@ std::string NodeWatch::trouble() {
 
 void NodeWatch::post_failure(const std::string& what) {
   std::lock_guard<std::mutex> l(s_->m);
-  if (s_->failure.empty()) s_->failure = what;
+  if (s_->to_post.empty()) s_->to_post = what;
+}
+
+std::string NodeWatch::other_failures(std::chrono::milliseconds wait) {
+  // A few rounds: the other nodes post within one of theirs after their rank fails.
+  const auto deadline = Clock::now() + wait;
+  while (Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::lock_guard<std::mutex> l(s_->m);
+  std::string out;
+  for (size_t i = 0; i < s_->failures.size(); ++i)
+    if (static_cast<int64_t>(i) + 1 != s_->own && s_->failures[i] != s_->to_post)
+      out += (out.empty() ? "" : "; ") + s_->failures[i];
+  return out;
 }
 
 void NodeWatch::finish(int code) {
@@ -169,7 +196,7 @@ void NodeWatch::finish(int code) {
   while (Clock::now() < deadline) {
     {
       std::lock_guard<std::mutex> l(s_->m);
-      if (!s_->trouble.empty() && s_->trouble.find("store") != std::string::npos) return;
+      if (!s_->trouble.empty() && s_->trouble.find("its store") != std::string::npos) return;
       bool all = s_->done_posted;
       // Node 0 keeps the store up until every node is done or gone.
       if (s_->info.node_rank == 0)

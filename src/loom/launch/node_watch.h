@@ -1,9 +1,9 @@
 #pragma once
 // The launchers of a multi-node job (`loom launch --nnodes H`) watch one another through the
-// store node 0 hosts: each beats a counter every quarter second, the first failure of any
-// rank is posted for all, and a node that stops beating (host lost, link cut) or a store out
-// of reach is named. The store is used from a thread of its own, so that a call stuck on a
-// dead link never holds up the launcher's watch of its ranks.
+// store node 0 hosts: each beats a counter every quarter second, every node's first failure
+// is posted for all (the first of them stops the others), and a node that stops beating (host
+// lost, link cut) or a store out of reach is named. The store is used from a thread of its own, so
+// that a call stuck on a dead link never holds up the launcher's watch of its ranks.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -34,6 +34,9 @@ class NodeWatch {
   std::string trouble();
   // A failure here (one line, "rank 2 on h1 exited with code 1"), posted for the other nodes.
   void post_failure(const std::string& what);
+  // The failures other nodes posted ("; "-joined, "" for none), after waiting `wait` for them:
+  // a rank here that fails on a broken connection is named beside the one that broke it.
+  std::string other_failures(std::chrono::milliseconds wait);
   // After this node's ranks exited: tells the others; node 0 (which hosts the store) then
   // waits until every node is done or gone, and names the nodes gone.
   void finish(int code);
