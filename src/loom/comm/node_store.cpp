@@ -26,9 +26,13 @@ NodeStore::NodeStore(const std::string& host, int port, bool server,
   } catch (const std::exception& e) {
     std::string m = e.what();
     if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
-    throw Error(
-        detail::concat(server ? "cannot host the store on port " : "cannot reach the store at ",
-                       server ? "" : host + ":", port, ": ", m));
+    while (!m.empty() && (m.back() == '.' || m.back() == ' ')) m.pop_back();
+    if (server)
+      throw Error(detail::concat("cannot host the store on port ", port, ": ", m,
+                                 "; pick a free one with --master-port"));
+    throw Error(detail::concat("cannot reach node 0's store at ", host, ":", port, ": ", m,
+                               "; start node 0's launcher there, or check --master-addr, "
+                               "--master-port and the network"));
   }
 }
 
