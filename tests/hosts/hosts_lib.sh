@@ -2,7 +2,8 @@
 # Sourced by the hosts tests: usage `source hosts_lib.sh LOOM_BINARY HOSTS_SH`. Skips the test
 # (exit 77) where network namespaces cannot be made; otherwise makes $tmp and a bed prefix of
 # this test's own (so a bed someone made by hand is never touched), and on any exit removes
-# the bed and $tmp. ok/fail/passes/fails come from tests/cli/check_lib.sh.
+# the bed and $tmp (KEEP_TMP=1 keeps $tmp, the runs' outputs, and prints where it is).
+# ok/fail/passes/fails come from tests/cli/check_lib.sh.
 loom=$1
 hosts_sh=$2
 export LOOM_HOSTS_PREFIX="loomt$$"
