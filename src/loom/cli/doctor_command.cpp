@@ -5,6 +5,10 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +19,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/comm/c10d_backend.h"
+#include "loom/comm/node_store.h"
 #include "loom/comm/world.h"
 #include "loom/flags/flags.h"
 
@@ -57,6 +62,24 @@ double matmul_gflops(int n) {
     el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   return 2.0 * n * n * n * reps / el / 1e9;
+}
+
+// "loom-h0 (10.77.0.10 on eth0)": the name a rank reports for placement (LOOM_HOST or the
+// hostname) and the IPv4 addresses other hosts may reach it at.
+std::string host() {
+  std::string out = comm::host_name(), addrs;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+      char buf[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+      if (std::string(buf).rfind("127.", 0) == 0) continue;
+      addrs += (addrs.empty() ? "" : ", ") + std::string(buf) + " on " + i->ifa_name;
+    }
+    ::freeifaddrs(list);
+  }
+  return out + " (" + (addrs.empty() ? "loopback only" : addrs) + ")";
 }
 
 // "2 GPUs: NVIDIA H200 (139 GiB), ..." or why there are none.
@@ -106,6 +129,7 @@ int doctor_command(const std::vector<std::string>& args) {
   std::cout << "loom doctor\n"
             << "  libtorch            " << TORCH_VERSION
             << (LOOM_HAVE_CUDA ? " (CUDA compiled in)" : " (CPU-only build)") << "\n"
+            << "  host                " << host() << "\n"
             << "  GPUs                " << gpus() << "\n"
             << "  backends            " << backends() << "\n"
             << "  MPI                 " << mpi << "\n"

@@ -1,6 +1,7 @@
 // loom launch: a small torchrun. Starts N ranks of any command on this machine with RANK,
 // LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set and a c10d store to meet at; the tests
-// run their multi-rank binaries through it for the gloo backend.
+// run their multi-rank binaries through it for the gloo backend. With --nnodes H, one launcher
+// runs on each of H machines (docs/multi-host.md).
 #include <iostream>
 
 #include "loom/cli/commands.h"
@@ -13,22 +14,38 @@ namespace {
 
 const char* kLaunchHelp =
     R"(usage: loom launch --nproc N [--comm gloo|nccl|mpi] [--] COMMAND [ARGS ...]
+       loom launch --nproc N --nnodes H --node-rank K --master-addr A [--master-port P]
+                   [--comm gloo|nccl] [--] COMMAND [ARGS ...]
 
 Starts N ranks of COMMAND on this machine, each with the torchrun environment (RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and LOOM_COMM set to the
 backend (default gloo), and a c10d store hosted by this process for them to meet at. When a
 rank fails, the others are stopped and the exit code is that rank's (128 + signal if killed).
 
+Across H machines, run one launcher on each: node K's ranks are RANK = K * N + LOCAL_RANK of
+WORLD_SIZE = H * N. Node 0's launcher hosts the store on A:P (default port 29500), which must
+be an address of node 0 that every node reaches; the launchers watch one another through it,
+so that a failed rank, or a node that stops answering for half the communication timeout (at
+most 30 s; LOOM_COMM_TIMEOUT_S), stops every node with one line naming the rank or host.
+Gloo uses the address on the route to A (GLOO_SOCKET_IFNAME=IF picks an interface instead).
+
 examples:
   loom launch --nproc 4 -- build/bin/loom train --config configs/gpt-fortunes.toml
   loom launch --nproc 2 build/tests/comm/comm_test
+  loom launch --nproc 2 --nnodes 2 --node-rank 0 --master-addr 10.77.0.10 -- loom train ...
 )";
 
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
   // Flags end at "--" or at the first word that is no flag's value: the command to run.
-  flags::Spec spec{"launch", {{"nproc", "2"}, {"comm", "gloo"}}};
+  flags::Spec spec{"launch",
+                   {{"nproc", "2"},
+                    {"comm", "gloo"},
+                    {"nnodes", "2"},
+                    {"node-rank", "0"},
+                    {"master-addr", "10.0.0.1"},
+                    {"master-port", "29500"}}};
   spec.stop_at_word = true;
   const flags::Parsed a = flags::parse(args, spec);
   if (a.help) {
@@ -41,6 +58,23 @@ int launch_command(const std::vector<std::string>& args) {
   o.nproc = flags::to_int("nproc", a.get("nproc"), 1, 4096);
   if (a.has("comm")) o.comm = comm::parse_backend(a.get("comm"));
   o.command = a.rest;
+  o.nnodes = flags::to_int("nnodes", a.get("nnodes", "1"), 1, 4096);
+  const bool node_flags = a.has("node-rank") || a.has("master-addr") || a.has("master-port");
+  if (o.nnodes == 1 && node_flags)
+    LOOM_USAGE("--node-rank, --master-addr and --master-port need --nnodes H > 1; drop them");
+  if (o.nnodes > 1) {
+    if (!a.has("node-rank") || !a.has("master-addr"))
+      LOOM_USAGE("loom launch --nnodes ", o.nnodes,
+                 " needs --node-rank K and --master-addr A (node 0's address, the same on "
+                 "every node)");
+    if (o.comm == comm::BackendKind::Mpi)
+      LOOM_USAGE(
+          "--nnodes starts c10d ranks; for --comm mpi across machines use mpirun "
+          "--host (docs/multi-host.md)");
+    o.node_rank = flags::to_int("node-rank", a.get("node-rank"), 0, o.nnodes - 1);
+    o.master_addr = a.get("master-addr");
+    o.master_port = flags::to_int("master-port", a.get("master-port", "29500"), 1, 65535);
+  }
   return launch::run_local(o);
 }
 

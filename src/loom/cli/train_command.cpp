@@ -19,6 +19,7 @@
 #include "loom/flags/flags.h"
 #include "loom/launch/launcher.h"
 #include "loom/launch/mpirun.h"
+#include "loom/launch/placement.h"
 #include "loom/model/compute.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/memory_estimate.h"
@@ -265,13 +266,14 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   comm::Backend& w = comm::world();
   // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
   config::Config cfg;
+  train::Resolved mesh;
   try {
     if (!problem.empty()) throw UsageError(problem);
     cfg = load(a);
     if (a.has("nproc") && flags::to_int("nproc", a.get("nproc"), 1, 4096) != w.size())
       LOOM_USAGE("--nproc ", a.get("nproc"), " but the launcher started ", w.size(),
                  " ranks; drop --nproc when launching with mpirun or torchrun");
-    train::preflight(cfg, w.size(), w.rank() == 0);
+    mesh = train::preflight(cfg, w.size(), w.rank() == 0);
   } catch (const UsageError& e) {
     problem = e.what();
   }
@@ -281,6 +283,12 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (bad == w.rank()) std::fprintf(stderr, "loom: error: %s\n", problem.c_str());
     comm::finalize();
     return 2;
+  }
+  // Across hosts, rank 0 says which rank sits where (one line; none on a single host).
+  if (w.size() > 1) {
+    const auto hosts = launch::gather_hosts(w);
+    const std::string line = launch::placement_line(hosts, mesh.dp, mesh.pp, mesh.tp);
+    if (w.rank() == 0 && !line.empty()) std::fprintf(stderr, "loom: %s\n", line.c_str());
   }
   train::TrainResult res;
   {

@@ -5,17 +5,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "loom/comm/c10d_backend.h"
+#include "loom/comm/node_store.h"
 #include "loom/common/error.h"
+#include "loom/launch/node_watch.h"
 
 namespace loom::launch {
 namespace {
@@ -32,16 +36,16 @@ struct Rank {
   bool running = false;
 };
 
-// The environment of rank `rank`: this process's, plus the torchrun variables.
+// The environment of local rank `rank`: this process's, plus the torchrun variables.
 std::vector<std::string> rank_env(const Options& o, int rank, int port) {
   const std::string n = std::to_string(o.nproc), r = std::to_string(rank);
   std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK", r},
+      {"RANK", std::to_string(o.node_rank * o.nproc + rank)},
       {"LOCAL_RANK", r},
-      {"WORLD_SIZE", n},
+      {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc)},
       {"LOCAL_WORLD_SIZE", n},
-      {"GROUP_RANK", "0"},
-      {"MASTER_ADDR", "127.0.0.1"},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"MASTER_ADDR", o.nnodes > 1 ? o.master_addr : "127.0.0.1"},
       {"MASTER_PORT", std::to_string(port)},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(o.attempt)},
@@ -106,6 +110,12 @@ int exit_code(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+// How long a node may stay silent: half the communication timeout, at most 30 s, so that a
+// lost node is named before its peers' operations time out.
+std::chrono::milliseconds liveness() {
+  return std::min(comm::default_timeout() / 2, std::chrono::milliseconds(30000));
+}
+
 }  // namespace
 
 int run_local(const Options& o) {
@@ -114,7 +124,22 @@ int run_local(const Options& o) {
 
 Outcome run_once(const Options& o) {
   LOOM_CHECK(o.nproc >= 1 && !o.command.empty(), "launch needs ranks and a command");
-  comm::StoreServer store;
+  LOOM_CHECK(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes, "bad node rank");
+  const bool multi = o.nnodes > 1;
+  std::unique_ptr<comm::StoreServer> local_store;
+  std::shared_ptr<comm::NodeStore> node_store;
+  std::unique_ptr<NodeWatch> watch;
+  const std::string host = comm::host_name();
+  int port = 0;
+  if (multi) {
+    // The other nodes may start later: they get the whole communication timeout to come up.
+    node_store = std::make_shared<comm::NodeStore>(o.master_addr, o.master_port, o.node_rank == 0,
+                                                   comm::default_timeout());
+    port = node_store->port();
+  } else {
+    local_store = std::make_unique<comm::StoreServer>();
+    port = local_store->port();
+  }
   g_signal = 0;
   g_signals = 0;
   struct sigaction sa = {};
@@ -124,7 +149,20 @@ Outcome run_once(const Options& o) {
   ::sigaction(SIGTERM, &sa, &old_term);
 
   std::vector<Rank> ranks(o.nproc);
-  for (int r = 0; r < o.nproc; ++r) ranks[r] = {spawn(o, r, store.port()), true};
+  for (int r = 0; r < o.nproc; ++r) ranks[r] = {spawn(o, r, port), true};
+  if (multi) {
+    NodeInfo ni;
+    ni.nnodes = o.nnodes;
+    ni.node_rank = o.node_rank;
+    ni.nproc = o.nproc;
+    ni.host = host;
+    ni.master = detail::concat(o.master_addr, ":", o.master_port);
+    ni.liveness = liveness();
+    ni.join = comm::default_timeout();
+    watch = std::make_unique<NodeWatch>(node_store, ni);
+  }
+  const int first_rank = o.node_rank * o.nproc;
+  auto poll_at = std::chrono::steady_clock::now();
   int running = o.nproc;
   Outcome out;
   bool stopping = false;
@@ -159,6 +197,16 @@ Outcome run_once(const Options& o) {
       forwarded = g_signals;
     }
     if (std::chrono::steady_clock::now() >= kill_at) signal_all(SIGKILL);
+    // Another node failed or went silent: this node's ranks stop too, saying why.
+    if (watch && !stopping && std::chrono::steady_clock::now() >= poll_at) {
+      poll_at += std::chrono::milliseconds(100);
+      if (const std::string why = watch->trouble(); !why.empty()) {
+        std::fprintf(stderr, "loom: %s; stopping %s on %s\n", why.c_str(),
+                     ranks_of(o.nproc, o.node_rank).c_str(), host.c_str());
+        if (out.failed_rank < 0) out.why = why;
+        stop_all(SIGTERM, o.grace_s);
+      }
+    }
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) {
@@ -179,8 +227,16 @@ Outcome run_once(const Options& o) {
       stop_all(0, o.stop_grace_s);
       continue;
     }
-    out.failed_rank = r;
+    out.failed_rank = first_rank + r;
     out.why = describe_exit(status);
+    // Across nodes, a rank here often fails because one elsewhere died at the same moment:
+    // both are named, whichever was first.
+    std::string also;
+    if (watch) {
+      watch->post_failure(detail::concat("rank ", first_rank + r, " on ", host,
+                                         WIFSIGNALED(status) ? " was " : " ", out.why));
+      also = watch->other_failures(std::chrono::seconds(1));
+    }
     // Killed by SIGTERM/SIGINT before it could stop cleanly: someone wants the job stopped.
     out.stopped =
         WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
@@ -189,11 +245,16 @@ Outcome run_once(const Options& o) {
       const std::string others = running ? detail::concat("; stopping the other ", running,
                                                           running == 1 ? " rank" : " ranks")
                                          : "";
-      std::fprintf(stderr, "loom: rank %d (pid %d) %s%s\n", r, static_cast<int>(pid),
-                   (WIFSIGNALED(status) ? "was " + out.why : out.why).c_str(), others.c_str());
+      const std::string on = multi ? " on " + host : "";
+      const std::string after = also.empty() ? "" : " (also: " + also + ")";
+      std::fprintf(stderr, "loom: rank %d%s (pid %d) %s%s%s\n", first_rank + r, on.c_str(),
+                   static_cast<int>(pid),
+                   (WIFSIGNALED(status) ? "was " + out.why : out.why).c_str(), after.c_str(),
+                   others.c_str());
     }
     stop_all(SIGTERM, o.grace_s);
   }
+  if (watch) watch->finish(out.code);
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   if (first && out.code != 0) out.code = 128 + first;  // as a shell reports it, even if killed

@@ -2,7 +2,9 @@
 // The built-in launcher: starts N ranks of a command on this machine with the torchrun
 // environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
 // a rendezvous store hosted here, as torchrun's agent does, and watches them: a rank that
-// fails brings the others down, with one line naming it.
+// fails brings the others down, with one line naming it. With nnodes > 1 it is one of H such
+// launchers, one per machine: node 0's hosts the store on master_addr:master_port, and a
+// failure on any node, or a node gone silent, stops every node (node_watch.h).
 #include <string>
 #include <vector>
 
@@ -11,7 +13,11 @@
 namespace loom::launch {
 
 struct Options {
-  int nproc = 1;
+  int nproc = 1;  // ranks on this node
+  int nnodes = 1;
+  int node_rank = 0;        // this node's ranks are node_rank * nproc + 0 .. nproc - 1
+  std::string master_addr;  // nnodes > 1: node 0's address, where the store is
+  int master_port = 0;
   std::vector<std::string> command;  // argv; command[0] is found on PATH unless it has a '/'
   comm::BackendKind comm = comm::BackendKind::Gloo;  // passed to the ranks as LOOM_COMM
   int grace_s = 10;  // after a failure: seconds between SIGTERM and SIGKILL to the others

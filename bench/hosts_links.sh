@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Slim-DP vs all-reduce vs quantized all-reduce over a REAL shaped link (docs/multi-host.md):
+# two hosts of the namespace test bed (scripts/hosts.sh), one rank on each (dp 2 across the
+# link), the link shaped to RATE by tbf in both directions. For each mode: the bytes loom
+# counts (dp_bytes_per_step x steps x 2 ranks, from metrics.jsonl) beside the bytes the kernel
+# counted leaving both hosts' eth0 (/sys/class/net/eth0/statistics/tx_bytes: TCP/IP headers,
+# the store's rendezvous and the launchers' heartbeats included), the step time beside the
+# simulator's prediction (`loom simulate` with clusters/this-machine.toml made into a cluster of
+# one-device nodes whose network is RATE; all-reduce and ZeRO only: it has no model of Slim-DP
+# or quantization), the wall time and the loss.
+# Needs root. usage: bench/hosts_links.sh [BUILD_DIR] [RATE|none] [STEPS]   (a markdown table)
+set -euo pipefail
+build=${1:-build}
+rate=${2:-100mbit}
+steps=${3:-20}
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 LOOM_HOSTS_PREFIX=loomb
+hosts=scripts/hosts.sh
+loom=$PWD/$build/bin/loom
+tmp=$(mktemp -d)
+trap 'bash "$hosts" down; rm -rf "$tmp"' EXIT
+if [[ $rate == none ]]; then bash "$hosts" up 2 >&2; else bash "$hosts" up 2 --rate "$rate" >&2; fi
+
+# A GPT of 0.87M parameters (3.5 MB of fp32 gradients a step) on synthetic tokens, of the
+# block shapes clusters/this-machine.toml holds measured times for.
+cfg="$tmp/gpt.toml"
+cat >"$cfg" <<TOML
+[model]
+kind = "gpt"
+width = 128
+layers = 4
+heads = 4
+seq_len = 64
+[data]
+kind = "synthetic"
+synthetic_size = 2048
+[train]
+steps = $steps
+global_batch = 16
+eval_batches = 4
+seed = 1234
+[output]
+progress = false
+TOML
+
+# The cluster the simulator predicts with: this machine's measured blocks, one rank a node,
+# the nodes joined by RATE (unshaped: the file's own network, loom's loopback measurement).
+cluster="$tmp/cluster.toml"
+python3 - "$rate" clusters/this-machine.toml "$cluster" <<'PY'
+import re, sys
+rate, src, dst = sys.argv[1:]
+s = open(src).read().replace("devices = 2", "devices = 1").replace("shared = true", "shared = false")
+m = re.fullmatch(r"(\d+)(k|m|g)bit", rate)
+if m:
+    gbs = int(m[1]) * {"k": 1e3, "m": 1e6, "g": 1e9}[m[2]] / 8 / 1e9
+    s = re.sub(r"\[inter\]\nbandwidth_gbs = [0-9.e+-]+", f"[inter]\nbandwidth_gbs = {gbs}", s)
+open(dst, "w").write(s)
+PY
+
+tx() { bash "$hosts" exec "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
+declare -A modes=(
+  [allreduce]="--dp-mode allreduce"
+  [slim-c0.2-e0.1]="--dp-mode slim --slim.core 0.2 --slim.explore 0.1"
+  [quant-8bit]="--dp-mode quant --quant.bits 8"
+  [zero1]="--dp-mode zero1"
+  [zero2]="--dp-mode zero2"
+  [zero3]="--dp-mode zero3"
+)
+# MODES="allreduce zero1" runs those only.
+read -ra order <<<"${MODES:-allreduce slim-c0.2-e0.1 quant-8bit zero3}"
+echo "| mode ($rate link, $steps steps, dp 2 across 2 hosts) | loom bytes | kernel bytes | kernel / loom | step s | predicted step s | wall s | eval loss |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+port=29800
+for name in "${order[@]}"; do
+  port=$((port + 1))
+  before=$(($(tx 0) + $(tx 1)))
+  t0=$(date +%s.%N)
+  for k in 0 1; do
+    # shellcheck disable=SC2086 # the mode's flags are words
+    bash "$hosts" exec "$k" "$loom" launch --nproc 1 --nnodes 2 --node-rank "$k" \
+      --master-addr 10.77.0.10 --master-port "$port" -- "$loom" train --config "$cfg" \
+      --dp 2 ${modes[$name]} --output.dir "$tmp/$name" >"$tmp/$name.$k.log" 2>&1 &
+  done
+  wait
+  t1=$(date +%s.%N)
+  after=$(($(tx 0) + $(tx 1)))
+  predicted=n/a
+  if [[ $name == allreduce || $name == zero* ]]; then
+    predicted=$("$loom" simulate --from-config "$cfg" --cluster "$cluster" --gpus 2 --dp 2 \
+      --dp-mode "$name" --json | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_s"])')
+  fi
+  python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" <<'PY'
+import json, sys
+path, name, kernel, t0, t1, steps, predicted = sys.argv[1:]
+summary = [json.loads(l) for l in open(path) if '"summary"' in l][-1]
+loom = summary["dp_bytes_per_step"] * int(steps) * 2
+print(f"| {name} | {loom:,} | {int(kernel):,} | {int(kernel) / loom:.3f} | "
+      f"{summary['step_s']:.3f} | {predicted} | {float(t1) - float(t0):.1f} | {summary.get('eval_loss', float('nan')):.4f} |")
+PY
+done

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# 2 hosts x 2 ranks over the test bed's network = one process on the same global batch: with
+# pp 2 x dp 2 the dp groups sit inside a host and the pipeline's activations cross the link.
+# Breadth-first (pp 2 x loops 2) and ZeRO-3 each end within 1e-4 (relative, per tensor) of the
+# single-process run's parameters, as the CLI's other layout-equivalence checks do.
+# usage: equivalence_test.sh LOOM_BINARY HOSTS_SH
+set -u
+# shellcheck source=tests/hosts/hosts_lib.sh
+source "$(dirname "$0")/hosts_lib.sh"
+bash "$hosts_sh" up 2 >/dev/null || fail "up 2"
+export LOOM_COMM_TIMEOUT_S=60
+
+run() { "$@" >"$tmp/stdout" 2>"$tmp/stderr"; }
+run "$loom" train --config "$cfg" --model.layers 4 --output.dir "$tmp/one" || fail "one process"
+run "$loom" checkpoint convert "$tmp/one/checkpoint" --out "$tmp/one.c" || fail "convert one"
+
+port=29600
+check() {
+  local name=$1 want=$2
+  shift 2
+  port=$((port + 1))
+  run2x2 "$name" "$port" --model.layers 4 --pp 2 --dp 2 "$@"
+  wait_all
+  cp "$tmp/$name.0" "$tmp/stderr"
+  if [[ ${rcs[0]} -ne 0 || ${rcs[1]} -ne 0 ]]; then
+    fail "$name: launchers exited ${rcs[*]}; node 1: $(tail -3 "$tmp/$name.1")"
+    return
+  fi
+  if grep -q "placement on 2 hosts: $LOOM_HOSTS_PREFIX-h0 ranks 0-1 (pp stage 0), $LOOM_HOSTS_PREFIX-h1 ranks 2-3 (pp stage 1); every dp group inside one host" "$tmp/$name.0" &&
+    grep -q "on dp=2 x pp=2 .*$want" "$tmp/$name.0"; then
+    ok "$name: ran $want; the placement line names the hosts, dp groups inside them"
+  else
+    fail "$name: no placement line"
+  fi
+  run "$loom" checkpoint convert "$tmp/$name/checkpoint" --out "$tmp/$name.c" || fail "convert $name"
+  if "$python" -W ignore "$(dirname "$0")/../cli/close_params.py" "$tmp/$name.c" "$tmp/one.c" 1e-4 >"$tmp/stdout" 2>&1; then
+    ok "$name on 2 hosts x 2 ranks = one process: $(cat "$tmp/stdout")"
+  else
+    fail "$name vs one process: $(cat "$tmp/stdout")"
+  fi
+}
+check bfs "schedule bfs" --schedule bfs --loops 2
+check zero3 "dp-mode zero3" --dp-mode zero3
+if no_processes; then ok "no process left on the hosts"; else fail "processes left on the hosts"; fi
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]
