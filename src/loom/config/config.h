@@ -24,7 +24,17 @@ enum class DataKind { Text, FashionMnist, Synthetic };
 enum class Optimizer { AdamW, Sgd };
 enum class LrSchedule { Cosine, Constant };
 // What data parallelism exchanges (docs/zero.md, docs/slim-dp.md).
-enum class DpMode { AllReduce, Zero1, Zero2, Zero3, Slim, Quant, Diloco, StreamingDiloco, PowerSgd };
+enum class DpMode {
+  AllReduce,
+  Zero1,
+  Zero2,
+  Zero3,
+  Slim,
+  Quant,
+  Diloco,
+  StreamingDiloco,
+  PowerSgd
+};
 // parallel.comm: auto picks the launcher's backend (comm::launch_backend).
 enum class CommChoice { Auto, Mpi, Gloo, Nccl };
 // train.on_nan: what a step with a non-finite loss or gradient norm does.
@@ -62,8 +72,8 @@ struct Names<LrSchedule> {
 template <>
 struct Names<DpMode> {
   static constexpr std::array<std::string_view, 9> list{
-      "allreduce", "zero1", "zero2", "zero3", "slim", "quant", "diloco", "streaming-diloco",
-      "powersgd"};
+      "allreduce",        "zero1",   "zero2", "zero3", "slim", "quant", "diloco",
+      "streaming-diloco", "powersgd"};
 };
 template <>
 struct Names<CommChoice> {
@@ -130,7 +140,9 @@ inline bool per_replica(DpMode m) {
 // The exact modes (every replica applies the mean gradient in fp32 or bf16): allreduce and
 // zero1-3. The others compress or delay the exchange their own way; the planner does not
 // model them and parallel.grad_reduce does not apply to them.
-inline bool exact_dp(DpMode m) { return m == DpMode::AllReduce || zero_level(m) > 0; }
+inline bool exact_dp(DpMode m) {
+  return m == DpMode::AllReduce || zero_level(m) > 0;
+}
 
 struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
@@ -246,9 +258,9 @@ struct DilocoConfig {
 // sent as rank-r factors P = M Q and Q = M^T P, two all-reduces per step
 // (parallel/powersgd_sync.h).
 struct PowerSgdConfig {
-  int64_t rank = 4;         // r
-  bool warm_start = true;   // Q starts from the previous step's
-  int64_t start_step = 0;   // steps of plain all-reduce before compressing
+  int64_t rank = 4;        // r
+  bool warm_start = true;  // Q starts from the previous step's
+  int64_t start_step = 0;  // steps of plain all-reduce before compressing
 
   bool operator==(const PowerSgdConfig&) const = default;
 };
