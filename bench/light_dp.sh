@@ -11,7 +11,8 @@
 # (the whole split after the last step, its full batches at the evaluations before), bytes
 # per rank. Phase 2: TIME_STEPS steps of each method on an emulated 1 Gbit/s and 100 Mbit/s
 # link; the full run's time on each is extrapolated from them (TIME_STEPS is a multiple of
-# every H, so the timed window holds the same share of outer steps as the full run). The
+# every H but 16, so the timed window holds the same share of outer steps as the full run; 6
+# meetings of H = 16 in it for 6.25 per 100 steps in the full run). The
 # emulation only delays completions: what is trained does not depend on it. METHODS="a b"
 # runs a subset; SKIP_FULL=1 / SKIP_TIME=1 reuse runs already in OUT_DIR.
 set -euo pipefail
@@ -31,10 +32,13 @@ declare -A flags=(
   [powersgd-r16]="--dp-mode powersgd --powersgd.rank 16"
   [diloco-h10]="--dp-mode diloco --diloco.inner_steps 10"
   [diloco-h50]="--dp-mode diloco --diloco.inner_steps 50"
+  [diloco-h16-avg]="--dp-mode diloco --diloco.inner_steps 16 --diloco.outer_lr 1 --diloco.outer_momentum 0"
+  [streaming-h10-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 10 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
   [streaming-h50-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 50 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
 )
 read -r -d "" -a order <<<"${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powersgd-r4
-  powersgd-r16 diloco-h10 diloco-h50 streaming-h50-f4-4bit}" || true
+  powersgd-r16 diloco-h10 diloco-h50 diloco-h16-avg streaming-h10-f4-4bit streaming-h50-f4-4bit}" ||
+  true
 time_steps=${TIME_STEPS:-100}
 
 # shellcheck source=bench/record_run.sh

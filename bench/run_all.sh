@@ -3,7 +3,8 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh bench/tp_compare.sh; do
+for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh bench/tp_compare.sh \
+         bench/light_dp.sh bench/schedule_ab.sh; do
   [[ -x $b ]] || continue
   echo "== $b"
   bash "$b" "$build" || echo "($b failed)"
