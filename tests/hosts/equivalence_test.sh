@@ -32,12 +32,7 @@ check() {
   else
     fail "$name: no placement line"
   fi
-  run "$loom" checkpoint convert "$tmp/$name/checkpoint" --out "$tmp/$name.c" || fail "convert $name"
-  if "$python" -W ignore "$(dirname "$0")/../cli/close_params.py" "$tmp/$name.c" "$tmp/one.c" 1e-4 >"$tmp/stdout" 2>&1; then
-    ok "$name on 2 hosts x 2 ranks = one process: $(cat "$tmp/stdout")"
-  else
-    fail "$name vs one process: $(cat "$tmp/stdout")"
-  fi
+  expect_one_process "$name" "$tmp/$name"
 }
 check bfs "schedule bfs" --schedule bfs --loops 2
 check zero3 "dp-mode zero3" --dp-mode zero3

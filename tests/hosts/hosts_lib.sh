@@ -78,3 +78,16 @@ no_processes() {
   done
   [[ -z $left ]]
 }
+
+# expect_one_process NAME RUN_DIR: the run's checkpoint against the single-process run's
+# ($tmp/one.c, made by the test) within 1e-4.
+expect_one_process() {
+  local name=$1 dir=$2
+  run "$loom" checkpoint convert "$dir/checkpoint" --out "$dir.c" || fail "convert $name"
+  if "$python" -W ignore "$(dirname "${BASH_SOURCE[0]}")/../cli/close_params.py" "$dir.c" \
+    "$tmp/one.c" 1e-4 >"$tmp/stdout" 2>&1; then
+    ok "$name on 2 hosts x 2 ranks = one process: $(cat "$tmp/stdout")"
+  else
+    fail "$name vs one process: $(cat "$tmp/stdout")"
+  fi
+}

@@ -32,12 +32,7 @@ if [[ $rc -eq 0 ]] && grep -q "placement on 2 hosts: $h0 ranks 0-1 (pp stage 0),
 else
   fail "mpirun across hosts: rc=$rc"
 fi
-run "$loom" checkpoint convert "$tmp/mpi/checkpoint" --out "$tmp/mpi.c" || fail "convert mpi"
-if "$python" -W ignore "$(dirname "$0")/../cli/close_params.py" "$tmp/mpi.c" "$tmp/one.c" 1e-4 >"$tmp/stdout" 2>&1; then
-  ok "mpi bfs on 2 hosts x 2 ranks = one process: $(cat "$tmp/stdout")"
-else
-  fail "mpi vs one process: $(cat "$tmp/stdout")"
-fi
+expect_one_process "mpi bfs" "$tmp/mpi"
 if no_processes; then ok "no process left on the hosts"; else fail "processes left on the hosts"; fi
 
 echo "$passes passed, $fails failed"

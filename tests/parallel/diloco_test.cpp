@@ -46,18 +46,6 @@ TEST(Diloco, DegenerateEqualsAllReduceInAPipeline) {
   EXPECT_LE(diff, 1e-5);
 }
 
-// The largest difference between this rank's parameters and rank 0's, over the world.
-double spread_over_replicas(const test::Params& mine) {
-  double spread = 0;
-  for (const auto& [name, t] : mine) {
-    torch::Tensor first = t.contiguous().clone();
-    comm::world().broadcast(first, 0)->wait();
-    spread = std::max(spread, (t - first).abs().max().item<double>());
-  }
-  comm::world().all_reduce(&spread, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
-  return spread;
-}
-
 // AdamW inside, H = 3, the default outer Nesterov step, every rank a replica.
 config::Config every_third_step() {
   config::Config c = test::tiny("gpt");
@@ -75,11 +63,11 @@ TEST(Diloco, ReplicasMeetAtOuterSteps) {
   config::Config c = every_third_step();
   c.train.steps = 7;
   // Stopped (as if preempted) after an outer step, and two steps later: each replica its own way.
-  EXPECT_EQ(spread_over_replicas(test::train_on(c, ranks, "diloco-meet", 6)), 0.0);
-  EXPECT_GT(spread_over_replicas(test::train_on(c, ranks, "diloco-apart", 5)), 0.0);
+  EXPECT_EQ(test::spread_over_replicas(test::train_on(c, ranks, "diloco-meet", 6)), 0.0);
+  EXPECT_GT(test::spread_over_replicas(test::train_on(c, ranks, "diloco-apart", 5)), 0.0);
   // At the end of the run the replicas take their mean: one model.
   c.train.steps = 5;
-  EXPECT_EQ(spread_over_replicas(test::train_on(c, ranks, "diloco-end")), 0.0);
+  EXPECT_EQ(test::spread_over_replicas(test::train_on(c, ranks, "diloco-end")), 0.0);
 }
 
 TEST(Diloco, ResumesExactlyBetweenOuterSteps) {

@@ -49,18 +49,6 @@ uint64_t step_bytes(const test::Params& params, int64_t rank, int d) {
   return all_reduce_bytes(p, d) + all_reduce_bytes(q, d) + all_reduce_bytes(plain, d);
 }
 
-// The largest difference between this rank's tensors and rank 0's, over the world.
-double spread_over_replicas(const test::Params& mine) {
-  double spread = 0;
-  for (const auto& [name, t] : mine) {
-    torch::Tensor first = t.contiguous().clone();
-    comm::world().broadcast(first, 0)->wait();
-    spread = std::max(spread, (t - first).abs().max().item<double>());
-  }
-  comm::world().all_reduce(&spread, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
-  return spread;
-}
-
 // Three steps of the exchange on the Mat stage, each rank its own random gradients.
 // rank 5 = min(6, 5) with every matrix compressed: P Q^T is the mean gradient, the errors sum
 // to ~0 over the replicas.
@@ -100,7 +88,7 @@ TEST(PowerSgdSync, ExchangeOnAHandMadeStage) {
       EXPECT_EQ(sync.step_metrics()[0].second, double(bytes));
       EXPECT_TRUE(torch::allclose(mat->b.grad(), mean_b, 1e-6, 1e-6));
       const test::Params got = {{"w", mat->w.grad().clone()}, {"b", mat->b.grad().clone()}};
-      EXPECT_EQ(spread_over_replicas(got), 0.0) << "rank " << rank << " step " << step;
+      EXPECT_EQ(test::spread_over_replicas(got), 0.0) << "rank " << rank << " step " << step;
       if (rank == 5) {
         const double rel =
             (mat->w.grad() - mean_w).norm().item<double>() / mean_w.norm().item<double>();
@@ -197,7 +185,7 @@ TEST(PowerSgd, LowRankBytesReplicasAndLoss) {
   EXPECT_EQ(res.sync_metrics.at("powersgd_bytes.0"), double(expect));
   EXPECT_EQ(res.dp_last_step.bytes[int(comm::OpKind::AllReduce)], expect);
   EXPECT_LT(expect, full / 2);
-  EXPECT_EQ(spread_over_replicas(res.params), 0.0);
+  EXPECT_EQ(test::spread_over_replicas(res.params), 0.0);
 
   config::Config still = c;
   still.train.lr = 1e-12;  // (about) the loss the run started from, on the same batches

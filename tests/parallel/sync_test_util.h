@@ -42,6 +42,18 @@ inline Params train_on(config::Config c, int ranks, const std::string& tag,
   return train::Trainer(c, *sub).run(stop_after).params;
 }
 
+// The largest difference between this rank's tensors and rank 0's, over the world.
+inline double spread_over_replicas(const Params& mine) {
+  double spread = 0;
+  for (const auto& [name, t] : mine) {
+    torch::Tensor first = t.contiguous().clone();
+    comm::world().broadcast(first, 0)->wait();
+    spread = std::max(spread, (t - first).abs().max().item<double>());
+  }
+  comm::world().all_reduce(&spread, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  return spread;
+}
+
 // Trains `c` and then, for reference, the same run under --dp-mode allreduce (tag + "-ref"), on
 // the first `ranks` ranks; returns both (empty maps on the other ranks).
 inline std::pair<Params, Params> train_and_allreduce(config::Config c, int ranks,
