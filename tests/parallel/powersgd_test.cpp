@@ -218,6 +218,17 @@ TEST(PowerSgd, BeforeStartStepIsAllReduce) {
   c.powersgd.start_step = c.train.steps;
   auto [psgd, ref] = test::train_and_allreduce(c, ranks, "powersgd-late");
   for (const auto& [name, t] : psgd) EXPECT_TRUE(torch::equal(t, ref.at(name))) << name;
+  // Its bytes are the buckets' all-reduces, as the communicator counted them.
+  {
+    comm::Backend& w = comm::world();
+    config::Config one = c;
+    one.output.dir = test::shared_tmp("powersgd-late-bytes");
+    auto sub = w.split(0, w.rank(), "train");
+    const train::TrainResult res = train::Trainer(one, *sub).run();
+    const double all_reduce = double(res.dp_last_step.bytes[int(comm::OpKind::AllReduce)]);
+    EXPECT_GT(all_reduce, 0.0);
+    EXPECT_EQ(res.sync_metrics.at("powersgd_bytes.0"), all_reduce);
+  }
   // And one step later compression begins: no longer the same.
   c.powersgd.start_step = c.train.steps - 1;
   auto [later, ref2] = test::train_and_allreduce(c, ranks, "powersgd-late2");

@@ -1,9 +1,8 @@
 #include "loom/parallel/allreduce_sync.h"
 
 namespace loom::parallel {
-namespace {
 
-BufferOptions replicated_buckets(const config::Config& cfg) {
+BufferOptions allreduce_buffer_options(const config::Config& cfg) {
   BufferOptions o;
   o.buckets = true;
   o.bucket_mib = cfg.parallel.bucket_mib;
@@ -11,9 +10,7 @@ BufferOptions replicated_buckets(const config::Config& cfg) {
   return o;
 }
 
-}  // namespace
-
 AllReduceSync::AllReduceSync(const SyncContext& ctx)
-    : DataParallel(ctx, replicated_buckets(*ctx.cfg)) {}
+    : DataParallel(ctx, allreduce_buffer_options(*ctx.cfg)) {}
 
 }  // namespace loom::parallel

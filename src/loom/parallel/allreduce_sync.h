@@ -11,6 +11,9 @@
 
 namespace loom::parallel {
 
+// The buffer of the bucketed all-reduce (PowerSGD's too, before it compresses).
+BufferOptions allreduce_buffer_options(const config::Config& cfg);
+
 class AllReduceSync : public DataParallel {
  public:
   explicit AllReduceSync(const SyncContext& ctx);

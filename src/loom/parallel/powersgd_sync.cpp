@@ -5,28 +5,14 @@
 #include <cmath>
 
 #include "loom/common/error.h"
+#include "loom/parallel/allreduce_sync.h"
 
 namespace loom::parallel {
-namespace {
 
-// The allreduce mode's buckets: before start_step the step is allreduce's, bit for bit.
-BufferOptions buckets(const config::Config& cfg) {
-  BufferOptions o;
-  o.buckets = true;
-  o.bucket_mib = cfg.parallel.bucket_mib;
-  return o;
-}
-
-// What an all-reduce of `numel` fp32 values sends from one rank, in whole bytes as
-// comm/backend.cpp counts it.
-uint64_t all_reduce_bytes(int64_t numel, int d) {
-  return 2 * uint64_t(d - 1) * uint64_t(numel * 4) / uint64_t(d);
-}
-
-}  // namespace
-
+// The allreduce mode's buckets: before start_step the step is allreduce's, bit for bit
+// (grad_reduce bf16 is refused for powersgd, so the buffer is fp32 as allreduce's is then).
 PowerSgdSync::PowerSgdSync(const SyncContext& ctx, bool compress_all)
-    : DataParallel(ctx, buckets(*ctx.cfg)), cfg_(ctx.cfg->powersgd) {
+    : DataParallel(ctx, allreduce_buffer_options(*ctx.cfg)), cfg_(ctx.cfg->powersgd) {
   LOOM_CHECK(cfg_.rank >= 1, "powersgd.rank must be at least 1");
   seed_ = ctx.cfg->train.seed * 1000003ULL + static_cast<uint64_t>(stage_->index());
   const FlatLayout& l = buffer_.layout();
@@ -78,7 +64,9 @@ void PowerSgdSync::fresh_q() {
 }
 
 void PowerSgdSync::on_last_backward() {
-  if (!compressing()) buffer_.arm();
+  if (compressing()) return;
+  buckets_from_ = dp_->stats();  // the buckets start from the backward's hooks
+  buffer_.arm();
 }
 
 void PowerSgdSync::reduce_grad() {
@@ -121,9 +109,7 @@ void PowerSgdSync::finish_grad_sync() {
   if (!compressing()) {
     buffer_.finish_grad_sync();
     bytes_ = 0;
-    if (dp_->size() > 1)
-      for (const auto& b : buffer_.buckets().buckets())
-        bytes_ += double(all_reduce_bytes(b.numel, dp_->size()));
+    count(buckets_from_);
     return;
   }
   LOOM_CHECK(started_, "finish_grad_sync() before reduce_grad() on stage ", stage_->index());

@@ -67,6 +67,7 @@ class PowerSgdSync : public DataParallel {
   torch::Tensor e_;                  // flat as the gradients; zero outside mats_
   torch::Tensor p_, q_, plain_;      // flat
   comm::WorkPtr plain_work_, p_work_;
+  comm::Stats buckets_from_;  // before start_step: the counters when the backward began
   bool started_ = false;
   int64_t steps_ = 0;
   double bytes_ = 0, residual_ = 0, ratio_ = 1;
