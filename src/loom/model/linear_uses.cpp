@@ -9,10 +9,6 @@ namespace {
 
 thread_local std::vector<LinearUse>* recording = nullptr;
 
-int64_t bytes_of(const torch::Tensor& t) {
-  return t.defined() ? t.numel() * t.element_size() : 0;
-}
-
 }  // namespace
 
 RecordLinearUses::RecordLinearUses(std::vector<LinearUse>* into) : previous_(recording) {
@@ -93,7 +89,8 @@ int64_t SplitBackward::held_bytes() const {
   int64_t n = 0;
   for (const auto& u : uses)
     if (seen.insert(u.x.storage().unsafeGetStorageImpl()).second) n += u.x.storage().nbytes();
-  for (const auto& dy : dys_) n += bytes_of(dy);
+  for (const auto& dy : dys_)
+    if (dy.defined()) n += dy.numel() * dy.element_size();
   return n;
 }
 
