@@ -101,6 +101,18 @@ for step in -7 123456789012345678901234; do
   refused "manifest_step_$step" "it is corrupt" -- --output.dir "$tmp/o7" --resume "$tmp/m$step"
 done
 refused no_checkpoint "no checkpoint at" -- --output.dir "$tmp/o8" --resume "$tmp/nowhere"
+refused head_bias_changed "model.head_bias = false, this run has true" -- --output.dir "$tmp/o9" \
+  --resume "$ck" --model.head_bias true
+# A GPT manifest from before model.tie_embeddings and model.head_bias were recorded: that loom's
+# GPT had a head bias, so today's default (none) is refused rather than dropping it silently.
+cp -r "$ck" "$tmp/older"
+sed -i 's/, "tie_embeddings": [01]//; s/, "head_bias": [01]//' "$tmp/older/manifest.json"
+if grep -q '"head_bias"' "$tmp/older/manifest.json"; then
+  fail "older manifest: head_bias still in it"
+else
+  refused older_manifest "model.head_bias = true, this run has false" -- --output.dir "$tmp/o10" \
+    --resume "$tmp/older"
+fi
 
 # A non-finite gradient at step 3 (the loss scale of rank 0 is NaN there).
 LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=2 LOOM_FAULT_KIND=nan train --output.dir "$tmp/N1" --steps 6 --checkpoint-every 1

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # loom export / import against Hugging Face transformers, and text from a trained model
 # (docs/models.md):
-#  - a Llama trained by loom under tp=2 x pp=2, exported, loaded by LlamaForCausalLM: the same
-#    logits on the same tokens within 1e-4 (fp32);
-#  - a LlamaForCausalLM made by transformers (random weights from a config), imported: the same
-#    logits; the import resumes training in another layout;
+#  - a Llama trained by loom under tp=2 x pp=2 and a GPT under pp=2 x dp=2 (bfs, zero3),
+#    exported, loaded by LlamaForCausalLM / GPT2LMHeadModel: the same logits on the same tokens
+#    within 1e-4 (fp32);
+#  - a LlamaForCausalLM and a GPT2LMHeadModel made by transformers (random weights from a
+#    config), imported: the same logits; the imports resume training in another layout;
 #  - loom -> HF -> loom -> HF: the same bytes.
 # usage: hf_test.sh LOOM SOURCE_DIR
 set -uo pipefail
@@ -33,42 +34,69 @@ if "$loom" generate --checkpoint "$tmp/run/checkpoint" --prompt "$prompt" --max-
 else
   fail generate
 fi
-if "$loom" export --checkpoint "$tmp/run/checkpoint" --out "$tmp/hf" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   "$loom" generate --checkpoint "$tmp/run/checkpoint" --prompt "$prompt" --max-tokens 1 \
-     --dump-logits "$tmp/loom.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   "$py" "${compare[@]}" logits "$tmp/hf" "$tmp/loom.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
-  ok "export: $(cat "$tmp/out")"
-else
-  cat "$tmp/out" 2>/dev/null; fail export
-fi
+# Export of a trained model, import of one transformers made, training on from the import, and
+# the round trip. $1: llama | gpt; $2: the run; $3: transformers' family (make); then the model
+# and layout flags the import resumes with.
+interop_checks() {
+  local kind=$1 run=$2 family=$3 d=$tmp/$1
+  shift 3
+  mkdir -p "$d"
+  if "$loom" export --checkpoint "$run/checkpoint" --out "$d/hf" >"$tmp/stdout" 2>"$tmp/stderr" &&
+     "$loom" generate --checkpoint "$run/checkpoint" --prompt "$prompt" --max-tokens 1 \
+       --dump-logits "$d/loom.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
+     "$py" "${compare[@]}" logits "$d/hf" "$d/loom.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
+    ok "$kind export: $(cat "$tmp/out")"
+  else
+    cat "$tmp/out" "$tmp/stderr" 2>/dev/null; fail "$kind export"
+  fi
+  if "$py" "${compare[@]}" make "$family" "$d/from-hf" >"$tmp/out" 2>"$tmp/stderr" &&
+     "$loom" import --from "$d/from-hf" --out "$d/imported" >"$tmp/stdout" 2>"$tmp/stderr" &&
+     "$loom" generate --checkpoint "$d/imported" --prompt "$prompt" --max-tokens 1 \
+       --dump-logits "$d/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
+     "$py" "${compare[@]}" logits "$d/from-hf" "$d/imported.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
+    ok "$kind import: $(cat "$tmp/out")"
+  else
+    cat "$tmp/out" "$tmp/stderr" 2>/dev/null; fail "$kind import"
+  fi
+  if "$loom" train --model.kind "$kind" --vocab 256 --seq-len 32 --width 48 --heads 4 --layers 2 \
+       "$@" --data.kind synthetic --global-batch 8 --microbatches 2 --steps 2 --eval-batches 1 \
+       --progress false --overwrite --nproc 4 --resume "$d/imported" --output.dir "$d/finetune" \
+       >"$tmp/stdout" 2>"$tmp/stderr"; then
+    ok "the $kind import resumes under $*"
+  else
+    cat "$tmp/stderr"; fail "$kind import resume"
+  fi
+  # Round trip: loom -> HF -> loom -> HF gives the same file.
+  if "$loom" import --from "$d/hf" --out "$d/again" >"$tmp/stdout" 2>"$tmp/stderr" &&
+     "$loom" export --checkpoint "$d/again" --out "$d/hf2" >"$tmp/stdout" 2>"$tmp/stderr" &&
+     cmp -s "$d/hf/model.safetensors" "$d/hf2/model.safetensors"; then
+    ok "$kind round trip loom -> HF -> loom -> HF: model.safetensors identical"
+  else
+    fail "$kind round trip"
+  fi
+}
 
-if "$py" "${compare[@]}" make "$tmp/from-hf" >"$tmp/out" 2>"$tmp/stderr" &&
-   "$loom" import --from "$tmp/from-hf" --out "$tmp/imported" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   "$loom" generate --checkpoint "$tmp/imported" --prompt "$prompt" --max-tokens 1 \
-     --dump-logits "$tmp/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   "$py" "${compare[@]}" logits "$tmp/from-hf" "$tmp/imported.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
-  ok "import: $(cat "$tmp/out")"
+interop_checks llama "$tmp/run" llama --kv-heads 2 --ffn-width 96 --pp 2
+# transformers' GPT-2 ties its head to the token embedding, which loom does on one stage.
+gpt=(--model.kind gpt --vocab 256 --seq-len 32 --width 48 --heads 4 --layers 2 --data.kind synthetic
+     --global-batch 8 --microbatches 2 --steps 3 --eval-batches 1 --progress false --overwrite)
+if "$loom" train "${gpt[@]}" --nproc 4 --pp 2 --schedule bfs --loops 2 --dp-mode zero3 \
+     --output.dir "$tmp/gpt-run" >"$tmp/stdout" 2>"$tmp/stderr"; then
+  ok "a GPT trains under pp=2 x dp=2, bfs, zero3"
 else
-  cat "$tmp/out" 2>/dev/null; fail import
+  cat "$tmp/stderr"; fail "gpt train"
 fi
+interop_checks gpt "$tmp/gpt-run" gpt2 --tie-embeddings --dp-mode zero3
 
-# The imported model trains on (pp=2, dp=2) from its weights.
-if "$loom" train --model.kind llama --vocab 256 --seq-len 32 --width 48 --heads 4 --kv-heads 2 \
-     --ffn-width 96 --layers 2 --data.kind synthetic --global-batch 8 --microbatches 2 --steps 2 \
-     --eval-batches 1 --progress false --overwrite --nproc 4 --pp 2 --resume "$tmp/imported" \
-     --output.dir "$tmp/finetune" >"$tmp/stdout" 2>"$tmp/stderr"; then
-  ok "the import resumes under pp=2 x dp=2"
+# A GPT with a head bias has no GPT-2 form: one line, exit 2, nothing written.
+"$loom" train "${gpt[@]}" --steps 1 --model.head_bias true --output.dir "$tmp/biased" >/dev/null 2>&1
+"$loom" export --checkpoint "$tmp/biased/checkpoint" --out "$tmp/biased-hf" >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 && ! -e "$tmp/biased-hf" ]] &&
+   grep -q "head_bias" "$tmp/stderr"; then
+  ok "export of a GPT with a head bias: $(cat "$tmp/stderr")"
 else
-  fail "import resume"
-fi
-
-# Round trip: loom -> HF -> loom -> HF gives the same file.
-if "$loom" import --from "$tmp/hf" --out "$tmp/again" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   "$loom" export --checkpoint "$tmp/again" --out "$tmp/hf2" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   cmp -s "$tmp/hf/model.safetensors" "$tmp/hf2/model.safetensors"; then
-  ok "round trip loom -> HF -> loom -> HF: model.safetensors identical"
-else
-  fail "round trip"
+  cat "$tmp/stderr"; fail "biased head export (rc=$rc)"
 fi
 
 # Bad input: one line, exit 2.

@@ -30,7 +30,8 @@ torch::Tensor reference_forward(std::map<std::string, torch::Tensor>& w, const t
     return torch::layer_norm(x, {x.size(-1)}, w[n + ".weight"], w[n + ".bias"], 1e-5);
   };
   auto lin = [&](const torch::Tensor& x, const std::string& n) {
-    return torch::linear(x, w[n + ".weight"], w[n + ".bias"]);
+    auto bias = w.find(n + ".bias");  // GPT-2's head has none (model.head_bias)
+    return torch::linear(x, w[n + ".weight"], bias == w.end() ? torch::Tensor() : bias->second);
   };
   const int64_t b = idx.size(0), t = idx.size(1);
   auto x = torch::embedding(w["blocks.0.tok.weight"], idx) +

@@ -125,8 +125,38 @@ TEST(TransformerModel, ProfiledBlocks) {
   for (auto& b : c.blocks) b.activation_bytes = 1e6 * b.micro_batch;
   p.micro_batch = 3;
   EXPECT_NEAR(TransformerCostModel(m, p, c).memory(0).activation, 4 * 3e6, 1e-3);
-  p.tp = 2;  // the profile measured whole blocks: analytic with tensor parallelism
-  EXPECT_EQ(TransformerCostModel(m, p, c).compute_source(), "analytic");
+}
+
+// Under tensor parallelism each block's measured (tp = 1) time is scaled by the analytic
+// model's ratio of its tp = 2 part to the whole, and the tp collectives are added as modelled.
+TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
+  const Cluster plain = a100();
+  Transformer m{1, 128, 4, 64, 256, false};
+  const std::vector<int> cut = {0, 1, 2};  // one block per stage: embedding, layer, head
+  Parallel p;
+  p.pp = 3;
+  p.micro_batch = 2;
+  const TransformerCostModel one(m, p, plain, "", cut);
+  p.tp = 2;
+  const TransformerCostModel two(m, p, plain, "", cut);
+  Cluster c = plain;
+  const double measured_f[] = {0.001, 0.004, 0.002}, measured_b[] = {0.003, 0.009, 0.005};
+  const char* kinds[] = {"embedding", "layer", "head"};
+  for (int k = 0; k < 3; ++k)
+    c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, measured_f[k], measured_b[k]});
+  const TransformerCostModel scaled(m, p, c, "", cut);
+  EXPECT_EQ(scaled.compute_source(), "profiled at tp 1, scaled to tp 2 by the analytic model");
+  using schedule::Kind;
+  for (int k = 0; k < 3; ++k) {
+    const double comm = two.compute_comm_s(k, Kind::F);
+    EXPECT_NEAR(
+        scaled.compute_s(k, Kind::F),
+        (two.compute_s(k, Kind::F) - comm) * measured_f[k] / one.compute_s(k, Kind::F) + comm,
+        1e-12)
+        << kinds[k];
+    EXPECT_NEAR(scaled.compute_comm_s(k, Kind::F), comm, 1e-15) << kinds[k];
+  }
+  EXPECT_GT(two.compute_comm_s(1, Kind::F), 0);  // the layer's all-reduces are in it
 }
 
 // A measured I/W split (here I + W > B) replaces the halves of B. The embedding has no matrix

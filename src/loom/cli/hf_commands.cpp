@@ -1,11 +1,11 @@
 // loom export / loom import: checkpoints as Hugging Face model folders and back
-// (interop/hf_llama.h).
+// (interop/hf.h).
 #include <iostream>
 
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
 #include "loom/flags/flags.h"
-#include "loom/interop/hf_llama.h"
+#include "loom/interop/hf.h"
 #include "loom/train/whole_model.h"
 
 namespace loom::cli {
@@ -14,9 +14,10 @@ namespace {
 const char* kExportUsage = R"(usage: loom export --checkpoint DIR --out DIR [--format hf]
 
 Writes the model of a checkpoint (whatever layout trained it) as a Hugging Face folder that
-transformers loads as LlamaForCausalLM: config.json, model.safetensors (float32) and, if the
-run had one, its SentencePiece tokenizer as tokenizer.model. Llama models only (a GPT's head
-has a bias, which GPT2LMHeadModel lacks).
+transformers loads (AutoModelForCausalLM): a llama as LlamaForCausalLM, a gpt as
+GPT2LMHeadModel (if trained with model.head_bias = false, the default: GPT-2's head has no
+bias). The folder holds config.json, model.safetensors (float32) and, if the run had one, its
+SentencePiece tokenizer as tokenizer.model.
 
   --checkpoint DIR   a run's checkpoint folder or one of its step folders
   --out DIR          a new (or empty) folder
@@ -28,13 +29,14 @@ has a bias, which GPT2LMHeadModel lacks).
 
 const char* kImportUsage = R"(usage: loom import --from DIR --out DIR [--seq-len N]
 
-Makes a loom checkpoint from a Hugging Face Llama folder (config.json, model.safetensors in
-float32, bf16 or fp16): a consolidated checkpoint that `loom train --resume DIR` continues in
+Makes a loom checkpoint from a Hugging Face folder of a LlamaForCausalLM or a GPT2LMHeadModel
+(config.json, model.safetensors in float32, bf16 or fp16): a consolidated checkpoint that `loom train --resume DIR` continues in
 any layout. Prints the model flags the training run needs.
 
   --from DIR      the Hugging Face folder
   --out DIR       a new (or empty) folder for the checkpoint
-  --seq-len N     context length to train with; default: max_position_embeddings, at most 4096
+  --seq-len N     context length to train with; default: the model's (max_position_embeddings,
+                  n_positions), at most 4096
 
   loom import --from hf-llama --out runs/imported
 )";
@@ -56,9 +58,9 @@ int export_command(const std::vector<std::string>& args) {
   if (a.get("format", "hf") != "hf")
     LOOM_USAGE("--format must be hf (Hugging Face), got '", a.get("format"), "'");
   const train::WholeModel w = train::load_whole_model(a.get("checkpoint"));
-  interop::export_llama(w, a.get("out"), a.get("tokenizer", w.tokenizer));
-  std::cout << "wrote " << a.get("out") << ": config.json, model.safetensors (step " << w.step
-            << ", " << w.model.num_parameters() << " parameters)\n";
+  const std::string arch = interop::export_hf(w, a.get("out"), a.get("tokenizer", w.tokenizer));
+  std::cout << "wrote " << a.get("out") << ": " << arch << ", config.json, model.safetensors (step "
+            << w.step << ", " << w.model.num_parameters() << " parameters)\n";
   return 0;
 }
 
@@ -73,12 +75,14 @@ int import_command(const std::vector<std::string>& args) {
     LOOM_USAGE("loom import needs --from DIR and --out DIR; see loom import --help");
   const int64_t seq_len =
       a.has("seq-len") ? flags::to_int64("seq-len", a.get("seq-len"), 1, 1 << 20) : 0;
-  const config::ModelConfig c = interop::import_llama(a.get("from"), a.get("out"), seq_len);
-  std::cout << "wrote " << a.get("out") << "; continue it with\n  loom train --model.kind llama"
-            << " --vocab " << c.vocab << " --width " << c.width << " --layers " << c.layers
-            << " --heads " << c.heads << " --kv-heads " << c.kv_heads << " --ffn-width "
-            << c.ffn_width << " --seq-len " << c.seq_len << " --rope-theta " << c.rope_theta
-            << (c.tie_embeddings ? " --tie-embeddings" : "") << " --resume " << a.get("out")
+  const config::ModelConfig c = interop::import_hf(a.get("from"), a.get("out"), seq_len);
+  std::cout << "wrote " << a.get("out") << "; continue it with\n  loom train --model.kind "
+            << c.kind << " --vocab " << c.vocab << " --width " << c.width << " --layers "
+            << c.layers << " --heads " << c.heads << " --seq-len " << c.seq_len;
+  if (c.kind == config::ModelKind::Llama)
+    std::cout << " --kv-heads " << c.kv_heads << " --ffn-width " << c.ffn_width << " --rope-theta "
+              << c.rope_theta;
+  std::cout << (c.tie_embeddings ? " --tie-embeddings" : "") << " --resume " << a.get("out")
             << " ...\n";
   return 0;
 }

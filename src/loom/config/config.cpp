@@ -300,7 +300,13 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(model, ffn_width),
        "SwiGLU hidden units (llama); 0 = the smallest multiple of 64 >= 8 * width / 3",
        int_range(0)},
-      {LOOM_FIELD(model, tie_embeddings), "the output head is the token embedding (llama)", {}},
+      {LOOM_FIELD(model, tie_embeddings),
+       "the output head is the token embedding (gpt, llama; one pipeline stage only)",
+       {}},
+      {LOOM_FIELD(model, head_bias),
+       "the GPT's output head adds a bias; GPT-2's has none, so only a GPT without one exports "
+       "to Hugging Face",
+       {}},
       {LOOM_FIELD(model, rope_theta), "base of the rotary position embedding (llama)",
        float_range(0, true)},
 

@@ -156,7 +156,8 @@ struct ModelConfig {
   // llama: grouped-query attention, SwiGLU, rotary positions (model/llama.cpp).
   int64_t kv_heads = 0;         // key/value heads; 0 = heads
   int64_t ffn_width = 0;        // SwiGLU hidden units; 0 = a multiple of 64 >= 8 * width / 3
-  bool tie_embeddings = false;  // the head is the token embedding
+  bool tie_embeddings = false;  // the head is the token embedding (gpt, llama)
+  bool head_bias = false;       // gpt: the head adds a bias (GPT-2's does not)
   double rope_theta = 10000.0;
 
   bool operator==(const ModelConfig&) const = default;

@@ -105,21 +105,27 @@ class TransformerLayer : public RecomputableLayer {
 
 class Head : public TpBlock {
  public:
-  Head(int64_t vocab, int64_t seq_len, int64_t width, const TensorParallel& tp)
-      : TpBlock(tp), vocab_(vocab), seq_len_(seq_len), width_(width) {
-    lnf_ = register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
-    head_ = register_module("head", torch::nn::Linear(width, vocab));
+  // tied: the token embedding's weight (not a parameter of this block), or undefined.
+  Head(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied)
+      : TpBlock(tp), vocab_(c.vocab), seq_len_(c.seq_len), width_(c.width), tied_(std::move(tied)) {
+    lnf_ = register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})));
+    if (!tied_.defined())
+      head_ = register_module(
+          "head", torch::nn::Linear(torch::nn::LinearOptions(c.width, c.vocab).bias(c.head_bias)));
     keep_my_part();
   }
   // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
   torch::Tensor forward(const torch::Tensor& x) override {
-    return apply_linear(enter_split(layer_norm(x, lnf_, tp_), tp_), head_);
+    const torch::Tensor n = enter_split(layer_norm(x, lnf_, tp_), tp_);
+    // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
+    return tied_.defined() ? F::linear(n, tied_) : apply_linear(n, head_);
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }
 
  private:
   int64_t vocab_, seq_len_, width_;
+  torch::Tensor tied_;
   torch::nn::LayerNorm lnf_{nullptr};
   torch::nn::Linear head_{nullptr};
 };
@@ -132,12 +138,17 @@ Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
              " must divide heads and vocab (preflight checks it)");
   Model m;
   m.name = "gpt";
-  m.blocks.push_back(std::make_shared<TokenEmbedding>(c.vocab, c.seq_len, c.width,
-                                                      /*learned_positions=*/true, tp));
+  // A tied head reads the token vectors as logits: GPT-2's N(0, 0.02) keeps its first logits
+  // small, where torch's N(0, 1) would make them ~sqrt(width).
+  auto embedding = std::make_shared<TokenEmbedding>(c.vocab, c.seq_len, c.width,
+                                                    /*learned_positions=*/true, tp,
+                                                    /*init_std=*/c.tie_embeddings ? 0.02 : 0.0);
+  m.blocks.push_back(embedding);
   for (int64_t i = 0; i < c.layers; ++i)
     m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp,
                                                           recompute, c.attention));
-  m.blocks.push_back(std::make_shared<Head>(c.vocab, c.seq_len, c.width, tp));
+  m.blocks.push_back(std::make_shared<Head>(
+      c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor()));
   if (tp.size > 1)
     m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {
       return vocab_parallel_loss(logits, target, tp);

@@ -14,7 +14,7 @@ double embedding_params(const Transformer& m) {
 }
 
 double head_params(const Transformer& m) {
-  return double(m.vocab) * m.hidden + double(m.vocab) + 2.0 * m.hidden;
+  return double(m.vocab) * m.hidden + 2.0 * m.hidden;
 }
 
 double total_params(const Transformer& m) {

@@ -32,7 +32,7 @@ struct Transformer {
 
 double layer_params(const Transformer& m);      // 12h² + 13h
 double embedding_params(const Transformer& m);  // V·h + s·h (tokens + positions)
-double head_params(const Transformer& m);       // V·h + V + 2h (final norm, untied head + bias)
+double head_params(const Transformer& m);       // V·h + 2h (final norm, untied head, no bias)
 double total_params(const Transformer& m);
 
 double layer_forward_flops(const Transformer& m, double b);

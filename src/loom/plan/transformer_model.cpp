@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "loom/common/error.h"
 
@@ -94,11 +95,38 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       LOOM_USAGE("cut points must increase within 1..", blocks - 1, " (got stage ", s, " at ",
                  cut_[s], ")");
 
+  // The profile times whole blocks (tp = 1). Under tensor parallelism each pass takes its
+  // measured time scaled by the analytic model's ratio of a tp-th of the block to the whole
+  // (what the GEMM curve and the element-wise costs say the split leaves), plus the modelled
+  // tensor-parallel collectives: the machine's speed from the profile, the split from the model.
+  std::unique_ptr<TransformerCostModel> whole;
+  if (p.tp > 1) {
+    Parallel one = p;
+    one.tp = 1;
+    one.sequence_parallel = one.tp_comm_overlap = false;
+    whole = std::make_unique<TransformerCostModel>(m, one, c, prec, cut_);
+  }
   for (int k = 0; k < 3; ++k) {
     block_[k] = analytic(k);
     double slowdown = 1;  // with every core computing (shared cores, measured)
     Cost measured;
-    if (p.tp == 1 && profiled(k, &measured)) {
+    if (p.tp > 1 && profiled(k, &measured)) {
+      const Cost one = whole->analytic(k);
+      Cost& b = block_[k];
+      auto scaled = [](double tp_s, double comm_s, double measured_s, double one_s) {
+        return one_s > 0 ? (tp_s - comm_s) * measured_s / one_s + comm_s : tp_s;
+      };
+      // The profile's backward has no selective recomputation: the core's forward again is
+      // scaled as the forward is.
+      const double extra = k == kLayer ? selective_extra_s() : 0;
+      const double one_i = one.i - (k == kLayer ? whole->selective_extra_s() : 0);
+      b.split_extra = one_i > 0 ? measured.split_extra * (b.i - extra - b.i_comm) / one_i : 0;
+      b.i = scaled(b.i - extra, b.i_comm, measured.i, one_i) + scaled(extra, 0, measured.f, one.f);
+      b.f = scaled(b.f, b.f_comm, measured.f, one.f);
+      b.w = scaled(b.w, 0, measured.w, one.w);
+      slowdown = measured.loaded;
+      profiled_[k] = true;
+    } else if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
       if (measured.activation < 0 || (k == kLayer && p.recompute == Recompute::Full)) {
         // not measured, or a recomputed layer (only its input is kept); the embedding and
@@ -276,8 +304,10 @@ std::string TransformerCostModel::compute_source() const {
     dst += (dst.empty() ? "" : ", ") + std::string(kBlockNames[k]);
   }
   if (prof.empty()) return "analytic";
-  if (ana.empty()) return "profiled";
-  return "profiled (" + prof + "), analytic (" + ana + ")";
+  const std::string scaled =
+      p_.tp > 1 ? " at tp 1, scaled to tp " + std::to_string(p_.tp) + " by the analytic model" : "";
+  if (ana.empty()) return "profiled" + scaled;
+  return "profiled (" + prof + ")" + scaled + ", analytic (" + ana + ")";
 }
 
 double TransformerCostModel::compute_s(int stage, Kind kind) const {

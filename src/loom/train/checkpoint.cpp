@@ -114,9 +114,10 @@ std::string manifest_to_json(const Manifest& m) {
      << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
      << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
      << ", \"classes\": " << md.classes;
+  if (config::is_transformer(md.kind)) os << ", \"tie_embeddings\": " << int(md.tie_embeddings);
+  if (md.kind == config::ModelKind::Gpt) os << ", \"head_bias\": " << int(md.head_bias);
   if (md.kind == config::ModelKind::Llama)
     os << ", \"kv_heads\": " << md.kv_heads << ", \"ffn_width\": " << md.ffn_width
-       << ", \"tie_embeddings\": " << int(md.tie_embeddings)
        << ", \"rope_theta\": " << quoted(detail::concat(md.rope_theta));
   os << ",\n \"blocks\": " << m.blocks << ", \"partition\": " << list(m.first)
      << ",\n \"files\": [";
@@ -177,10 +178,17 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.model.layers = num("layers", 1, kBig);
   m.model.heads = num("heads", 1, kBig);
   m.model.classes = num("classes", 1, kBig);
+  // A key missing from an older manifest: what that loom's model had (a GPT: untied, with a
+  // head bias).
+  auto flag = [&](const char* key, bool before) {
+    const bool has = json.find(detail::concat("\"", key, "\"")) != std::string::npos;
+    return has ? num(key, 0, 1) != 0 : before;
+  };
+  if (config::is_transformer(m.model.kind)) m.model.tie_embeddings = flag("tie_embeddings", false);
+  if (m.model.kind == config::ModelKind::Gpt) m.model.head_bias = flag("head_bias", true);
   if (m.model.kind == config::ModelKind::Llama) {
     m.model.kv_heads = num("kv_heads", 0, kBig);
     m.model.ffn_width = num("ffn_width", 0, kBig);
-    m.model.tie_embeddings = num("tie_embeddings", 0, 1) != 0;
     m.model.rope_theta = std::stod(field(json, "rope_theta", f));
   }
   const int stages = m.pp * m.loops;
@@ -243,11 +251,13 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
   if (config::is_transformer(a.kind) && a.vocab != b.vocab) refuse("model.vocab", a.vocab, b.vocab);
   if (!config::is_transformer(a.kind) && a.classes != b.classes)
     refuse("model.classes", a.classes, b.classes);
+  auto text = [](bool v) { return v ? "true" : "false"; };
+  if (a.tie_embeddings != b.tie_embeddings)
+    refuse("model.tie_embeddings", text(a.tie_embeddings), text(b.tie_embeddings));
+  if (a.head_bias != b.head_bias) refuse("model.head_bias", text(a.head_bias), text(b.head_bias));
   if (a.kind == config::ModelKind::Llama) {
     if (a.kv_heads != b.kv_heads) refuse("model.kv_heads", a.kv_heads, b.kv_heads);
     if (a.ffn_width != b.ffn_width) refuse("model.ffn_width", a.ffn_width, b.ffn_width);
-    if (a.tie_embeddings != b.tie_embeddings)
-      refuse("model.tie_embeddings", a.tie_embeddings, b.tie_embeddings);
   }
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);

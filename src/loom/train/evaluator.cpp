@@ -14,10 +14,6 @@ int64_t eval_batch_count(const config::Config& cfg, int64_t eval_size, bool fina
   return std::max<int64_t>(1, std::min<int64_t>(cfg.train.eval_batches, eval_size / global_batch));
 }
 
-int64_t eval_sample_count(const config::Config& cfg, int64_t eval_size, bool final) {
-  return std::min(eval_size, eval_batch_count(cfg, eval_size, final) * cfg.train.global_batch);
-}
-
 Evaluator::Evaluator(const config::Config& cfg, comm::Backend& world, parallel::Executor& exec,
                      DataFeed& feed, int m, int64_t /*micro_batch*/, bool classifier,
                      model::LossFn loss, bool has_last_stage, bool counts)

@@ -25,8 +25,6 @@ struct EvalResult {
 // train.eval_batches (at most the split's full batches; none when it has none); final: every
 // sample, the last batch partial.
 int64_t eval_batch_count(const config::Config& cfg, int64_t eval_size, bool final);
-// The samples those batches hold.
-int64_t eval_sample_count(const config::Config& cfg, int64_t eval_size, bool final);
 
 class Evaluator {
  public:

@@ -130,7 +130,13 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   if (cfg.output.sample_every > 0 && !config::is_transformer(cfg.model.kind))
     LOOM_USAGE("output.sample_every prints text from a language model, but model.kind is '",
                cfg.model.kind, "'; set it to 0 or train a gpt or llama");
-  if (cfg.model.kind == config::ModelKind::Llama && cfg.model.tie_embeddings && r.pp * r.loops > 1)
+  if (cfg.model.head_bias && cfg.model.kind != config::ModelKind::Gpt)
+    LOOM_USAGE("model.head_bias is the GPT's (model.kind = gpt), but model.kind is '",
+               cfg.model.kind, "'; drop it");
+  if (cfg.model.head_bias && cfg.model.tie_embeddings)
+    LOOM_USAGE("model.head_bias and model.tie_embeddings: a head tied to the token embedding has ",
+               "no bias of its own; drop one of them");
+  if (config::is_transformer(cfg.model.kind) && cfg.model.tie_embeddings && r.pp * r.loops > 1)
     LOOM_USAGE(
         "model.tie_embeddings shares the embedding with the head, which sit on the first "
         "and the last of ",

@@ -64,10 +64,8 @@ RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Ba
     if (start_step > 0) curves_ = read_loss_curves(path.string());
     std::error_code ec;
     if (start_step == 0) fs::remove(fs::path(cfg.output.dir) / "loss.svg", ec);
-    // What evaluations read: their sample counts and, on text, bytes per token.
-    const auto test_split = open_dataset(cfg, data::Split::Test);
-    eval_size_ = test_split->size();
-    eval_bytes_per_token_ = test_split->bytes_per_token();
+    // On text, the bytes a token of the evaluated split stands for.
+    eval_bytes_per_token_ = open_dataset(cfg, data::Split::Test)->bytes_per_token();
   }
   progress_ = std::make_unique<Progress>(cfg.train.steps, root_ && cfg.output.progress,
                                          gpt_ ? "tokens" : "samples");
@@ -148,12 +146,13 @@ void RunMetrics::calibration(int64_t step, int64_t micro_batch, const std::vecto
   write(j.done());
 }
 
-void RunMetrics::eval(int64_t step, double loss, double accuracy, TrainResult* res) {
+void RunMetrics::eval(int64_t step, const EvalResult& result, TrainResult* res) {
+  const double loss = result.loss, accuracy = result.accuracy;
   res->eval_loss = loss;
   res->eval_accuracy = accuracy;
   if (!root_) return;
   LastEval& e = last_eval_;
-  e = {step, eval_sample_count(cfg_, eval_size_, step == cfg_.train.steps), loss, accuracy};
+  e = {step, result.samples, loss, accuracy};
   if (gpt_) e.perplexity = std::exp(loss);
   // Bits per byte: the loss per token in bits, spread over the bytes a token stands for, so
   // that byte-level and tokenized runs compare.

@@ -27,6 +27,8 @@ struct MemoryBytes;
 
 namespace loom::train {
 
+struct EvalResult;  // evaluator.h
+
 struct TrainResult;
 
 // Reads the synchronizers' exposed wait over one step: start() before the step's first
@@ -70,7 +72,7 @@ class RunMetrics {
                    const std::vector<double>& loaded);
   // An evaluation after `step` steps (the last step's reads the whole split: evaluator.h).
   // Language models add perplexity and, on text, bits per byte to the loss.
-  void eval(int64_t step, double loss, double accuracy, TrainResult* res);
+  void eval(int64_t step, const EvalResult& e, TrainResult* res);
   // After the last step: wall time, throughput and bytes sent.
   void end_steps(TrainResult* res);
   // Collective over world (every rank's state and peak bytes): memory, the summary line and
@@ -99,7 +101,6 @@ class RunMetrics {
   double items_per_step_;
   std::unique_ptr<std::ofstream> file_;
   std::unique_ptr<Progress> progress_;
-  int64_t eval_size_ = 0;            // samples in the test split (rank 0)
   double eval_bytes_per_token_ = 0;  // text only (rank 0)
   LastEval last_eval_;
   LossCurves curves_;         // rank 0

@@ -254,8 +254,7 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
   if (last)
     for (auto& [st, y] : syncs) y->end_of_run();
   if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || last) {
-    const EvalResult e = evaluator->run(/*final=*/last);
-    metrics.eval(done, e.loss, e.accuracy, res);
+    metrics.eval(done, evaluator->run(/*final=*/last), res);
   }
   if (cfg.output.sample_every > 0 && done % cfg.output.sample_every == 0) {
     const SampleContext sc{&cfg,

@@ -1,0 +1,120 @@
+#include "loom/interop/hf.h"
+
+#include <filesystem>
+#include <regex>
+
+#include "loom/common/error.h"
+#include "loom/interop/hf_family.h"
+#include "loom/interop/safetensors.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/consolidate.h"
+
+namespace loom::interop {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace detail {
+
+std::pair<int64_t, std::string> split_name(const std::string& loom_name) {
+  std::smatch m;
+  LOOM_CHECK(std::regex_match(loom_name, m, std::regex(R"(blocks\.(\d+)\.(.+))")),
+             "not a loom parameter name: ", loom_name);
+  return {std::stoll(m[1].str()), m[2].str()};
+}
+
+const json& need(const json& cfg, const std::string& from, const char* key) {
+  if (!cfg.contains(key)) LOOM_USAGE("'", from, "/config.json' lacks \"", key, "\"");
+  return cfg.at(key);
+}
+
+int64_t context_length(int64_t seq_len, int64_t positions) {
+  return seq_len > 0 ? seq_len : std::min<int64_t>(positions, 4096);
+}
+
+}  // namespace detail
+
+namespace {
+
+const detail::Family& family_of(config::ModelKind kind) {
+  if (kind == config::ModelKind::Llama) return detail::llama_family();
+  if (kind == config::ModelKind::Gpt) return detail::gpt2_family();
+  LOOM_USAGE("loom export --format hf writes language models (gpt as GPT2LMHeadModel, llama as ",
+             "LlamaForCausalLM); this checkpoint holds a ", kind);
+}
+
+const detail::Family& family_of(const std::string& model_type, const std::string& from) {
+  for (const detail::Family* f : {&detail::llama_family(), &detail::gpt2_family()})
+    if (model_type == f->model_type) return *f;
+  LOOM_USAGE("'", from, "' holds a '", model_type,
+             "' model; loom imports model_type llama (LlamaForCausalLM) and gpt2 "
+             "(GPT2LMHeadModel)");
+}
+
+}  // namespace
+
+std::string export_hf(const train::WholeModel& w, const std::string& out,
+                      const std::string& tokenizer) {
+  const detail::Family& family = family_of(w.config.kind);
+  const json config = family.to_config(w.config);  // refuses before anything is written
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    LOOM_USAGE("--out '", out, "' exists and is not an empty folder; choose another");
+  fs::create_directories(out, ec);
+  if (ec) LOOM_USAGE("cannot create '", out, "': ", ec.message());
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& [name, p] : train::named_parameters(w.model)) {
+    const detail::HfTensor h = family.tensor(name, w.config);
+    tensors[h.name] = h.transposed ? p.t().contiguous() : p;
+  }
+  write_safetensors((fs::path(out) / "model.safetensors").string(), tensors);
+  train::write_file_atomic((fs::path(out) / "config.json").string(), config.dump(2) + "\n");
+  if (!tokenizer.empty()) fs::copy_file(tokenizer, fs::path(out) / "tokenizer.model", ec);
+  if (ec) LOOM_USAGE("cannot copy the tokenizer '", tokenizer, "' to '", out, "': ", ec.message());
+  return family.architecture;
+}
+
+config::ModelConfig import_hf(const std::string& from, const std::string& out, int64_t seq_len) {
+  const fs::path dir(from);
+  json cfg;
+  try {
+    cfg = json::parse(train::read_file((dir / "config.json").string()));
+  } catch (const json::exception& e) {
+    LOOM_USAGE("'", (dir / "config.json").string(), "' is not JSON (", e.what(), ")");
+  }
+  const detail::Family& family = family_of(cfg.value("model_type", ""), from);
+  const config::ModelConfig c = family.from_config(cfg, from, seq_len);
+  config::Config whole;
+  whole.model = c;
+  config::validate(whole);
+
+  const auto weights = read_safetensors((dir / "model.safetensors").string());
+  const model::Model shape = model::build(c, 0);
+  train::CheckpointContents contents;
+  contents.manifest.step = 0;
+  contents.manifest.dp_mode = "allreduce";
+  contents.manifest.schedule = "1f1b";
+  contents.manifest.optimizer = "adamw";
+  contents.manifest.loom_version = "import";
+  contents.manifest.model = c;
+  contents.manifest.blocks = static_cast<int>(shape.blocks.size());
+  contents.manifest.first = {0};
+  for (const auto& [name, p] : train::named_parameters(shape)) {
+    const detail::HfTensor h = family.tensor(name, c);
+    auto it = weights.find(h.name);
+    // Checkpoints saved from the base model (GPT2Model) name tensors without "transformer.".
+    if (it == weights.end() && h.name.starts_with("transformer."))
+      it = weights.find(h.name.substr(std::string("transformer.").size()));
+    if (it == weights.end())
+      LOOM_USAGE("'", from, "/model.safetensors' lacks '", h.name, "' (loom's ", name, ")");
+    const torch::Tensor t = h.transposed ? it->second.t() : it->second;
+    if (t.sizes() != p.sizes())
+      LOOM_USAGE("'", h.name, "' has shape ", it->second.sizes(),
+                 ", the model of config.json needs ", h.transposed ? p.t().sizes() : p.sizes());
+    parallel::Chunk chunk{"param/" + name, -1, 0, p.sizes().vec(), t.reshape({-1}).contiguous()};
+    contents.tensors[{chunk.name, -1}] = chunk;
+  }
+  train::write_consolidated(contents, out);
+  return c;
+}
+
+}  // namespace loom::interop
