@@ -45,6 +45,11 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def adamw(params, a):
+    """loom's AdamW: lr --lr, betas (0.9, 0.999), eps 1e-8, no weight decay (its defaults)."""
+    return torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
+
+
 def mean_step_s(a, step):
     """Runs step() warmup + steps times; the mean wall time of the last `steps`."""
     times = []

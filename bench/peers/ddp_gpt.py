@@ -18,7 +18,7 @@ def main():
     torch.manual_seed(1234)
     model = GPT(a.vocab, a.seq_len, a.width, a.layers, a.heads)
     ddp = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr)
+    opt = common.adamw(ddp.parameters(), a)
     gen = torch.Generator().manual_seed(rank)
 
     def step():

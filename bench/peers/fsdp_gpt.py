@@ -29,7 +29,7 @@ def main():
     mesh = init_device_mesh("cpu", (world,))
     torch.manual_seed(1234)
     model = shard(GPT(a.vocab, a.seq_len, a.width, a.layers, a.heads), mesh, a.zero)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    opt = common.adamw(model.parameters(), a)
     gen = torch.Generator().manual_seed(rank)
 
     def step():

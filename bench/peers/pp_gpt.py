@@ -90,7 +90,7 @@ def main():
         sched = cls(stages, n_microbatches=a.microbatches, loss_fn=common.loss_fn)
     has_first = any(st.is_first for st in stages)
     has_last = any(st.is_last for st in stages)
-    opt = torch.optim.AdamW(params, lr=a.lr)
+    opt = common.adamw(params, a)
     gen = torch.Generator().manual_seed(dp_rank)  # the ranks of one pipeline draw the same batch
 
     def step():
