@@ -9,7 +9,7 @@
 #   world 2, pp 2, global batch 32 in 8 micro-batches of 4: loom's gpipe, 1f1b, interleaved
 #     (loops 2), bfs (loops 2) and zb-h1 against ScheduleGPipe, Schedule1F1B (and DeepSpeed's
 #     PipelineEngine), ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble
-#     (2 stages per rank; zb-h1 has 1); ScheduleZBVZeroBubble and ScheduleDualPipeV alone (loom
+#     (2 stages per rank, and 1 as zb-h1 has); ScheduleZBVZeroBubble and ScheduleDualPipeV alone (loom
 #     has no V schedule yet);
 #   world 2, dp 2, 16 samples per rank: loom allreduce / zero3 / zero2 against DDP / FSDP2 /
 #     FSDP2 with reshard_after_forward=False;
@@ -49,7 +49,7 @@ groups=(
   "1f1b 2 --pp 2 --schedule 1f1b --global_batch 32 --microbatches 8 | pp_gpt.py --schedule 1f1b --micro-batch 4 --microbatches 8 | ds_pipe_gpt.py --micro-batch 4 --microbatches 8"
   "interleaved 2 --pp 2 --loops 2 --schedule interleaved --global_batch 32 --microbatches 8 | pp_gpt.py --schedule interleaved --micro-batch 4 --microbatches 8"
   "bfs 2 --pp 2 --loops 2 --schedule bfs --global_batch 32 --microbatches 8 | pp_gpt.py --schedule bfs --micro-batch 4 --microbatches 8"
-  "zb 2 --pp 2 --schedule zb-h1 --global_batch 32 --microbatches 8 | pp_gpt.py --schedule zb --micro-batch 4 --microbatches 8"
+  "zb 2 --pp 2 --schedule zb-h1 --global_batch 32 --microbatches 8 | pp_gpt.py --schedule zb --micro-batch 4 --microbatches 8 | pp_gpt.py --schedule zb --stages-per-rank 1 --micro-batch 4 --microbatches 8"
   "zbv 2 - | pp_gpt.py --schedule zbv --micro-batch 4 --microbatches 8"
   "dualpipev 2 - | pp_gpt.py --schedule dualpipev --micro-batch 4 --microbatches 8"
   "allreduce 2 --dp_mode allreduce --global_batch 32 --microbatches 1 | ddp_gpt.py --micro-batch 16"
@@ -102,6 +102,7 @@ echo "loom: $loom ($("$loom" --version | head -1)); peers: torch $("$venv/bin/py
 echo "steps $steps after $warmup warm-up, rounds $rounds; load: $(uptime | sed 's/.*load/load/')"
 echo "round config system tokens/s peak_rss_mib rss_mib_per_rank"
 for ((r = 0; r < rounds; ++r)); do
+  echo "round $r: $(date -u +%H:%M) $(uptime | sed 's/.*load/load/')"
   for g in "${groups[@]}"; do
     IFS='|' read -ra parts <<<"$g"
     read -r name world loom_flags <<<"${parts[0]}"
@@ -117,9 +118,11 @@ for ((r = 0; r < rounds; ++r)); do
         res=$(run_loom "$world" $loom_flags)
       else
         read -ra peer <<<"${parts[sys]}"
-        label=$(basename "${peer[0]}" .py)
-        [[ ${peer[0]} == pp_gpt.py ]] && label=torch-${peer[2]}
-        [[ ${peer[0]} == ds_pipe_gpt.py ]] && label=deepspeed
+        label=${peer[0]%_gpt.py}  # ddp, fsdp; torch-SCHEDULE (-1stage); deepspeed
+        [[ $label == fsdp ]] && label=fsdp2-zero${peer[2]}
+        [[ $label == pp ]] && label=torch-${peer[2]}
+        [[ ${peer[3]:-} == --stages-per-rank ]] && label+=-${peer[4]}stage
+        [[ $label == ds_pipe ]] && label=deepspeed
         if [[ $label == deepspeed && $have_ds != 1 ]]; then
           res="- - not-installed"
         else
@@ -131,6 +134,7 @@ for ((r = 0; r < rounds; ++r)); do
   done
 done
 
+echo "end: $(date -u +%H:%M) $(uptime | sed 's/.*load/load/')"
 python3 - "$runs" <<'PY'
 import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1])]

@@ -84,10 +84,9 @@ def main():
         params += list(mod.parameters())
         stages.append(PipelineStage(mod, s, n_stages, torch.device("cpu"), group=pp_group))
     del model  # the other ranks' blocks
-    if per_rank == 1:
-        sched = cls(stages[0], n_microbatches=a.microbatches, loss_fn=common.loss_fn)
-    else:
-        sched = cls(stages, n_microbatches=a.microbatches, loss_fn=common.loss_fn)
+    multi = issubclass(cls, S.PipelineScheduleMulti)  # takes a list of stages
+    sched = cls(stages if multi else stages[0], n_microbatches=a.microbatches,
+                loss_fn=common.loss_fn)
     has_first = any(st.is_first for st in stages)
     has_last = any(st.is_last for st in stages)
     opt = common.adamw(params, a)
