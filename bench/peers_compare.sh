@@ -3,6 +3,7 @@
 # and DeepSpeed's PipelineEngine, on CPU, on the same byte-level GPT: D=256, L=4, H=4, T=128,
 # vocabulary 256, AdamW lr 3e-4 (no weight decay), synthetic random bytes, one thread per rank.
 # usage: bench/peers_compare.sh [BUILD_DIR] [STEPS] [ROUNDS]
+#        ONLY="gpipe 1f1b" bench/peers_compare.sh ...   (only the configurations named)
 #
 # Configurations (one group each; loom and its peers of the group run in a rotated order every
 # round, ABBA as bench/ddp_compare.sh does):
@@ -106,6 +107,7 @@ for ((r = 0; r < rounds; ++r)); do
   for g in "${groups[@]}"; do
     IFS='|' read -ra parts <<<"$g"
     read -r name world loom_flags <<<"${parts[0]}"
+    [[ -n ${ONLY:-} && " $ONLY " != *" $name "* ]] && continue
     systems=()
     [[ $loom_flags != - ]] && systems+=("loom")
     for ((k = 1; k < ${#parts[@]}; ++k)); do systems+=("$k"); done
