@@ -53,4 +53,10 @@ if ! "$venv/bin/python" -c 'import transformers, safetensors' 2>/dev/null; then
   echo "[install-deps] installing transformers and safetensors into $venv"
   "$venv/bin/python" -m pip install -q "transformers>=4.45,<5" "safetensors>=0.4"
 fi
+# DeepSpeed, the peer of bench/peers_compare.sh's 1f1b row (its PipelineEngine on CPU): pure
+# Python with DS_BUILD_OPS=0 (its first CPU run JIT-builds one small op, cached after).
+if ! "$venv/bin/python" -c 'import deepspeed' 2>/dev/null; then
+  echo "[install-deps] installing deepspeed into $venv"
+  DS_BUILD_OPS=0 "$venv/bin/python" -m pip install -q "deepspeed==0.19.8"
+fi
 exit 0
