@@ -103,7 +103,8 @@ class Checker {
         if (shape_.rank_of(a.stage) != r)
           return Problem{
               concat(at(p), ": ", to_string(a), " runs on the wrong rank; stage ", a.stage,
-                     " is owned by rank ", shape_.rank_of(a.stage), " (stage % pp)"),
+                     " is owned by rank ", shape_.rank_of(a.stage), " (", placement_name(shape_.placement),
+                     " placement)"),
               {p}};
         if (is_stage_level(a.kind) && a.microbatch != kNoMicrobatch)
           return Problem{concat(at(p), ": ", to_string(a), " must not name a micro-batch"), {p}};
