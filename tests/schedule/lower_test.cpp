@@ -98,7 +98,7 @@ TEST(Lower, ReduceGradRightAfterLastBackward) {
       const Schedule low = lower(generate(name, shape), {mode, true, 2});
       for (int st = 0; st < shape.stages(); ++st) {
         EXPECT_EQ(count_kind(low, Kind::REDUCE_GRAD, st), 1);
-        const auto& list = low.ranks[shape.rank_of(st)];
+        const auto& list = low.ranks[low.shape.rank_of(st)];  // zbv: its own placement
         int last_backward = -1, reduce = -1;
         for (int i = 0; i < static_cast<int>(list.size()); ++i) {
           const Action& a = list[i];
