@@ -122,8 +122,8 @@ TEST(Timing, ZbvPeakActivations) {
       const std::vector<int> zbv = peak_activations(generate("zbv", {p, 2, m}));
       const std::vector<int> f1b1 = peak_activations(generate("1f1b", {p, 1, m}));
       for (int r = 0; r < p; ++r) {
-        EXPECT_EQ(zbv[r], std::min({m + r + 1, 2 * m, 2 * p})) << "pp=" << p << " m=" << m
-                                                                  << " rank " << r;
+        EXPECT_EQ(zbv[r], std::min({m + r + 1, 2 * m, 2 * p}))
+            << "pp=" << p << " m=" << m << " rank " << r;
         EXPECT_LE(zbv[r], 2 * f1b1[0]);  // 1F1B's peak, counted in half-size stages
       }
     }

@@ -109,12 +109,11 @@ std::string manifest_to_json(const Manifest& m) {
   os << "{\"format\": \"" << kFormat << "\", \"loom_version\": " << quoted(m.loom_version)
      << ", \"step\": " << m.step << ",\n \"world\": " << m.world << ", \"dp\": " << m.dp
      << ", \"pp\": " << m.pp << ", \"tp\": " << m.tp << ", \"loops\": " << m.loops
-     << ", \"placement\": " << quoted(m.placement)
-     << ", \"dp_mode\": " << quoted(m.dp_mode) << ", \"schedule\": " << quoted(m.schedule)
-     << ",\n \"optimizer\": " << quoted(m.optimizer) << ", \"dtype\": " << quoted(m.dtype)
-     << ",\n \"model\": " << quoted(config::name_of(md.kind)) << ", \"vocab\": " << md.vocab
-     << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
-     << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
+     << ", \"placement\": " << quoted(m.placement) << ", \"dp_mode\": " << quoted(m.dp_mode)
+     << ", \"schedule\": " << quoted(m.schedule) << ",\n \"optimizer\": " << quoted(m.optimizer)
+     << ", \"dtype\": " << quoted(m.dtype) << ",\n \"model\": " << quoted(config::name_of(md.kind))
+     << ", \"vocab\": " << md.vocab << ", \"seq_len\": " << md.seq_len
+     << ", \"width\": " << md.width << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
      << ", \"classes\": " << md.classes;
   if (md.kind == config::ModelKind::Llama)
     os << ", \"kv_heads\": " << md.kv_heads << ", \"ffn_width\": " << md.ffn_width
@@ -169,8 +168,7 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   if (json.find("\"placement\"") != std::string::npos) {
     m.placement = field(json, "placement", f);
     if (!schedule::parse_placement(m.placement))
-      LOOM_USAGE("checkpoint manifest '", f, "' has placement '", m.placement,
-                 "'; it is corrupt");
+      LOOM_USAGE("checkpoint manifest '", f, "' has placement '", m.placement, "'; it is corrupt");
   }
   m.dp_mode = field(json, "dp_mode", f);
   m.schedule = field(json, "schedule", f);
@@ -233,9 +231,9 @@ bool Manifest::same_layout(const Manifest& o) const {
 }
 
 std::string Manifest::layout() const {
-  return detail::concat("dp ", dp, " x pp ", pp, tp > 1 ? detail::concat(" x tp ", tp) : "",
-                        " x loops ", loops, placement == "looping" ? "" : ", " + placement + " placement",
-                        ", ", dp_mode);
+  return detail::concat(
+      "dp ", dp, " x pp ", pp, tp > 1 ? detail::concat(" x tp ", tp) : "", " x loops ", loops,
+      placement == "looping" ? "" : ", " + placement + " placement", ", ", dp_mode);
 }
 
 std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
