@@ -43,7 +43,8 @@ TEST(Csv, Golden) {
                {"interleaved_pp2_v2_m4.csv", "interleaved", {2, 2, 4}},
                {"bfs_pp2_v2_m4.csv", "bfs", {2, 2, 4}},
                {"zb-h1_pp2_m4.csv", "zb-h1", {2, 1, 4}},
-               {"zbv_pp2_v2_m4.csv", "zbv", {2, 2, 4}}};
+               {"zbv_pp2_v2_m4.csv", "zbv", {2, 2, 4}},
+               {"dualpipev_pp2_v2_m5.csv", "dualpipev", {2, 2, 5}}};
   for (const auto& c : cases) {
     const std::string path = std::string(LOOM_SCHEDULE_GOLDEN_DIR) + "/" + c.file;
     const std::string golden = read_file(path);

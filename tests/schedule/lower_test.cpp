@@ -38,9 +38,11 @@ TEST(Lower, PointToPointCounts) {
           if (!unsupported_reason(name, shape).empty()) continue;
           const Schedule low = lower(generate(name, shape), {DpMode::None});
           // Every boundary between consecutive stages crosses ranks when pp > 1 (looping
-          // placement), all but the V's turn (stages pp-1, pp on the last rank) for zbv; each
+          // placement), all but the V's turn (stages pp-1, pp on the last rank) for zbv and
+          // dualpipev; each
           // carries one send and one receive per micro-batch and direction.
-          const int crossing = pp == 1 ? 0 : shape.stages() - 1 - (name == "zbv" ? 1 : 0);
+          const bool v = placement_of(name) == Placement::V;
+          const int crossing = pp == 1 ? 0 : shape.stages() - 1 - (v ? 1 : 0);
           for (Kind k : {Kind::SEND_F, Kind::RECV_F, Kind::SEND_B, Kind::RECV_B})
             EXPECT_EQ(count_kind(low, k), crossing * m) << shape_str(name, shape);
           EXPECT_EQ(count_kind(low, Kind::REDUCE_GRAD), 0);

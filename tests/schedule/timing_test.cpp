@@ -129,6 +129,23 @@ TEST(Timing, ZbvPeakActivations) {
     }
 }
 
+// DualPipeV with F = I = W = 1, B = 2 (m >= 2p): makespan 6m + p - 1, as zbv's for large m (the
+// pairs DualPipe overlaps run one after the other here), at 2p + 1 live pairs on every rank:
+// one more than zbv.
+TEST(Timing, DualPipeVMakespanAndMemory) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 2 * p; m <= 2 * p + 16; ++m) {
+      const Shape shape{p, 2, m};
+      const Schedule s = generate("dualpipev", shape);
+      const Timing t = time_schedule(s, {1, 2, 1, 1});
+      EXPECT_DOUBLE_EQ(t.makespan, 6 * m + p - 1) << shape_str("dualpipev", shape);
+      for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(t.busy(r), 6 * m);
+      const std::vector<int> peak = peak_activations(s);
+      for (int r = 0; r < p; ++r)
+        EXPECT_EQ(peak[r], 2 * p + 1) << shape_str("dualpipev", shape) << " rank " << r;
+    }
+}
+
 TEST(Timing, PeakActivations) {
   for (int p = 1; p <= 8; ++p)
     for (int m = 1; m <= 16; ++m) {

@@ -195,7 +195,7 @@ TEST(Validate, RandomEditsAreDiagnosed) {
   std::mt19937 rng(1234);
   std::vector<Schedule> bases;
   for (const std::string& name : generator_names()) {
-    const Shape shape{3, name == "1f1b" || name == "zb-h1" ? 1 : 2, 3};
+    const Shape shape{3, name == "1f1b" || name == "zb-h1" ? 1 : 2, name == "dualpipev" ? 6 : 3};
     bases.push_back(generate(name, shape));
     bases.push_back(lower(bases.back(), {DpMode::ZeroParams, true, 2}));
   }

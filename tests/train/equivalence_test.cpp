@@ -340,7 +340,7 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
 
 std::vector<PipeCase> pipe_cases() {
   std::vector<PipeCase> v;
-  for (std::string s : {"gpipe", "1f1b", "interleaved", "bfs", "zb-h1", "zbv"})
+  for (std::string s : {"gpipe", "1f1b", "interleaved", "bfs", "zb-h1", "zbv", "dualpipev"})
     for (int pp : {2, 4})
       for (int loops : {1, 2})
         for (int m : {pp, 2 * pp, pp + 1})
@@ -352,6 +352,7 @@ std::vector<PipeCase> pipe_cases() {
   // zbv (V placement: rank 0 holds the first and the last stage) with sharded parameters.
   v.push_back({"zbv", 2, 2, 4, 2, "zero3"});
   v.push_back({"zbv", 2, 2, 3, 2, "zero1"});
+  v.push_back({"dualpipev", 2, 2, 4, 2, "zero3"});
   return v;
 }
 

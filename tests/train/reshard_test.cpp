@@ -133,6 +133,12 @@ TEST_P(Reshard, CarriesTheStateExactly) {
   EXPECT_EQ(saved.manifest.step, 3);
   EXPECT_EQ(moved.manifest.step, 3);
   EXPECT_EQ(moved.manifest.dp, m.to.dp);
+  // The manifest records where the stages were: zbv's V, every other schedule's looping.
+  auto placement = [](const Layout& l) {
+    return l.schedule == std::string("zbv") ? "v" : "looping";
+  };
+  EXPECT_EQ(saved.manifest.placement, placement(m.from));
+  EXPECT_EQ(moved.manifest.placement, placement(m.to));
   const auto before = joined(saved), after = joined(moved);
   ASSERT_EQ(before.size(), after.size());
   int params = 0, moments = 0;

@@ -1,7 +1,7 @@
 #pragma once
 // The pipeline executor interprets one rank's lowered action list (schedule/lower.h). It never
-// looks at the schedule's name: gpipe, 1f1b, interleaved, bfs, zb-h1, zbv and hand-written CSV
-// schedules all run through the same loop.
+// looks at the schedule's name: gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, dualpipev and
+// hand-written CSV schedules all run through the same loop.
 //  - RECV_F / RECV_B are posted ahead of time (a window of upcoming actions), so a message
 //    that arrives early lands in its buffer while the rank computes something else;
 //  - SEND_F / SEND_B are non-blocking; their buffers stay alive until the end of the step;

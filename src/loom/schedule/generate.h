@@ -6,6 +6,8 @@
 //   bfs          breadth-first looping (Lamy-Poirier 2023); any (pp, loops, m).
 //   zb-h1        zero bubble with I/W split, peak activations <= 1F1B; loops must be 1.
 //   zbv          V-shaped zero bubble (ZB-V): I/W split, V placement; loops must be 2.
+//   dualpipev    DualPipeV: V placement, F and B of the two chunks paired in the steady state,
+//                I/W split in warm-up and cool-down; loops must be 2, microbatches >= 2 pp.
 #include <string>
 #include <vector>
 
@@ -14,8 +16,9 @@
 namespace loom::schedule {
 
 std::vector<std::string> generator_names();
-// The placement a generator's stages take: V for zbv, looping for the others (and unknown
-// names). generate() sets it in the schedule's shape whatever the shape passed in says.
+// The placement a generator's stages take: V for zbv and dualpipev, looping for the others
+// (and unknown names). generate() sets it in the schedule's shape whatever the shape passed in
+// says.
 Placement placement_of(const std::string& name);
 // Empty string when supported, else a one-line reason with the fix.
 std::string unsupported_reason(const std::string& name, const Shape& shape);
