@@ -3,7 +3,8 @@
 # layers), pp = 2 on 2 ranks, in rounds whose order rotates, so that this machine's drift
 # (tens of percent within minutes) falls on every schedule alike. Prints each run's tokens/s,
 # each schedule's median and its median per-round ratio to the first schedule, and the peak
-# activation bytes per rank.
+# activation bytes per rank. zbv and dualpipev run with loops 2 (their V of 4 stages), the
+# others with 1.
 # usage: bench/schedule_ab.sh [BUILD_DIR] [ROUNDS] [STEPS] [SCHEDULE...]   (default: 1f1b zb-h1)
 set -euo pipefail
 build=${1:-build}
@@ -20,8 +21,10 @@ for ((r = 0; r < rounds; ++r)); do
   for ((k = 0; k < ${#schedules[@]}; ++k)); do
     s=${schedules[(k + r) % ${#schedules[@]}]}
     rm -rf "$out/run"
+    loops=1
+    [[ $s == zbv || $s == dualpipev ]] && loops=2
     "$build/bin/loom" train --config configs/gpt-fortunes.toml --layers 6 --nproc 2 --pp 2 \
-      --schedule "$s" --microbatches 8 --steps "$steps" --eval_every 0 --eval_batches 1 \
+      --schedule "$s" --loops "$loops" --microbatches 8 --steps "$steps" --eval_every 0 --eval_batches 1 \
       --output.dir "$out/run" --overwrite --progress false >/dev/null 2>&1
     python3 - "$out/run/metrics.jsonl" "$r" "$s" <<'PY' | tee -a "$out/rows"
 import json, sys

@@ -70,6 +70,7 @@ if [[ $mode == local ]]; then
   expect_usage pp_not_dividing "pp (3)" -- train --config "$good" --nproc 4 --pp 3
   expect_usage batch_not_divisible "not divisible" -- train --config "$good" --nproc 4 --global_batch 6
   expect_usage schedule_shape "1f1b" -- train --config "$good" --nproc 2 --pp 2 --loops 2 --schedule 1f1b
+  expect_usage zbv_loops "set --loops 2" -- train --config "$good" --nproc 2 --pp 2 --schedule zbv
   expect_usage too_few_blocks "blocks" -- train --config "$good" --nproc 4 --pp 4 --loops 2 --schedule bfs
   expect_usage missing_dataset "not found" -- train --config "$good" --nproc 2 --model.kind cnn \
     --data.kind fashion-mnist --data.path "$tmp/no-such-folder"

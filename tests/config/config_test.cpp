@@ -94,8 +94,9 @@ TEST(Config, DefaultsComeFromTheStructs) {
   EXPECT_EQ(by_key.at("output.progress").type, "bool");
   EXPECT_EQ(by_key.at("data.path").type, "string");
   EXPECT_EQ(by_key.at("train.seed").type, "int");
-  EXPECT_NE(by_key.at("parallel.schedule").help.find("gpipe|1f1b|interleaved|bfs|zb-h1"),
-            std::string::npos);
+  EXPECT_NE(
+      by_key.at("parallel.schedule").help.find("gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev"),
+      std::string::npos);
   EXPECT_NE(by_key.at("model.layers").help.find(">= 1"), std::string::npos);
 }
 
@@ -335,7 +336,8 @@ TEST(ConfigErrors, OutOfRange) {
       {"[parallel]\npp = 0", "parallel.pp must be >= 1"},
       {"[parallel]\nloops = 0", "parallel.loops must be >= 1"},
       {"[parallel]\nschedule = \"foo\"",
-       "parallel.schedule must be one of gpipe|1f1b|interleaved|bfs|zb-h1, got 'foo'"},
+       "parallel.schedule must be one of gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev, got "
+       "'foo'"},
       {"[parallel]\ndp_mode = \"zero4\"",
        "parallel.dp_mode must be one of allreduce|zero1|zero2|zero3|slim|quant"},
       {"[parallel]\nbucket_mib = 0", "parallel.bucket_mib must be > 0"},

@@ -78,6 +78,22 @@ TEST(Planner, SearchesRecomputationAndAttention) {
   EXPECT_TRUE(single);
 }
 
+// zbv is searched where it applies (loops 2, pp > 1), and its candidates are simulated in V
+// placement: rank 0 holds the first and the last stage.
+TEST(Planner, SearchesZbv) {
+  PlanRequest req = small_request();
+  req.schedules = {"zbv"};
+  req.dp_modes = {DpMode::AllReduce};
+  PlanResult r = plan(req, a100());
+  ASSERT_FALSE(r.ranked.empty());
+  for (const Candidate& k : r.ranked) {
+    EXPECT_EQ(k.par.schedule, "zbv");
+    EXPECT_EQ(k.par.loops, 2);
+    EXPECT_GT(k.par.pp, 1);
+    EXPECT_EQ(k.par.shape().placement, schedule::Placement::V);
+  }
+}
+
 TEST(Planner, NothingFits) {
   Cluster c = a100();
   PlanRequest req = small_request();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "loom/common/error.h"
 #include "loom/schedule/lower.h"
@@ -19,12 +20,14 @@ using test_util::sweep_shapes;
 bool supported(const std::string& name, const Shape& s) {
   if (name == "1f1b" || name == "zb-h1") return s.loops == 1;
   if (name == "interleaved") return s.loops == 1 || s.microbatches % s.pp == 0;
+  if (name == "zbv") return s.loops == 2;
+  if (name == "dualpipev") return s.loops == 2 && s.microbatches >= 2 * s.pp;
   return true;  // gpipe, bfs
 }
 
 TEST(Generate, Names) {
-  EXPECT_EQ(generator_names(),
-            (std::vector<std::string>{"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"}));
+  EXPECT_EQ(generator_names(), (std::vector<std::string>{"gpipe", "1f1b", "interleaved", "bfs",
+                                                         "zb-h1", "zbv", "dualpipev"}));
 }
 
 // Every generator over pp 1..8, loops 1..4, m 1..16: supported shapes validate, also once
@@ -49,6 +52,9 @@ TEST(Generate, SweepValidatesAndLowers) {
       ++generated;
       ASSERT_EQ(s.name, name);
       ASSERT_EQ(s.shape.pp, shape.pp);
+      ASSERT_EQ(s.shape.placement,
+                name == "zbv" || name == "dualpipev" ? Placement::V : Placement::Looping)
+          << what;
       ValidationResult v = check(s);
       ASSERT_TRUE(v.ok) << what << ": " << v.message << "\n" << v.grid;
       for (const auto& list : s.ranks)
@@ -80,7 +86,15 @@ TEST(Generate, UnsupportedShapesExplainTheFix) {
   EXPECT_NE(reason_of("zb-h1", {2, 3, 4}).find("loops=1"), std::string::npos);
   EXPECT_NE(reason_of("interleaved", {4, 2, 6}).find("divisible by pp"), std::string::npos);
   EXPECT_NE(reason_of("interleaved", {4, 2, 6}).find("microbatches=8"), std::string::npos);
-  EXPECT_NE(reason_of("nope", {2, 1, 4}).find("known: gpipe, 1f1b, interleaved, bfs, zb-h1"),
+  EXPECT_NE(reason_of("nope", {2, 1, 4})
+                .find("known: gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, "
+                      "dualpipev"),
+            std::string::npos);
+  for (int loops : {1, 3, 4}) {
+    EXPECT_NE(reason_of("zbv", {4, loops, 8}).find("set --loops 2"), std::string::npos) << loops;
+    EXPECT_NE(reason_of("dualpipev", {4, loops, 8}).find("set --loops 2"), std::string::npos);
+  }
+  EXPECT_NE(reason_of("dualpipev", {4, 2, 7}).find("use microbatches=8 or the zbv schedule"),
             std::string::npos);
   for (Shape bad : {Shape{0, 1, 1}, Shape{1, 0, 1}, Shape{1, 1, 0}, Shape{-2, 1, 4}})
     for (const std::string& name : generator_names()) {
@@ -114,6 +128,56 @@ TEST(Generate, InterleavedFollowsMegatronOrder) {
   // Rank 3: warm-up 4.
   EXPECT_EQ(to_string(s.ranks[3][4]), "7F0");
   EXPECT_EQ(to_string(s.ranks[3][5]), "7B0");
+}
+
+// V placement: rank r holds stages r and 2p-1-r, whatever placement the requested shape says.
+TEST(Generate, ZbvIsVShaped) {
+  for (const std::string name : {"zbv", "dualpipev"})
+    for (int p = 1; p <= 6; ++p) {
+      Shape asked{p, 2, 12};
+      asked.placement = Placement::Looping;
+      const Schedule s = generate(name, asked);
+      EXPECT_EQ(s.shape.placement, Placement::V);
+      for (int r = 0; r < p; ++r) {
+        std::set<int> held;
+        for (const Action& a : s.ranks[r]) held.insert(a.stage);
+        EXPECT_EQ(held, (std::set<int>{r, 2 * p - 1 - r})) << name << " pp=" << p << " rank " << r;
+        EXPECT_EQ(s.shape.stages_of(r), (std::vector<int>{r, 2 * p - 1 - r}));
+      }
+    }
+  EXPECT_EQ(placement_of("zbv"), Placement::V);
+  EXPECT_EQ(placement_of("dualpipev"), Placement::V);
+  EXPECT_EQ(placement_of("zb-h1"), Placement::Looping);
+}
+
+// pp=4, m=8, the phases of gen_zbv.cpp: rank 0 warms up with 2p-1 = 7 forwards of chunk 0, then
+// (no pairs) F1 I1 W1 four times, then the steady F0 I0 W0 F1 I1 W1; rank 3 warms up with one F0,
+// then three F1 F0 pairs.
+TEST(Generate, ZbvPhases) {
+  const Schedule s = generate("zbv", {4, 2, 8});
+  auto text = [&](int r, size_t from, size_t n) {
+    std::string out;
+    for (size_t i = from; i < from + n; ++i) out += to_string(s.ranks[r].at(i)) + " ";
+    return out;
+  };
+  EXPECT_EQ(text(0, 0, 10), "0F0 0F1 0F2 0F3 0F4 0F5 0F6 7F0 7I0 7W0 ");
+  EXPECT_EQ(text(0, 19, 6), "0F7 0I0 0W0 7F4 7I4 7W4 ");
+  EXPECT_EQ(text(3, 0, 10), "3F0 4F0 3F1 4F1 3F2 4F2 3F3 4F3 4I0 4W0 ");
+  EXPECT_EQ(to_string(s.ranks[0].back()), "0W7");
+}
+
+// DualPipeV, pp=2, m=5, rank 0: 2 forwards of chunk 0, one F0 F1 pair, one I1 W1 F1, then the
+// steady F0 B1 F1 B0 (m - 2p + 1 = 2 times); rank 1 has no I/W warm-up and pairs from its 5th
+// action on.
+TEST(Generate, DualPipeVPhases) {
+  const Schedule s = generate("dualpipev", {2, 2, 5});
+  auto text = [&](int r, size_t from, size_t n) {
+    std::string out;
+    for (size_t i = from; i < from + n; ++i) out += to_string(s.ranks[r].at(i)) + " ";
+    return out;
+  };
+  EXPECT_EQ(text(0, 0, 15), "0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 0F4 3B2 3F3 0B1 ");
+  EXPECT_EQ(text(1, 0, 8), "1F0 2F0 1F1 2F1 1F2 2B0 2F2 1B0 ");
 }
 
 TEST(Generate, OneF1BWarmup) {

@@ -28,6 +28,7 @@ void expect_same(const Schedule& a, const Schedule& b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.shape.pp, b.shape.pp);
   EXPECT_EQ(a.shape.loops, b.shape.loops);
+  EXPECT_EQ(a.shape.placement, b.shape.placement);
   EXPECT_EQ(a.shape.microbatches, b.shape.microbatches);
   EXPECT_EQ(a.ranks, b.ranks);
 }
@@ -41,7 +42,9 @@ TEST(Csv, Golden) {
   } cases[] = {{"1f1b_pp2_m4.csv", "1f1b", {2, 1, 4}},
                {"interleaved_pp2_v2_m4.csv", "interleaved", {2, 2, 4}},
                {"bfs_pp2_v2_m4.csv", "bfs", {2, 2, 4}},
-               {"zb-h1_pp2_m4.csv", "zb-h1", {2, 1, 4}}};
+               {"zb-h1_pp2_m4.csv", "zb-h1", {2, 1, 4}},
+               {"zbv_pp2_v2_m4.csv", "zbv", {2, 2, 4}},
+               {"dualpipev_pp2_v2_m5.csv", "dualpipev", {2, 2, 5}}};
   for (const auto& c : cases) {
     const std::string path = std::string(LOOM_SCHEDULE_GOLDEN_DIR) + "/" + c.file;
     const std::string golden = read_file(path);
@@ -85,6 +88,21 @@ TEST(Csv, InfersShapeWithoutHeader) {
   EXPECT_EQ(t.ranks[0].size(), 2u);
 }
 
+// V placement: the header says placement=v (looping files keep their old header); without a
+// header, lists that fit V placement only read as V.
+TEST(Csv, VPlacement) {
+  const Schedule s = generate("zbv", {2, 2, 2});
+  const std::string text = to_csv(s);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "# pp=2 loops=2 microbatches=2 placement=v name=zbv");
+  expect_same(from_csv(text), s);
+  EXPECT_EQ(from_csv(text.substr(text.find('\n') + 1)).shape.placement, Placement::V);
+  EXPECT_EQ(from_csv("0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0\n").shape.placement, Placement::V);
+  EXPECT_EQ(from_csv("0F0,2F0,2B0,0B0\n1F0,3F0,3B0,1B0\n").shape.placement, Placement::Looping);
+  EXPECT_EQ(from_csv("# pp=2 loops=2 microbatches=1 placement=looping\n0F0\n1F0\n").shape.placement,
+            Placement::Looping);
+  EXPECT_EQ(to_csv(generate("bfs", {2, 2, 2})).find("placement"), std::string::npos);
+}
+
 TEST(Csv, BadTextGivesOneLineErrors) {
   const struct {
     const char* text;
@@ -101,6 +119,7 @@ TEST(Csv, BadTextGivesOneLineErrors) {
       {"# pp=x loops=1 microbatches=1\n", "header pp='x' must be a positive integer"},
       {"# pp=0 loops=1 microbatches=1\n", "header pp='0'"},
       {"# pp=1 loops=1\n0F0\n", "header must give pp, loops and microbatches"},
+      {"# pp=1 loops=2 microbatches=1 placement=w\n0F0\n", "use placement=looping or placement=v"},
       {"", "no rank lines"},
   };
   for (const auto& c : cases) {

@@ -38,13 +38,39 @@ TEST(Lower, PointToPointCounts) {
           if (!unsupported_reason(name, shape).empty()) continue;
           const Schedule low = lower(generate(name, shape), {DpMode::None});
           // Every boundary between consecutive stages crosses ranks when pp > 1 (looping
-          // placement); each carries one send and one receive per micro-batch and direction.
-          const int crossing = pp > 1 ? shape.stages() - 1 : 0;
+          // placement), all but the V's turn (stages pp-1, pp on the last rank) for zbv and
+          // dualpipev; each
+          // carries one send and one receive per micro-batch and direction.
+          const bool v = placement_of(name) == Placement::V;
+          const int crossing = pp == 1 ? 0 : shape.stages() - 1 - (v ? 1 : 0);
           for (Kind k : {Kind::SEND_F, Kind::RECV_F, Kind::SEND_B, Kind::RECV_B})
             EXPECT_EQ(count_kind(low, k), crossing * m) << shape_str(name, shape);
           EXPECT_EQ(count_kind(low, Kind::REDUCE_GRAD), 0);
           EXPECT_EQ(count_kind(low, Kind::UNSHARD), 0);
         }
+}
+
+// V placement, pp=3 (stages 0..5 on ranks 0 1 2 2 1 0): the last stage's output gradient needs no
+// receive; stage 2 hands its activation to stage 3 on the same rank; rank 0 receives stage 5's
+// input from rank 1 and sends stage 0's output to rank 1.
+TEST(Lower, VPlacementSendsAcrossRanksOnly) {
+  const Schedule low = lower(generate("zbv", {3, 2, 4}), {DpMode::None});
+  EXPECT_EQ(low.shape.placement, Placement::V);
+  EXPECT_EQ(count_kind(low, Kind::SEND_F, 2), 0);
+  EXPECT_EQ(count_kind(low, Kind::RECV_F, 3), 0);
+  EXPECT_EQ(count_kind(low, Kind::SEND_B, 3), 0);
+  EXPECT_EQ(count_kind(low, Kind::RECV_B, 2), 0);
+  EXPECT_EQ(count_kind(low, Kind::RECV_B, 5), 0);
+  EXPECT_EQ(count_kind(low, Kind::SEND_F, 4), 4);
+  const std::vector<Action>& r0 = low.ranks[0];
+  EXPECT_NE(std::find(r0.begin(), r0.end(), Action{5, Kind::RECV_F, 0}), r0.end());
+  EXPECT_NE(std::find(r0.begin(), r0.end(), Action{0, Kind::SEND_F, 3}), r0.end());
+  for (const Action& a : low.ranks[2]) EXPECT_TRUE(a.stage == 2 || a.stage == 3) << to_string(a);
+  for (const LowerOptions& o : {LowerOptions{DpMode::Reduce}, LowerOptions{DpMode::ZeroParams}}) {
+    const Schedule l = lower(generate("zbv", {3, 2, 4}), o);
+    EXPECT_TRUE(check(l).ok) << check(l).message;
+    EXPECT_EQ(count_kind(l, Kind::REDUCE_GRAD), 6);
+  }
 }
 
 TEST(Lower, ReceiveRightBeforeSendRightAfter) {
@@ -74,7 +100,7 @@ TEST(Lower, ReduceGradRightAfterLastBackward) {
       const Schedule low = lower(generate(name, shape), {mode, true, 2});
       for (int st = 0; st < shape.stages(); ++st) {
         EXPECT_EQ(count_kind(low, Kind::REDUCE_GRAD, st), 1);
-        const auto& list = low.ranks[shape.rank_of(st)];
+        const auto& list = low.ranks[low.shape.rank_of(st)];  // zbv: its own placement
         int last_backward = -1, reduce = -1;
         for (int i = 0; i < static_cast<int>(list.size()); ++i) {
           const Action& a = list[i];

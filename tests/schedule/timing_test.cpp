@@ -83,6 +83,69 @@ TEST(Timing, ZeroBubbleBeats1F1B) {
     }
 }
 
+// ZB-V with F = I = W = 1 per stage: every rank is busy 6m; the last rank waits p - 1 for its
+// first forward and, given enough micro-batches, never again, so the makespan is 6m + p - 1.
+// With few micro-batches the round trip of the first micro-batch down and up the V (its 2p
+// forwards, then the I chain back) dominates: 4m + 4p - 2. The same model on p ranks in 1F1B
+// or zb-h1 has stages twice as big (F = 2, B = 4 or I = W = 2 in these units): makespans
+// 6(m + p - 1) and 6m + 4(p - 1), never below zbv's, and above it for p, m >= 2.
+TEST(Timing, ZbvMakespan) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 24; ++m) {
+      const Shape shape{p, 2, m};
+      const Timing t = time_schedule(generate("zbv", shape), {1, 2, 1, 1});
+      const double want = std::max(6 * m + p - 1, 4 * m + 4 * p - 2);
+      EXPECT_DOUBLE_EQ(t.makespan, want) << shape_str("zbv", shape);
+      for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(t.busy(r), 6 * m);
+      EXPECT_NEAR(t.bubble_fraction(), 1 - 6.0 * m / want, 1e-12) << shape_str("zbv", shape);
+      const Timing f1b1 = time_schedule(generate("1f1b", {p, 1, m}), {2, 4, 2, 2});
+      const Timing zbh1 = time_schedule(generate("zb-h1", {p, 1, m}), {2, 4, 2, 2});
+      EXPECT_LE(t.makespan, zbh1.makespan) << shape_str("zbv", shape);
+      EXPECT_LT(t.makespan, f1b1.makespan + (p == 1 ? 1 : 0)) << shape_str("zbv", shape);
+      if (p >= 2 && m >= 2) {
+        EXPECT_LT(t.makespan, zbh1.makespan) << shape_str("zbv", shape);
+      }
+      if (2 * m >= 3 * p - 1) {
+        EXPECT_DOUBLE_EQ(t.makespan, 6 * m + p - 1) << shape_str("zbv", shape);
+      }
+    }
+  // pp=4 m=8: 51 against 1F1B's 66 (bubble 5.9% against 27.3%).
+  EXPECT_NEAR(time_schedule(generate("zbv", {4, 2, 8})).bubble_fraction(), 3.0 / 51, 1e-12);
+}
+
+// ZB-V's activations, in stage-loads of its (half-size) stages: rank r peaks at
+// min(m + r + 1, 2m, 2p), i.e. 2p on every rank once m >= 2p - 1: p stage-loads of 1F1B on the
+// same model, on every rank (1F1B's rank 0 holds p of them, its last rank one).
+TEST(Timing, ZbvPeakActivations) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 24; ++m) {
+      const std::vector<int> zbv = peak_activations(generate("zbv", {p, 2, m}));
+      const std::vector<int> f1b1 = peak_activations(generate("1f1b", {p, 1, m}));
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(zbv[r], std::min({m + r + 1, 2 * m, 2 * p}))
+            << "pp=" << p << " m=" << m << " rank " << r;
+        EXPECT_LE(zbv[r], 2 * f1b1[0]);  // 1F1B's peak, counted in half-size stages
+      }
+    }
+}
+
+// DualPipeV with F = I = W = 1, B = 2 (m >= 2p): makespan 6m + p - 1, as zbv's for large m (the
+// pairs DualPipe overlaps run one after the other here), at 2p + 1 live pairs on every rank:
+// one more than zbv.
+TEST(Timing, DualPipeVMakespanAndMemory) {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 2 * p; m <= 2 * p + 16; ++m) {
+      const Shape shape{p, 2, m};
+      const Schedule s = generate("dualpipev", shape);
+      const Timing t = time_schedule(s, {1, 2, 1, 1});
+      EXPECT_DOUBLE_EQ(t.makespan, 6 * m + p - 1) << shape_str("dualpipev", shape);
+      for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(t.busy(r), 6 * m);
+      const std::vector<int> peak = peak_activations(s);
+      for (int r = 0; r < p; ++r)
+        EXPECT_EQ(peak[r], 2 * p + 1) << shape_str("dualpipev", shape) << " rank " << r;
+    }
+}
+
 TEST(Timing, PeakActivations) {
   for (int p = 1; p <= 8; ++p)
     for (int m = 1; m <= 16; ++m) {

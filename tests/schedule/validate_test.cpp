@@ -92,6 +92,23 @@ TEST(Validate, WrongOwner) {
   expect_fault(s, "1 rank lists but pp=2", "");
 }
 
+// Ownership follows the shape's placement: zbv's lists are wrong under looping placement, and a
+// looping schedule is wrong under V placement; the message names the placement.
+TEST(Validate, VPlacementOwnership) {
+  Schedule s = generate("zbv", {3, 2, 4});
+  EXPECT_TRUE(check(s).ok) << check(s).message;
+  s.shape.placement = Placement::Looping;
+  expect_fault(s, "stage 5 is owned by rank 2 (looping placement)", "[5F0]");
+  s = generate("bfs", {3, 2, 4});
+  s.shape.placement = Placement::V;
+  expect_fault(s, "stage 3 is owned by rank 2 (v placement)", "[3F0]");
+  // Moving 2F0 to rank 1 (which holds 1 and 4 in the V) is caught too.
+  s = generate("zbv", {3, 2, 4});
+  erase(s.ranks[2], {2, Kind::F, 0});
+  s.ranks[1].insert(s.ranks[1].begin() + 1, {2, Kind::F, 0});
+  expect_fault(s, "stage 2 is owned by rank 2 (v placement)", "[2F0]");
+}
+
 TEST(Validate, Duplicate) {
   Schedule s = generate("1f1b", {2, 1, 4});
   s.ranks[0].push_back({0, Kind::F, 0});
@@ -178,7 +195,7 @@ TEST(Validate, RandomEditsAreDiagnosed) {
   std::mt19937 rng(1234);
   std::vector<Schedule> bases;
   for (const std::string& name : generator_names()) {
-    const Shape shape{3, name == "1f1b" || name == "zb-h1" ? 1 : 2, 3};
+    const Shape shape{3, name == "1f1b" || name == "zb-h1" ? 1 : 2, name == "dualpipev" ? 6 : 3};
     bases.push_back(generate(name, shape));
     bases.push_back(lower(bases.back(), {DpMode::ZeroParams, true, 2}));
   }

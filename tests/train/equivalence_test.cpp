@@ -297,6 +297,7 @@ namespace {
 struct PipeCase {
   std::string schedule;
   int pp, loops, m, dp;
+  std::string dp_mode = "allreduce";
 };
 
 class PipelineParallel : public ::testing::TestWithParam<PipeCase> {};
@@ -314,6 +315,7 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
   c.parallel.dp = k.dp;
   c.parallel.loops = k.loops;
   c.parallel.schedule = k.schedule;
+  c.parallel.dp_mode = *config::parse_choice<config::DpMode>(k.dp_mode);
   c.train.microbatches = k.m;
   double diff = parallel_diff(c, k.pp * k.dp);
   // With SGD (no AdamW amplification of tiny gradients) against one process that splits the
@@ -325,9 +327,9 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
   double same_split = parallel_diff(sgd, k.pp * k.dp, k.dp * k.m);
   if (w.rank() == 0)
     std::printf(
-        "[ equiv ] %s pp=%d loops=%d m=%d dp=%d max relative difference %.3g "
+        "[ equiv ] %s pp=%d loops=%d m=%d dp=%d %s max relative difference %.3g "
         "(sgd vs same micro-batches %.3g)\n",
-        k.schedule.c_str(), k.pp, k.loops, k.m, k.dp, diff, same_split);
+        k.schedule.c_str(), k.pp, k.loops, k.m, k.dp, k.dp_mode.c_str(), diff, same_split);
   // AdamW against one process on the whole batch: per-tensor relative differences of 3e-5 to
   // 1.2e-4 (the largest at m=2 with OpenBLAS's SkylakeX kernels, whose sums split differently
   // from the generic ones): float rounding that AdamW's g/sqrt(v) turns into whole-lr steps for
@@ -338,7 +340,7 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
 
 std::vector<PipeCase> pipe_cases() {
   std::vector<PipeCase> v;
-  for (std::string s : {"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"})
+  for (std::string s : {"gpipe", "1f1b", "interleaved", "bfs", "zb-h1", "zbv", "dualpipev"})
     for (int pp : {2, 4})
       for (int loops : {1, 2})
         for (int m : {pp, 2 * pp, pp + 1})
@@ -347,6 +349,10 @@ std::vector<PipeCase> pipe_cases() {
             if (!schedule::unsupported_reason(s, {pp, loops, m}).empty()) continue;
             v.push_back({s, pp, loops, m, dp});
           }
+  // zbv (V placement: rank 0 holds the first and the last stage) with sharded parameters.
+  v.push_back({"zbv", 2, 2, 4, 2, "zero3"});
+  v.push_back({"zbv", 2, 2, 3, 2, "zero1"});
+  v.push_back({"dualpipev", 2, 2, 4, 2, "zero3"});
   return v;
 }
 
@@ -358,7 +364,8 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineParallel, ::testing::ValuesIn(pipe_cases()
                              if (ch == '-') ch = '_';
                            return s + "_pp" + std::to_string(k.pp) + "_v" +
                                   std::to_string(k.loops) + "_m" + std::to_string(k.m) + "_dp" +
-                                  std::to_string(k.dp);
+                                  std::to_string(k.dp) +
+                                  (k.dp_mode == "allreduce" ? "" : "_" + k.dp_mode);
                          });
 
 // A hand-written schedule (CSV) is validated and runs like a generated one.

@@ -37,6 +37,9 @@ std::vector<Move> moves() {
       {"pp2_to_pp1", {1, 2}, {1}, true},
       {"dp4_zero2_to_dp2_pp2_zero3", {4, 1, 1, "1f1b", "zero2"}, {2, 2, 1, "1f1b", "zero3"}, true},
       {"pp2_1f1b_to_pp2_bfs_loops2_dp2", {1, 2}, {2, 2, 2, "bfs"}, true},
+      // The same mesh and cut, the stages on other ranks (looping 0,2 | 1,3 to V 0,3 | 1,2).
+      {"pp2_bfs_loops2_to_pp2_zbv", {1, 2, 2, "bfs"}, {1, 2, 2, "zbv"}, true},
+      {"dp2_pp2_zbv_zero3_to_pp2_1f1b", {2, 2, 2, "zbv", "zero3"}, {1, 2}, true},
       {"quant_dp2_pp2_to_dp2_pp1", {2, 2, 1, "1f1b", "quant"}, {2, 1, 1, "1f1b", "quant"}, false},
       {"slim_dp2_pp2_to_dp2_pp1_gpipe",
        {2, 2, 1, "1f1b", "slim"},
@@ -130,6 +133,12 @@ TEST_P(Reshard, CarriesTheStateExactly) {
   EXPECT_EQ(saved.manifest.step, 3);
   EXPECT_EQ(moved.manifest.step, 3);
   EXPECT_EQ(moved.manifest.dp, m.to.dp);
+  // The manifest records where the stages were: zbv's V, every other schedule's looping.
+  auto placement = [](const Layout& l) {
+    return l.schedule == std::string("zbv") ? "v" : "looping";
+  };
+  EXPECT_EQ(saved.manifest.placement, placement(m.from));
+  EXPECT_EQ(moved.manifest.placement, placement(m.to));
   const auto before = joined(saved), after = joined(moved);
   ASSERT_EQ(before.size(), after.size());
   int params = 0, moments = 0;

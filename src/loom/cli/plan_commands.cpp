@@ -50,7 +50,8 @@ model:  --model gpt --layers L --width H --heads A --seq-len S [--vocab V (51200
         dp-mode and the trainer's own model cut); the flags below override it
 configuration:
         --gpus N  --dp D  --pp P  --tp T  (dp = N / (pp tp) when only --gpus is given)
-        --loops V  --schedule gpipe|1f1b|interleaved|bfs|zb-h1
+        --loops V  --schedule gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev (the last two:
+        loops 2)
         --microbatches M  --micro-batch-size B  [--global-batch G: derives the missing one]
         --dp-mode allreduce|zero1|zero2|zero3  [--recompute none|selective|full]
         [--sequence-parallel] [--attention standard|flash]
@@ -417,7 +418,7 @@ int plan_command(const std::vector<std::string>& args) {
     for (const std::string& g : schedule::generator_names()) known_name = known_name || g == s;
     if (!known_name)
       LOOM_USAGE("--schedules: unknown schedule '", s,
-                 "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1");
+                 "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, dualpipev");
     req.schedules.push_back(s);
   }
   for (const std::string& s : flags::split_list(a.get("dp-modes")))

@@ -30,8 +30,10 @@ int schedule_command(const std::vector<std::string>& args) {
         << "usage: loom schedule [--schedule NAME | --file FILE.csv] [--pp P] [--loops V]\n"
            "                     [--microbatches M] [--format ascii|svg|trace|csv]\n"
            "                     [--lower [--dp-mode allreduce|zero3]] [--out FILE]\n\n"
-           "Generates a pipeline schedule (gpipe, 1f1b, interleaved, bfs, zb-h1), validates\n"
-           "it and prints it. --lower adds the sends, receives and data-parallel actions the\n"
+           "Generates a pipeline schedule (gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, dualpipev),\n"
+           "validates it and prints it (zbv, dualpipev: V placement, loops 2 by default). --lower "
+           "adds the sends, "
+           "receives and data-parallel actions the\n"
            "runtime executes. --file loads a hand-written CSV schedule instead.\n";
     return 0;
   }
@@ -39,10 +41,13 @@ int schedule_command(const std::vector<std::string>& args) {
   if (a.has("file")) {
     s = schedule::load_csv(a.get("file"));
   } else {
+    const std::string name = a.get("schedule", "1f1b");
+    // The V schedules (zbv, dualpipev) have two stages per rank, always: their own default.
+    const bool v = schedule::placement_of(name) == schedule::Placement::V;
     schedule::Shape shape{flags::to_int("pp", a.get("pp", "2"), 1, 1024),
-                          flags::to_int("loops", a.get("loops", "1"), 1, 64),
+                          flags::to_int("loops", a.get("loops", v ? "2" : "1"), 1, 64),
                           flags::to_int("microbatches", a.get("microbatches", "4"), 1, 4096)};
-    s = schedule::generate(a.get("schedule", "1f1b"), shape);
+    s = schedule::generate(name, shape);
   }
   schedule::validate(s);
   if (a.has("lower")) {

@@ -361,10 +361,10 @@ const std::vector<Field>& schema() {
        "with tp > 1: LayerNorms and residuals on a part of the sequence, all-gather and "
        "reduce-scatter instead of all-reduce, pipeline messages of b*s*h/tp",
        {}},
-      {LOOM_FIELD(parallel, loops), "stages per pipeline rank (interleaved, bfs, gpipe)",
-       int_range(1)},
+      {LOOM_FIELD(parallel, loops),
+       "stages per pipeline rank (interleaved, bfs, gpipe; 2 for zbv, dualpipev)", int_range(1)},
       {LOOM_FIELD(parallel, schedule), "pipeline schedule",
-       one_of({"gpipe", "1f1b", "interleaved", "bfs", "zb-h1"})},
+       one_of({"gpipe", "1f1b", "interleaved", "bfs", "zb-h1", "zbv", "dualpipev"})},
       {LOOM_FIELD(parallel, schedule_file),
        "custom CSV schedule, overrides schedule; empty = none",
        {}},

@@ -203,7 +203,7 @@ struct ParallelConfig {
   int64_t tp = 1;                  // tensor-parallel ranks per stage (Megatron-style, gpt)
   bool sequence_parallel = false;  // with tp > 1: activations cut along the sequence
   int64_t loops = 1;
-  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | bfs | zb-h1
+  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved | bfs | zb-h1 | zbv
   std::string schedule_file;        // custom CSV schedule (overrides schedule)
   std::string partition = "flops";  // flops | uniform | "2,5,9" cut points (block indices)
   DpMode dp_mode = DpMode::AllReduce;

@@ -2,7 +2,8 @@
 // The shapes that cross stage boundaries, found as PyTorch's PipelineStage finds them: each
 // stage runs its own blocks on its input spec to get its output spec, and the spec travels
 // down the pipeline in stage order (to the next stage's rank over the pipeline communicator,
-// or locally when one rank holds both; interleaved layouts hold stage s on pp rank s % pp).
+// or locally when one rank holds both; which rank holds a stage is the placement's,
+// Shape::rank_of).
 #include <map>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #pragma once
 // The pipeline executor interprets one rank's lowered action list (schedule/lower.h). It never
-// looks at the schedule's name: gpipe, 1f1b, interleaved, bfs, zb-h1 and hand-written CSV
-// schedules all run through the same loop.
+// looks at the schedule's name: gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, dualpipev and
+// hand-written CSV schedules all run through the same loop.
 //  - RECV_F / RECV_B are posted ahead of time (a window of upcoming actions), so a message
 //    that arrives early lands in its buffer while the rank computes something else;
 //  - SEND_F / SEND_B are non-blocking; their buffers stay alive until the end of the step;
@@ -62,6 +62,7 @@ class Executor {
 
   void set_tracing(bool on) { tracing_ = on; }
   const std::vector<TraceEvent>& trace() const { return trace_; }
+  const schedule::Shape& shape() const { return shape_; }  // its placement: who holds what
   void clear_trace() { trace_.clear(); }
   // Trace times count from `origin_us` on the clock of trace_clock_us() (steady, µs); each
   // executor otherwise counts from its own construction, and the ranks' timelines do not

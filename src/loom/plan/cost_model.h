@@ -4,6 +4,7 @@
 //  - ConstantCostModel (below): fixed numbers, for tests against totals computed by hand;
 //  - TransformerCostModel (transformer_model.h): analytic FLOPs and bytes over a cluster file,
 //    or per-block times measured by `loom profile`.
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -134,15 +135,17 @@ class FreeCommModel : public ForwardingCostModel {
 };
 
 // Pipeline ranks that compute at different speeds: every compute time of a stage on pipeline
-// rank r (stage % pp, as schedule::Shape places stages) and its optimizer step are multiplied
+// rank r (shape.rank_of(stage): the schedule's placement) and its optimizer step are multiplied
 // by speed[r]; the communication inside an action (tensor parallelism) is not. For a straggler
 // ("one GPU 20% slower") or for the speeds a run measured per rank
 // (bench/predict_vs_measure.sh).
 class RankSpeedModel : public ForwardingCostModel {
  public:
   // speed: one factor > 0 per pipeline rank.
-  RankSpeedModel(const CostModel& inner, std::vector<double> speed)
-      : ForwardingCostModel(inner), speed_(std::move(speed)) {}
+  // shape: where the stages are (pp = speed.size() when not given: looping placement).
+  RankSpeedModel(const CostModel& inner, std::vector<double> speed,
+                 std::optional<schedule::Shape> shape = std::nullopt)
+      : ForwardingCostModel(inner), speed_(std::move(speed)), shape_(shape) {}
   double compute_s(int s, schedule::Kind k) const override {
     const double comm = m_.compute_comm_s(s, k);
     return (m_.compute_s(s, k) - comm) * of(s) + comm;
@@ -151,9 +154,12 @@ class RankSpeedModel : public ForwardingCostModel {
 
  private:
   double of(int stage) const {
-    return speed_.empty() ? 1 : speed_[static_cast<size_t>(stage) % speed_.size()];
+    if (speed_.empty()) return 1;
+    return speed_[shape_ ? static_cast<size_t>(shape_->rank_of(stage))
+                         : static_cast<size_t>(stage) % speed_.size()];
   }
   std::vector<double> speed_;
+  std::optional<schedule::Shape> shape_;
 };
 
 }  // namespace loom::plan

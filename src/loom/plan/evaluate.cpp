@@ -19,7 +19,7 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
                " pipeline ranks; give one per pipeline rank");
   for (double v : o.rank_speed)
     if (!(v > 0 && v < 1e6)) LOOM_USAGE("rank speeds must be positive factors, got ", v);
-  RankSpeedModel scaled(cost, o.rank_speed);
+  RankSpeedModel scaled(cost, o.rank_speed, p.shape());
   const CostModel& used = o.rank_speed.empty() ? static_cast<const CostModel&>(cost) : scaled;
   schedule::LowerOptions lo;
   lo.dp_mode = lowering_mode(p.dp_mode, p.dp);

@@ -6,6 +6,7 @@
 
 #include "loom/config/config.h"
 #include "loom/plan/network.h"
+#include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
 
 namespace loom::plan {
@@ -74,7 +75,9 @@ struct Parallel {
   Mesh mesh() const { return {dp, pp, tp}; }
   int gpus() const { return dp * pp * tp; }
   int64_t global_batch() const { return int64_t(dp) * microbatches * micro_batch; }
-  schedule::Shape shape() const { return {pp, loops, microbatches}; }
+  schedule::Shape shape() const {
+    return {pp, loops, microbatches, schedule::placement_of(schedule)};
+  }
   // "dp=8 pp=4 tp=8 bfs v=2 m=8 b=1 zero3 recompute=full flash sp"
   std::string describe() const;
 };

@@ -27,6 +27,8 @@ double bubble_factor(const std::string& name, int p, int v, int m) {
   }
   if (name == "interleaved") return double(v * m + p - 1) / (v * m);
   if (name == "zb-h1") return (m + (p - 1) * 2.0 / 3.0) / m;
+  if (name == "zbv") return std::max(6.0 * m + p - 1, 4.0 * m + 4 * p - 2) / (6.0 * m);
+  if (name == "dualpipev") return (6.0 * m + p - 1) / (6.0 * m);
   return double(m + p - 1) / m;
 }
 
@@ -148,7 +150,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
                 double work = 0, static_mem = 0;
                 for (int r = 0; r < pp; ++r) {
                   double w = 0, sm = 0, act = 0;
-                  for (int s = r; s < pp * v; s += pp) {
+                  for (int s : par.shape().stages_of(r)) {
                     w +=
                         cost.compute_s(s, schedule::Kind::F) + cost.compute_s(s, schedule::Kind::B);
                     const StageMemory sm_s = cost.memory(s);

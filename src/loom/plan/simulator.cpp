@@ -200,11 +200,7 @@ class Sim {
     return false;
   }
 
-  std::vector<int> stages_of(int r) const {
-    std::vector<int> mine;
-    for (int s = r; s < s_.shape.stages(); s += s_.shape.pp) mine.push_back(s);
-    return mine;
-  }
+  std::vector<int> stages_of(int r) const { return s_.shape.stages_of(r); }
 
   // The optimizer step once the rank's streams are idle; false while its end is not known.
   bool optimize(int r) {

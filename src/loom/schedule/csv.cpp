@@ -19,7 +19,8 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
-// Parses "# pp=2 loops=1 microbatches=4 name=1f1b" into shape and name.
+// Parses "# pp=2 loops=1 microbatches=4 name=1f1b" (and an optional placement=v|looping)
+// into shape and name.
 void parse_header(std::string_view text, int line_no, Shape* shape, std::string* name,
                   bool* have_shape) {
   std::istringstream in{std::string(text.substr(1))};
@@ -29,10 +30,18 @@ void parse_header(std::string_view text, int line_no, Shape* shape, std::string*
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       LOOM_USAGE("schedule CSV line ", line_no, ": bad header item '", item,
-                 "'; expected key=value with keys pp, loops, microbatches, name");
+                 "'; expected key=value with keys pp, loops, microbatches, name, placement");
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "name") {
       *name = value;
+      continue;
+    }
+    if (key == "placement") {
+      std::optional<Placement> p = parse_placement(value);
+      if (!p)
+        LOOM_USAGE("schedule CSV line ", line_no, ": header placement='", value,
+                   "' is unknown; use placement=looping or placement=v");
+      shape->placement = *p;
       continue;
     }
     int* target = key == "pp"             ? &shape->pp
@@ -41,7 +50,7 @@ void parse_header(std::string_view text, int line_no, Shape* shape, std::string*
                                           : nullptr;
     if (!target)
       LOOM_USAGE("schedule CSV line ", line_no, ": unknown header key '", key,
-                 "'; expected pp, loops, microbatches or name");
+                 "'; expected pp, loops, microbatches, name or placement");
     bool digits = value.size() <= 9 && std::all_of(value.begin(), value.end(),
                                                    [](char c) { return c >= '0' && c <= '9'; });
     if (!digits || std::stoi(value) < 1)
@@ -63,6 +72,9 @@ std::string to_csv(const Schedule& s) {
   std::string out = "# pp=" + std::to_string(s.shape.pp) +
                     " loops=" + std::to_string(s.shape.loops) +
                     " microbatches=" + std::to_string(s.shape.microbatches);
+  // Looping is the default: its files stay as they were before placements existed.
+  if (s.shape.placement != Placement::Looping)
+    out += " placement=" + std::string(placement_name(s.shape.placement));
   if (!s.name.empty()) {
     std::string name = s.name;  // the header is space-separated
     std::replace_if(
@@ -132,6 +144,16 @@ Schedule from_csv(const std::string& text) {
   s.shape.pp = static_cast<int>(s.ranks.size());
   s.shape.loops = (max_stage + 1 + s.shape.pp - 1) / s.shape.pp;
   s.shape.microbatches = max_mb + 1;
+  // Looping unless some action is off its looping rank and every one is on its V rank.
+  auto fits = [&](Placement p) {
+    Shape shape = s.shape;
+    shape.placement = p;
+    for (size_t r = 0; r < s.ranks.size(); ++r)
+      for (const Action& a : s.ranks[r])
+        if (shape.rank_of(a.stage) != static_cast<int>(r)) return false;
+    return true;
+  };
+  if (!fits(Placement::Looping) && fits(Placement::V)) s.shape.placement = Placement::V;
   return s;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // Import/export and pictures of schedules.
 // CSV: one line per pipeline rank, actions separated by commas, e.g. "0F0,0F1,0B0,0B1".
-// A header line "# pp=2 loops=1 microbatches=4 name=custom" gives the shape; without it the
-// shape is inferred (pp = lines, stages = max stage + 1, m = max micro-batch + 1).
+// A header line "# pp=2 loops=1 microbatches=4 name=custom" gives the shape, with
+// "placement=v" for V placement (looping when absent); without it the shape is inferred
+// (pp = lines, stages = max stage + 1, m = max micro-batch + 1, placement looping unless the
+// actions fit V placement only).
 #include <string>
 
 #include "loom/schedule/schedule.h"

@@ -18,7 +18,8 @@ std::string render_ascii(const Schedule& s) {
   std::snprintf(bubble, sizeof bubble, "%.1f%%", 100.0 * timing.bubble_fraction());
   std::string out = s.name + " pp=" + std::to_string(s.shape.pp) +
                     " loops=" + std::to_string(s.shape.loops) +
-                    " microbatches=" + std::to_string(s.shape.microbatches) + ": makespan " +
+                    " microbatches=" + std::to_string(s.shape.microbatches) +
+                    (s.shape.placement == Placement::V ? " placement=v" : "") + ": makespan " +
                     std::to_string(columns) + ", bubble " + bubble + "\n";
   const size_t label = ("rank " + std::to_string(timing.ranks.size() - 1)).size();
   for (size_t r = 0; r < timing.ranks.size(); ++r) {

@@ -63,9 +63,10 @@ std::string render_svg(const Schedule& s, const Timing& timing, const std::strin
 
   char title[256];
   std::snprintf(title, sizeof title,
-                " pp=%d loops=%d microbatches=%d: makespan %s%s, bubble %.1f%%", shape.pp,
-                shape.loops, shape.microbatches, num(timing.makespan).c_str(), unit_label.c_str(),
-                100.0 * timing.bubble_fraction());
+                " pp=%d loops=%d microbatches=%d%s: makespan %s%s, bubble %.1f%%", shape.pp,
+                shape.loops, shape.microbatches,
+                shape.placement == Placement::V ? " placement=v" : "", num(timing.makespan).c_str(),
+                unit_label.c_str(), 100.0 * timing.bubble_fraction());
   std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) +
                     "\" height=\"" + num(height) + "\" viewBox=\"0 0 " + num(width) + " " +
                     num(height) + "\" font-family=\"sans-serif\">\n";

@@ -101,10 +101,10 @@ class Checker {
                                 ", outside stages 0..", stages() - 1),
                          {p}};
         if (shape_.rank_of(a.stage) != r)
-          return Problem{
-              concat(at(p), ": ", to_string(a), " runs on the wrong rank; stage ", a.stage,
-                     " is owned by rank ", shape_.rank_of(a.stage), " (stage % pp)"),
-              {p}};
+          return Problem{concat(at(p), ": ", to_string(a), " runs on the wrong rank; stage ",
+                                a.stage, " is owned by rank ", shape_.rank_of(a.stage), " (",
+                                placement_name(shape_.placement), " placement)"),
+                         {p}};
         if (is_stage_level(a.kind) && a.microbatch != kNoMicrobatch)
           return Problem{concat(at(p), ": ", to_string(a), " must not name a micro-batch"), {p}};
         if (!is_stage_level(a.kind) && (a.microbatch < 0 || a.microbatch >= m()))

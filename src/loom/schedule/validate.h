@@ -1,6 +1,6 @@
 #pragma once
 // Validation of compute-only or lowered schedules:
-//  - every action's stage is owned by the rank that runs it (stage % pp);
+//  - every action's stage is owned by the rank that runs it (shape.rank_of: the placement);
 //  - every (stage, micro-batch) has exactly one F and exactly one B (or one I and one W);
 //  - dependencies: F(s,j) after F(s-1,j); B/I(s,j) after F(s,j) and after B/I(s+1,j);
 //    W(s,j) after I(s,j); for lowered schedules RECV before the compute that needs it;

@@ -94,6 +94,7 @@ Manifest describe_run(const config::Config& cfg, const Resolved& r, int world) {
   m.pp = r.pp;
   m.tp = r.tp;
   m.loops = r.loops;
+  m.placement = std::string(schedule::placement_name(r.placement));
   m.dp_mode = config::name_of(cfg.parallel.dp_mode);
   m.schedule = cfg.parallel.schedule_file.empty() ? cfg.parallel.schedule : "custom";
   m.optimizer = config::name_of(cfg.train.optimizer);
@@ -108,11 +109,11 @@ std::string manifest_to_json(const Manifest& m) {
   os << "{\"format\": \"" << kFormat << "\", \"loom_version\": " << quoted(m.loom_version)
      << ", \"step\": " << m.step << ",\n \"world\": " << m.world << ", \"dp\": " << m.dp
      << ", \"pp\": " << m.pp << ", \"tp\": " << m.tp << ", \"loops\": " << m.loops
-     << ", \"dp_mode\": " << quoted(m.dp_mode) << ", \"schedule\": " << quoted(m.schedule)
-     << ",\n \"optimizer\": " << quoted(m.optimizer) << ", \"dtype\": " << quoted(m.dtype)
-     << ",\n \"model\": " << quoted(config::name_of(md.kind)) << ", \"vocab\": " << md.vocab
-     << ", \"seq_len\": " << md.seq_len << ", \"width\": " << md.width
-     << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
+     << ", \"placement\": " << quoted(m.placement) << ", \"dp_mode\": " << quoted(m.dp_mode)
+     << ", \"schedule\": " << quoted(m.schedule) << ",\n \"optimizer\": " << quoted(m.optimizer)
+     << ", \"dtype\": " << quoted(m.dtype) << ",\n \"model\": " << quoted(config::name_of(md.kind))
+     << ", \"vocab\": " << md.vocab << ", \"seq_len\": " << md.seq_len
+     << ", \"width\": " << md.width << ", \"layers\": " << md.layers << ", \"heads\": " << md.heads
      << ", \"classes\": " << md.classes;
   if (config::is_transformer(md.kind)) os << ", \"tie_embeddings\": " << int(md.tie_embeddings);
   if (md.kind == config::ModelKind::Gpt) os << ", \"head_bias\": " << int(md.head_bias);
@@ -164,6 +165,12 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.pp = static_cast<int>(num("pp", 1, kRanks));
   m.tp = static_cast<int>(num("tp", 1, kRanks));
   m.loops = static_cast<int>(num("loops", 1, kRanks));
+  // Absent in checkpoints written before V placement existed: they are all looping.
+  if (json.find("\"placement\"") != std::string::npos) {
+    m.placement = field(json, "placement", f);
+    if (!schedule::parse_placement(m.placement))
+      LOOM_USAGE("checkpoint manifest '", f, "' has placement '", m.placement, "'; it is corrupt");
+  }
   m.dp_mode = field(json, "dp_mode", f);
   m.schedule = field(json, "schedule", f);
   m.optimizer = field(json, "optimizer", f);
@@ -227,13 +234,14 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
 
 bool Manifest::same_layout(const Manifest& o) const {
   return world == o.world && dp == o.dp && pp == o.pp && tp == o.tp && loops == o.loops &&
-         first == o.first && static_cast<int>(files.size()) == world &&
+         placement == o.placement && first == o.first && static_cast<int>(files.size()) == world &&
          static_cast<int>(o.files.size()) == o.world;
 }
 
 std::string Manifest::layout() const {
-  return detail::concat("dp ", dp, " x pp ", pp, tp > 1 ? detail::concat(" x tp ", tp) : "",
-                        " x loops ", loops, ", ", dp_mode);
+  return detail::concat(
+      "dp ", dp, " x pp ", pp, tp > 1 ? detail::concat(" x tp ", tp) : "", " x loops ", loops,
+      placement == "looping" ? "" : ", " + placement + " placement", ", ", dp_mode);
 }
 
 std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
@@ -279,7 +287,7 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
                " (pp, loops and the schedule may change)");
   const bool reshards = saved.world != run.world || saved.dp != run.dp || saved.pp != run.pp ||
                         saved.tp != run.tp || saved.loops != run.loops ||
-                        saved.dp_mode != run.dp_mode ||
+                        saved.placement != run.placement || saved.dp_mode != run.dp_mode ||
                         saved.files.size() != static_cast<size_t>(saved.world);
   if (!reshards) return "";
   std::string line = detail::concat("resharding checkpoint step ", saved.step, " from ",

@@ -163,9 +163,11 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
                  " but the run has pp=", r.pp, " loops=", r.loops, " microbatches=", r.m,
                  "; set --pp/--loops/--microbatches to match");
     schedule::validate(s);
+    r.placement = s.shape.placement;
   } else {
     std::string why = schedule::unsupported_reason(cfg.parallel.schedule, shape);
     if (!why.empty()) LOOM_USAGE(why);
+    r.placement = schedule::placement_of(cfg.parallel.schedule);
   }
 
   if (cfg.output.calibrate_every > 0 && cfg.model.kind != config::ModelKind::Gpt)

@@ -6,12 +6,16 @@
 #include <string>
 
 #include "loom/config/config.h"
+#include "loom/schedule/schedule.h"
 
 namespace loom::train {
 
 struct Resolved {
   int dp = 1, pp = 1, tp = 1, loops = 1, m = 1;
   int64_t micro_batch = 1;  // samples per micro-batch
+  // Of the stages on the pipeline ranks: the schedule's (zbv: V), or the schedule file's header.
+  schedule::Placement placement = schedule::Placement::Looping;
+  schedule::Shape shape() const { return {pp, loops, m, placement}; }
 };
 
 // Throws loom::UsageError with one line naming the problem and the fix.

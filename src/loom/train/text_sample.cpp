@@ -32,7 +32,10 @@ std::string sample_text(const SampleContext& c, int64_t step) {
   std::vector<int64_t> tokens = tokenizer->encode("The ");
   const int64_t seq_len = c.cfg->model.seq_len;
   const comm::Mesh& mesh = *c.mesh;
-  const int chooser = mesh.world_rank(mesh.pp - 1, 0, 0);  // last stage, replica 0, tp rank 0
+  // The rank with the last stage (pp rank pp - 1 when looping, 0 in V placement), replica 0,
+  // tp rank 0.
+  const schedule::Shape& shape = c.exec->shape();
+  const int chooser = mesh.world_rank(shape.rank_of(shape.stages() - 1), 0, 0);
   model::SampleOptions o;
   o.temperature = 0.8;
   o.top_k = 40;

@@ -110,12 +110,13 @@ void Trainer::Impl::setup() {
   if (!cfg.output.resume.empty()) start_step = checkpointer->load(cfg.output.resume);
 }
 
-// This rank's stages: stage s on pipeline rank s % pp (loops > 1 interleaves them).
+// This rank's stages, as the placement puts them: looping (stage s on pipeline rank s % pp) or
+// V (zbv: stages r and 2pp-1-r).
 void Trainer::Impl::build_stages() {
   std::vector<double> costs;
   for (auto& b : model.blocks) costs.push_back(b->flops_per_sample());
   cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition);
-  for (int s = mesh.pp_rank; s < r.pp * r.loops; s += r.pp) {
+  for (int s : r.shape().stages_of(mesh.pp_rank)) {
     std::vector<std::shared_ptr<model::Block>> blocks(model.blocks.begin() + cut.begin(s),
                                                       model.blocks.begin() + cut.end(s));
     stages[s] = std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s),
@@ -128,7 +129,8 @@ void Trainer::Impl::build_schedule() {
   if (!cfg.parallel.schedule_file.empty())
     compute = schedule::load_csv(cfg.parallel.schedule_file);
   else
-    compute = schedule::generate(cfg.parallel.schedule, {r.pp, r.loops, r.m});
+    compute = schedule::generate(cfg.parallel.schedule, r.shape());
+  LOOM_CHECK(compute.shape.placement == r.placement, "the schedule's placement is not the run's");
   schedule::validate(compute);
   schedule::LowerOptions lo;
   lo.dp_mode = plan::lowering_mode(cfg.parallel.dp_mode, r.dp);
