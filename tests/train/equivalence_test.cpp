@@ -331,10 +331,11 @@ TEST_P(PipelineParallel, MatchesSingleProcess) {
         "(sgd vs same micro-batches %.3g)\n",
         k.schedule.c_str(), k.pp, k.loops, k.m, k.dp, k.dp_mode.c_str(), diff, same_split);
   // AdamW against one process on the whole batch: per-tensor relative differences of 3e-5 to
-  // 1.2e-4 (the largest at m=2 with OpenBLAS's SkylakeX kernels, whose sums split differently
-  // from the generic ones): float rounding that AdamW's g/sqrt(v) turns into whole-lr steps for
-  // near-zero gradients. The tight check of the pipeline is the SGD one below.
-  EXPECT_LE(diff, 2e-4);
+  // 3.1e-4 (since the GPT's head lost its bias, the largest at gpipe m=4 and m=2 x dp=2; with
+  // OpenBLAS's SkylakeX kernels sums split differently from the generic ones): float rounding
+  // that AdamW's g/sqrt(v) turns into whole-lr steps for near-zero gradients. The tight check
+  // of the pipeline is the SGD one below.
+  EXPECT_LE(diff, 5e-4);
   EXPECT_LE(same_split, 1e-6);
 }
 
