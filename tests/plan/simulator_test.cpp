@@ -96,23 +96,26 @@ TEST(Simulator, SlowRank) {
   ConstantCostModel c(2);
   c.message_s = 0.5;
   c.optimizer = 1;
-  RankSpeedModel slow(c, {2, 1});
+  RankSpeedModel slow(c, {2, 1}, {2, 1, 2});
   SimResult r = run(lowered("1f1b", {2, 1, 2}), slow);
   EXPECT_DOUBLE_EQ(r.step_s, 16.0);
   EXPECT_DOUBLE_EQ(r.ranks[0].compute_s, 12.0);
   EXPECT_DOUBLE_EQ(r.ranks[0].optimizer_s, 2.0);
   EXPECT_DOUBLE_EQ(r.ranks[1].end_s, 10.0);
-  // Looped placement: stage s on pipeline rank s % pp.
+  // Looped placement: stage s on pipeline rank s % pp; V: stages 0 and 3 on rank 0.
   ConstantCostModel four(4);
-  RankSpeedModel looped(four, {3, 1});
+  RankSpeedModel looped(four, {3, 1}, {2, 2, 2});
   EXPECT_DOUBLE_EQ(looped.compute_s(2, schedule::Kind::F), 3.0);
   EXPECT_DOUBLE_EQ(looped.compute_s(3, schedule::Kind::B), 2.0);
+  RankSpeedModel v(four, {3, 1}, {2, 2, 2, schedule::Placement::V});
+  EXPECT_DOUBLE_EQ(v.compute_s(2, schedule::Kind::F), 1.0);
+  EXPECT_DOUBLE_EQ(v.compute_s(3, schedule::Kind::B), 6.0);
   // Tensor-parallel communication inside an action keeps its time: F = 0.5 compute + 0.5 comm.
   struct WithTpComm : ConstantCostModel {
     using ConstantCostModel::ConstantCostModel;
     double compute_comm_s(int, schedule::Kind) const override { return 0.5; }
   } tp(2);
-  RankSpeedModel tp_slow(tp, {2, 1});
+  RankSpeedModel tp_slow(tp, {2, 1}, {2, 1, 1});
   EXPECT_DOUBLE_EQ(tp_slow.compute_s(0, schedule::Kind::F), 1.5);
   EXPECT_DOUBLE_EQ(tp_slow.compute_s(1, schedule::Kind::F), 1.0);
   EXPECT_DOUBLE_EQ(tp_slow.compute_comm_s(0, schedule::Kind::F), 0.5);

@@ -30,8 +30,8 @@ SentencePiece tokenizer as tokenizer.model.
 const char* kImportUsage = R"(usage: loom import --from DIR --out DIR [--seq-len N]
 
 Makes a loom checkpoint from a Hugging Face folder of a LlamaForCausalLM or a GPT2LMHeadModel
-(config.json, model.safetensors in float32, bf16 or fp16): a consolidated checkpoint that `loom train --resume DIR` continues in
-any layout. Prints the model flags the training run needs.
+(config.json, model.safetensors in float32, bf16 or fp16): a consolidated checkpoint that
+`loom train --resume DIR` continues in any layout. Prints the model flags the run needs.
 
   --from DIR      the Hugging Face folder
   --out DIR       a new (or empty) folder for the checkpoint

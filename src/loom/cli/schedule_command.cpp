@@ -31,10 +31,9 @@ int schedule_command(const std::vector<std::string>& args) {
            "                     [--microbatches M] [--format ascii|svg|trace|csv]\n"
            "                     [--lower [--dp-mode allreduce|zero3]] [--out FILE]\n\n"
            "Generates a pipeline schedule (gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, dualpipev),\n"
-           "validates it and prints it (zbv, dualpipev: V placement, loops 2 by default). --lower "
-           "adds the sends, "
-           "receives and data-parallel actions the\n"
-           "runtime executes. --file loads a hand-written CSV schedule instead.\n";
+           "validates it and prints it (zbv, dualpipev: V placement, loops 2 by default).\n"
+           "--lower adds the sends, receives and data-parallel actions the runtime executes.\n"
+           "--file loads a hand-written CSV schedule instead.\n";
     return 0;
   }
   schedule::Schedule s;

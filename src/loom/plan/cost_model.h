@@ -4,7 +4,6 @@
 //  - ConstantCostModel (below): fixed numbers, for tests against totals computed by hand;
 //  - TransformerCostModel (transformer_model.h): analytic FLOPs and bytes over a cluster file,
 //    or per-block times measured by `loom profile`.
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -141,10 +140,8 @@ class FreeCommModel : public ForwardingCostModel {
 // (bench/predict_vs_measure.sh).
 class RankSpeedModel : public ForwardingCostModel {
  public:
-  // speed: one factor > 0 per pipeline rank.
-  // shape: where the stages are (pp = speed.size() when not given: looping placement).
-  RankSpeedModel(const CostModel& inner, std::vector<double> speed,
-                 std::optional<schedule::Shape> shape = std::nullopt)
+  // speed: one factor > 0 per pipeline rank (empty: all 1); shape: which rank holds a stage.
+  RankSpeedModel(const CostModel& inner, std::vector<double> speed, const schedule::Shape& shape)
       : ForwardingCostModel(inner), speed_(std::move(speed)), shape_(shape) {}
   double compute_s(int s, schedule::Kind k) const override {
     const double comm = m_.compute_comm_s(s, k);
@@ -154,12 +151,10 @@ class RankSpeedModel : public ForwardingCostModel {
 
  private:
   double of(int stage) const {
-    if (speed_.empty()) return 1;
-    return speed_[shape_ ? static_cast<size_t>(shape_->rank_of(stage))
-                         : static_cast<size_t>(stage) % speed_.size()];
+    return speed_.empty() ? 1 : speed_[static_cast<size_t>(shape_.rank_of(stage))];
   }
   std::vector<double> speed_;
-  std::optional<schedule::Shape> shape_;
+  schedule::Shape shape_;
 };
 
 }  // namespace loom::plan

@@ -165,8 +165,11 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.pp = static_cast<int>(num("pp", 1, kRanks));
   m.tp = static_cast<int>(num("tp", 1, kRanks));
   m.loops = static_cast<int>(num("loops", 1, kRanks));
-  // Absent in checkpoints written before V placement existed: they are all looping.
-  if (json.find("\"placement\"") != std::string::npos) {
+  // Keys that older manifests lack: their default is what that loom did.
+  auto has = [&](const char* key) {
+    return json.find(detail::concat("\"", key, "\"")) != std::string::npos;
+  };
+  if (has("placement")) {  // before V placement every checkpoint was looping
     m.placement = field(json, "placement", f);
     if (!schedule::parse_placement(m.placement))
       LOOM_USAGE("checkpoint manifest '", f, "' has placement '", m.placement, "'; it is corrupt");
@@ -187,10 +190,7 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   m.model.classes = num("classes", 1, kBig);
   // A key missing from an older manifest: what that loom's model had (a GPT: untied, with a
   // head bias).
-  auto flag = [&](const char* key, bool before) {
-    const bool has = json.find(detail::concat("\"", key, "\"")) != std::string::npos;
-    return has ? num(key, 0, 1) != 0 : before;
-  };
+  auto flag = [&](const char* key, bool before) { return has(key) ? num(key, 0, 1) != 0 : before; };
   if (config::is_transformer(m.model.kind)) m.model.tie_embeddings = flag("tie_embeddings", false);
   if (m.model.kind == config::ModelKind::Gpt) m.model.head_bias = flag("head_bias", true);
   if (m.model.kind == config::ModelKind::Llama) {
