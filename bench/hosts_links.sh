@@ -6,8 +6,8 @@
 # counted leaving both hosts' eth0 (/sys/class/net/eth0/statistics/tx_bytes: TCP/IP headers,
 # the store's rendezvous and the launchers' heartbeats included), the step time beside the
 # simulator's prediction (`loom simulate` with clusters/this-machine.toml made into a cluster of
-# one-device nodes whose network is RATE; all-reduce and ZeRO only: it has no model of Slim-DP
-# or quantization), the wall time and the loss.
+# one-device nodes whose network is RATE; Slim-DP and quantization as LightDp models them,
+# docs/planner.md), the wall time and the loss.
 # Needs root. usage: bench/hosts_links.sh [BUILD_DIR] [RATE|none] [STEPS]   (a markdown table)
 set -euo pipefail
 build=${1:-build}
@@ -58,13 +58,14 @@ open(dst, "w").write(s)
 PY
 
 tx() { bash "$hosts" exec "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
+# Each mode as the TOML its runs and the simulator read.
 declare -A modes=(
-  [allreduce]="--dp-mode allreduce"
-  [slim-c0.2-e0.1]="--dp-mode slim --slim.core 0.2 --slim.explore 0.1"
-  [quant-8bit]="--dp-mode quant --quant.bits 8"
-  [zero1]="--dp-mode zero1"
-  [zero2]="--dp-mode zero2"
-  [zero3]="--dp-mode zero3"
+  [allreduce]=$'[parallel]\ndp_mode = "allreduce"'
+  [slim-c0.2-e0.1]=$'[parallel]\ndp_mode = "slim"\n[slim]\ncore = 0.2\nexplore = 0.1'
+  [quant-8bit]=$'[parallel]\ndp_mode = "quant"\n[quant]\nbits = 8'
+  [zero1]=$'[parallel]\ndp_mode = "zero1"'
+  [zero2]=$'[parallel]\ndp_mode = "zero2"'
+  [zero3]=$'[parallel]\ndp_mode = "zero3"'
 )
 # MODES="allreduce zero1" runs those only.
 read -ra order <<<"${MODES:-allreduce slim-c0.2-e0.1 quant-8bit zero3}"
@@ -75,20 +76,18 @@ for name in "${order[@]}"; do
   port=$((port + 1))
   before=$(($(tx 0) + $(tx 1)))
   t0=$(date +%s.%N)
+  mode_cfg="$tmp/$name.toml"
+  { cat "$cfg"; echo "${modes[$name]}"; } >"$mode_cfg"
   for k in 0 1; do
-    # shellcheck disable=SC2086 # the mode's flags are words
     bash "$hosts" exec "$k" "$loom" launch --nproc 1 --nnodes 2 --node-rank "$k" \
-      --master-addr 10.77.0.10 --master-port "$port" -- "$loom" train --config "$cfg" \
-      --dp 2 ${modes[$name]} --output.dir "$tmp/$name" >"$tmp/$name.$k.log" 2>&1 &
+      --master-addr 10.77.0.10 --master-port "$port" -- "$loom" train --config "$mode_cfg" \
+      --dp 2 --output.dir "$tmp/$name" >"$tmp/$name.$k.log" 2>&1 &
   done
   wait
   t1=$(date +%s.%N)
   after=$(($(tx 0) + $(tx 1)))
-  predicted=n/a
-  if [[ $name == allreduce || $name == zero* ]]; then
-    predicted=$("$loom" simulate --from-config "$cfg" --cluster "$cluster" --gpus 2 --dp 2 \
-      --dp-mode "$name" --json | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_s"])')
-  fi
+  predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --dp 2 \
+    --json | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_s"])')
   python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" <<'PY'
 import json, sys
 path, name, kernel, t0, t1, steps, predicted = sys.argv[1:]

@@ -10,8 +10,8 @@
 #   world 2, pp 2, global batch 32 in 8 micro-batches of 4: loom's gpipe, 1f1b, interleaved
 #     (loops 2), bfs (loops 2) and zb-h1 against ScheduleGPipe, Schedule1F1B (and DeepSpeed's
 #     PipelineEngine), ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble
-#     (2 stages per rank, and 1 as zb-h1 has); ScheduleZBVZeroBubble and ScheduleDualPipeV alone (loom
-#     has no V schedule yet);
+#     (2 stages per rank, and 1 as zb-h1 has); loom's zbv and dualpipev (V placement, 2 stages per
+#     rank) against ScheduleZBVZeroBubble and ScheduleDualPipeV;
 #   world 2, dp 2, 16 samples per rank: loom allreduce / zero3 / zero2 against DDP / FSDP2 /
 #     FSDP2 with reshard_after_forward=False;
 #   world 4, pp 2 x dp 2, global batch 64 in 8 micro-batches of 4 per replica: loom bfs (loops
@@ -51,8 +51,8 @@ groups=(
   "interleaved 2 --pp 2 --loops 2 --schedule interleaved --global_batch 32 --microbatches 8 | pp_gpt.py --schedule interleaved --micro-batch 4 --microbatches 8"
   "bfs 2 --pp 2 --loops 2 --schedule bfs --global_batch 32 --microbatches 8 | pp_gpt.py --schedule bfs --micro-batch 4 --microbatches 8"
   "zb 2 --pp 2 --schedule zb-h1 --global_batch 32 --microbatches 8 | pp_gpt.py --schedule zb --micro-batch 4 --microbatches 8 | pp_gpt.py --schedule zb --stages-per-rank 1 --micro-batch 4 --microbatches 8"
-  "zbv 2 - | pp_gpt.py --schedule zbv --micro-batch 4 --microbatches 8"
-  "dualpipev 2 - | pp_gpt.py --schedule dualpipev --micro-batch 4 --microbatches 8"
+  "zbv 2 --pp 2 --schedule zbv --global_batch 32 --microbatches 8 | pp_gpt.py --schedule zbv --micro-batch 4 --microbatches 8"
+  "dualpipev 2 --pp 2 --schedule dualpipev --global_batch 32 --microbatches 8 | pp_gpt.py --schedule dualpipev --micro-batch 4 --microbatches 8"
   "allreduce 2 --dp_mode allreduce --global_batch 32 --microbatches 1 | ddp_gpt.py --micro-batch 16"
   "zero3 2 --dp_mode zero3 --global_batch 32 --microbatches 1 | fsdp_gpt.py --zero 3 --micro-batch 16"
   "zero2 2 --dp_mode zero2 --global_batch 32 --microbatches 1 | fsdp_gpt.py --zero 2 --micro-batch 16"

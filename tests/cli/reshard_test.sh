@@ -2,8 +2,10 @@
 # Resharding from the command line (docs/reliability.md): a checkpoint of 4 ranks (dp 2 x pp 2,
 # zero3) resumes on 2 ranks with allreduce and says so in one line; `loom checkpoint info`
 # checks and describes it; `loom checkpoint convert` writes one file that resumes to the very
-# same parameters as the original; slim into another mode, a damaged file and a convert into a
-# folder that holds files are refused with one line and exit 2.
+# same parameters as the original; a run with the ranks numbered pipeline by pipeline
+# (--placement pipeline-inside) trains and resumes to the same parameters; slim into another
+# mode, a damaged file and a convert into a folder that holds files are refused with one line
+# and exit 2.
 # usage: reshard_test.sh LOOM_BINARY
 set -u
 loom=$1
@@ -41,6 +43,23 @@ one_line() {
 A="$tmp/A"
 train --nproc 4 --dp 2 --pp 2 --dp-mode zero3 --steps 6 --output.dir "$A" || fail "4-rank zero3 run"
 ck="$A/checkpoint/step-000003"
+
+# --placement pipeline-inside numbers the ranks pipeline by pipeline: the same training on the
+# same groups ends at A's parameters bit for bit; resuming A's checkpoint (written dp-inside)
+# so, each rank reads its stages from the files that hold them, not from its own-numbered one.
+train --nproc 4 --dp 2 --pp 2 --dp-mode zero3 --steps 6 --placement pipeline-inside \
+  --output.dir "$tmp/P" || fail "pipeline-inside run"
+train --nproc 4 --dp 2 --pp 2 --dp-mode zero3 --steps 6 --placement pipeline-inside \
+  --output.dir "$tmp/P2" --resume "$ck" || fail "pipeline-inside resume of a dp-inside checkpoint"
+run "$loom" checkpoint convert "$A/checkpoint" --out "$tmp/Ac"
+for p in P P2; do
+  run "$loom" checkpoint convert "$tmp/$p/checkpoint" --out "$tmp/${p}c"
+  if "$python" -W ignore "$(dirname "$0")/close_params.py" "$tmp/${p}c" "$tmp/Ac" 0 >"$tmp/stdout" 2>&1; then
+    ok "placement pipeline-inside ($p) = dp-inside: $(cat "$tmp/stdout")"
+  else
+    fail "placement pipeline-inside ($p): $(cat "$tmp/stdout")"
+  fi
+done
 
 train --nproc 2 --dp 2 --dp-mode allreduce --output.dir "$tmp/B" --resume "$ck"
 rc=$?

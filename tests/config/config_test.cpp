@@ -110,7 +110,7 @@ TEST(Config, FieldsDescribeEveryMember) {
     EXPECT_TRUE(keys.insert(f.section + "." + f.name).second) << "listed twice: " << f.name;
   }
   // One per member of the structs in config.h; update when a field is added.
-  EXPECT_EQ(fields().size(), 13u + 5u + 21u + 15u + 6u + 2u + 8u + 3u + 2u + 9u);
+  EXPECT_EQ(fields().size(), 13u + 5u + 21u + 16u + 6u + 2u + 8u + 3u + 2u + 9u);
 }
 
 TEST(Config, FullFile) {
@@ -354,7 +354,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"[slim]\nrefresh = 0", "slim.refresh must be >= 1"},
       {"[slim]\nlambda = -1", "slim.lambda must be >= 0"},
       {"[slim]\nfull_sync = -1", "slim.full_sync must be >= 0"},
-      {"[quant]\nbits = 6", "quant.bits must be one of 4|8, got 6"},
+      {"[quant]\nbits = 6", "quant.bits must be one of 2|4|8, got 6"},
       {"[quant]\nblock = 0", "quant.block must be >= 1"},
       {"[emulate]\nbandwidth = \"fast\"", "emulate.bandwidth must be empty or a bandwidth"},
       {"[emulate]\nlatency = \"soon\"", "emulate.latency must be empty or a duration"},

@@ -2,7 +2,9 @@
 # 2 hosts x 2 ranks over the test bed's network = one process on the same global batch: with
 # pp 2 x dp 2 the dp groups sit inside a host and the pipeline's activations cross the link.
 # Breadth-first (pp 2 x loops 2) and ZeRO-3 each end within 1e-4 (relative, per tensor) of the
-# single-process run's parameters, as the CLI's other layout-equivalence checks do.
+# single-process run's parameters, as the CLI's other layout-equivalence checks do; so does
+# ZeRO-3 with --placement pipeline-inside (each host a whole pipeline, the dp groups across the
+# link).
 # usage: equivalence_test.sh LOOM_BINARY HOSTS_SH
 set -u
 # shellcheck source=tests/hosts/hosts_lib.sh
@@ -15,9 +17,12 @@ run "$loom" train --config "$cfg" --model.layers 4 --output.dir "$tmp/one" || fa
 run "$loom" checkpoint convert "$tmp/one/checkpoint" --out "$tmp/one.c" || fail "convert one"
 
 port=29600
+dp_inside="placement on 2 hosts: $LOOM_HOSTS_PREFIX-h0 ranks 0-1 (pp stage 0), $LOOM_HOSTS_PREFIX-h1 ranks 2-3 (pp stage 1); every dp group inside one host"
+pipeline_inside="placement on 2 hosts: $LOOM_HOSTS_PREFIX-h0 ranks 0-1 (pp stages 0-1), $LOOM_HOSTS_PREFIX-h1 ranks 2-3 (pp stages 0-1); 2 of 2 dp groups across hosts"
+# check NAME WANT PLACEMENT_LINE TRAIN_ARGS...
 check() {
-  local name=$1 want=$2
-  shift 2
+  local name=$1 want=$2 line=$3
+  shift 3
   port=$((port + 1))
   run2x2 "$name" "$port" --model.layers 4 --pp 2 --dp 2 "$@"
   wait_all
@@ -26,16 +31,16 @@ check() {
     fail "$name: launchers exited ${rcs[*]}; node 1: $(tail -3 "$tmp/$name.1")"
     return
   fi
-  if grep -q "placement on 2 hosts: $LOOM_HOSTS_PREFIX-h0 ranks 0-1 (pp stage 0), $LOOM_HOSTS_PREFIX-h1 ranks 2-3 (pp stage 1); every dp group inside one host" "$tmp/$name.0" &&
-    grep -q "on dp=2 x pp=2 .*$want" "$tmp/$name.0"; then
-    ok "$name: ran $want; the placement line names the hosts, dp groups inside them"
+  if grep -qF "$line" "$tmp/$name.0" && grep -q "on dp=2 x pp=2 .*$want" "$tmp/$name.0"; then
+    ok "$name: ran $want; $(grep -m1 -o "placement on.*" "$tmp/$name.0")"
   else
     fail "$name: no placement line"
   fi
   expect_one_process "$name" "$tmp/$name"
 }
-check bfs "schedule bfs" --schedule bfs --loops 2
-check zero3 "dp-mode zero3" --dp-mode zero3
+check bfs "schedule bfs" "$dp_inside" --schedule bfs --loops 2
+check zero3 "dp-mode zero3" "$dp_inside" --dp-mode zero3
+check pipeline-inside "dp-mode zero3" "$pipeline_inside" --dp-mode zero3 --placement pipeline-inside
 if no_processes; then ok "no process left on the hosts"; else fail "processes left on the hosts"; fi
 
 echo "$passes passed, $fails failed"

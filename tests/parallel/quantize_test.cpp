@@ -83,6 +83,22 @@ TEST(Quantize, FourBitPacksTwoValuesPerByte) {
   EXPECT_EQ(y[4], 0.4375f);
 }
 
+// 2 bits, blocks of 3: scale = max / 1, ternary codes -1, 0, 1 (a value rounds to +-1 from half
+// the block's maximum), four codes a byte, value 4k + j at bits 2j..2j+1.
+TEST(Quantize, TwoBitTernaryPacksFourValuesPerByte) {
+  EXPECT_EQ(qmax(2), 1);
+  Format f{2, 3};
+  EXPECT_EQ(encoded_bytes(5, f), 2 * 4 + 2);
+  std::vector<float> x = {-2.0f, 1.0f, 0.9f, 0.5f, -0.25f};  // scales 2, 0.5
+  std::vector<uint8_t> enc;
+  auto y = roundtrip(x, f, &enc);
+  ASSERT_EQ(enc.size(), 10u);
+  // Codes: -1, 1 (0.5 rounds away from zero), 0 | 1, -1.
+  EXPECT_EQ(enc[8], 0x03 | (0x01 << 2) | (0x00 << 4) | (0x01 << 6));
+  EXPECT_EQ(enc[9], 0x03);
+  EXPECT_EQ(y, (std::vector<float>{-2.0f, 2.0f, 0.0f, 0.5f, -0.5f}));
+}
+
 TEST(Quantize, CodesStayInRangeAndDecodeAddsInFp32) {
   Format f{8, 3};
   std::vector<float> x = {1.0f, 0.3f, -0.2f};  // scale 1/127: codes 127, round(38.1), round(-25.4)

@@ -7,7 +7,7 @@
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
 #include "loom/flags/flags.h"
-#include "loom/launch/launcher.h"
+#include "loom/launch/job.h"
 
 namespace loom::cli {
 namespace {
@@ -15,7 +15,8 @@ namespace {
 const char* kLaunchHelp =
     R"(usage: loom launch --nproc N [--comm gloo|nccl|mpi] [--] COMMAND [ARGS ...]
        loom launch --nproc N --nnodes H --node-rank K --master-addr A [--master-port P]
-                   [--comm gloo|nccl] [--] COMMAND [ARGS ...]
+                   [--comm gloo|nccl] [--max-restarts K] [--join-timeout S]
+                   [--] COMMAND [ARGS ...]
 
 Starts N ranks of COMMAND on this machine, each with the torchrun environment (RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and LOOM_COMM set to the
@@ -29,10 +30,19 @@ so that a failed rank, or a node that stops answering for half the communication
 most 30 s; LOOM_COMM_TIMEOUT_S), stops every node with one line naming the rank or host.
 Gloo uses the address on the route to A (GLOO_SOCKET_IFNAME=IF picks an interface instead).
 
+--max-restarts K starts every rank again after a failure, up to K times (not after bad input,
+exit 2, or a stop by SIGTERM/SIGINT); each attempt's ranks get LOOM_RESTART_COUNT and
+LOOM_JOB_START, and `loom train` then goes on from the job's newest checkpoint. Across
+machines every node takes part in every attempt: after a failure node 0 waits up to
+--join-timeout S seconds (default 600) for every node to be ready again: a node whose link
+was cut reconnects by itself; on a lost host that is back, run the same command again. Give
+every node the same --max-restarts.
+
 examples:
   loom launch --nproc 4 -- build/bin/loom train --config configs/gpt-fortunes.toml
   loom launch --nproc 2 build/tests/comm/comm_test
-  loom launch --nproc 2 --nnodes 2 --node-rank 0 --master-addr 10.77.0.10 -- loom train ...
+  loom launch --nproc 2 --nnodes 2 --node-rank 0 --master-addr 10.77.0.10 --max-restarts 3 \
+    -- loom train --config configs/gpt-fortunes.toml --output.checkpoint_every 50
 )";
 
 }  // namespace
@@ -45,7 +55,9 @@ int launch_command(const std::vector<std::string>& args) {
                     {"nnodes", "2"},
                     {"node-rank", "0"},
                     {"master-addr", "10.0.0.1"},
-                    {"master-port", "29500"}}};
+                    {"master-port", "29500"},
+                    {"max-restarts", "3"},
+                    {"join-timeout", "600"}}};
   spec.stop_at_word = true;
   const flags::Parsed a = flags::parse(args, spec);
   if (a.help) {
@@ -75,7 +87,13 @@ int launch_command(const std::vector<std::string>& args) {
     o.master_addr = a.get("master-addr");
     o.master_port = flags::to_int("master-port", a.get("master-port", "29500"), 1, 65535);
   }
-  return launch::run_local(o);
+  o.max_restarts = flags::to_int("max-restarts", a.get("max-restarts", "0"), 0, 1000);
+  o.join_timeout_s = flags::to_int("join-timeout", a.get("join-timeout", "600"), 1, 7 * 86400);
+  if (a.has("join-timeout") && o.nnodes == 1)
+    LOOM_USAGE(
+        "--join-timeout is how long node 0 waits for the other nodes; it needs --nnodes "
+        "H > 1");
+  return launch::run_job(o);
 }
 
 }  // namespace loom::cli

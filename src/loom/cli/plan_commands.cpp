@@ -53,7 +53,11 @@ configuration:
         --loops V  --schedule gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev (the last two:
         loops 2)
         --microbatches M  --micro-batch-size B  [--global-batch G: derives the missing one]
-        --dp-mode allreduce|zero1|zero2|zero3  [--recompute none|selective|full]
+        --dp-mode allreduce|zero1|zero2|zero3  (with --from-config also slim, quant,
+        diloco and streaming-diloco, their settings from the file)
+        [--recompute none|selective|full]
+        [--placement dp-inside|pipeline-inside: ranks numbered with the dp groups or the
+         pipelines on consecutive ranks (nodes), as the trainer's parallel.placement]
         [--sequence-parallel] [--attention standard|flash]
         [--tp-comm-overlap: tensor-parallel collectives under the GEMMs, with
          --sequence-parallel, as far as the cluster's efficiency.tp_overlap says]
@@ -139,7 +143,10 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
   if (a.has("tp")) p.tp = to_int("tp", a.get("tp"), 1, 1 << 10);
   if (a.has("loops")) p.loops = to_int("loops", a.get("loops"), 1, 1024);
   if (a.has("schedule")) p.schedule = a.get("schedule");
-  if (a.has("dp-mode")) p.dp_mode = plan::parse_dp_mode(a.get("dp-mode"));
+  if (a.has("dp-mode")) {
+    p.dp_mode = plan::parse_dp_mode(a.get("dp-mode"));
+    plan::check_simulated(p.dp_mode, from_config);
+  }
   if (a.has("recompute")) p.recompute = plan::parse_recompute(a.get("recompute"));
   if (a.has("attention")) p.attention = plan::parse_attention(a.get("attention"));
   if (a.has("sequence-parallel")) p.sequence_parallel = true;
@@ -152,6 +159,13 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
     p.distributed_optimizer = true;
   }
   if (a.has("no-reshard-after-forward")) p.reshard_after_forward = false;
+  if (a.has("placement")) {
+    const auto o = config::parse_choice<config::RankOrder>(a.get("placement"));
+    if (!o)
+      LOOM_USAGE("--placement must be dp-inside or pipeline-inside, got '", a.get("placement"),
+                 "'");
+    p.placement = *o;
+  }
   if (a.has("max-unsharded"))
     p.max_unsharded = to_int("max-unsharded", a.get("max-unsharded"), 1, 1 << 16);
   if (from_config) return;
@@ -234,9 +248,11 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   p->microbatches = r.m;
   p->micro_batch = r.micro_batch;
   p->schedule = cfg.parallel.schedule;
-  plan::check_simulated(cfg.parallel.dp_mode);
+  plan::check_simulated(cfg.parallel.dp_mode, /*from_config=*/true);
   p->dp_mode = cfg.parallel.dp_mode;
+  p->light = plan::light_dp(cfg);
   p->reshard_after_forward = cfg.parallel.reshard_after_forward;
+  p->placement = cfg.parallel.placement;
   p->max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
   model::Model built = model::build(cfg.model, cfg.train.seed);
   std::vector<double> costs;
@@ -291,6 +307,7 @@ int simulate_command(const std::vector<std::string>& args) {
                                            {"oversubscribed", "1.5"},
                                            {"max-unsharded", "2"},
                                            {"no-reshard-after-forward", ""},
+                                           {"placement", "pipeline-inside"},
                                            {"rank-speed", "1.2,1"},
                                            {"svg", "step.svg"},
                                            {"trace", "step.json"},
@@ -421,8 +438,10 @@ int plan_command(const std::vector<std::string>& args) {
                  "'; known: gpipe, 1f1b, interleaved, bfs, zb-h1, zbv, dualpipev");
     req.schedules.push_back(s);
   }
-  for (const std::string& s : flags::split_list(a.get("dp-modes")))
+  for (const std::string& s : flags::split_list(a.get("dp-modes"))) {
     req.dp_modes.push_back(plan::parse_dp_mode(s));
+    plan::check_planned(req.dp_modes.back());
+  }
   for (const std::string& s : flags::split_list(a.get("micro-batch-sizes")))
     req.micro_batches.push_back(to_int64("micro-batch-sizes", s, 1, 1 << 20));
   for (const std::string& s : flags::split_list(a.get("loops")))

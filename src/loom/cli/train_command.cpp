@@ -13,6 +13,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/cli/config_reference.h"
+#include "loom/comm/rank_hosts.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
@@ -114,10 +115,8 @@ int run_with_restarts(
     const config::Config& cfg, const std::vector<std::string>& pass, int nproc, int max_restarts,
     int min_nproc,
     const std::function<launch::Outcome(const std::vector<std::string>&, int, int)>& once) {
-  namespace fs = std::filesystem;
-  const std::string root = (fs::path(cfg.output.dir) / "checkpoint").string();
-  // Only a checkpoint this job wrote: an older run's in the same folder is no resume point.
-  const auto started = fs::file_time_type::clock::now();
+  const std::string root = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
+  const double started = train::now_epoch_s();
   std::vector<std::string> args = pass;
   int n = nproc;
   for (int attempt = 0;; ++attempt) {
@@ -127,17 +126,9 @@ int run_with_restarts(
     if (min_nproc > 0) n = smaller_world(cfg, n, min_nproc);
     args = pass;
     if (n != nproc) args.push_back("--parallel.dp=0");  // world / (pp * tp)
-    std::string from = "the start";
-    try {
-      std::string dir;
-      train::read_manifest(root, &dir);
-      if (fs::last_write_time(fs::path(dir) / "manifest.json") >= started) {
-        from = fs::path(dir).filename().string();
-        args.push_back("--output.resume=" + root);
-      }
-    } catch (const UsageError&) {  // no complete checkpoint yet
-    }
-    if (from == "the start" && !cfg.output.resume.empty()) from = cfg.output.resume;
+    std::string from = train::job_checkpoint(cfg, started);
+    if (!from.empty()) args.push_back("--output.resume=" + root);
+    if (from.empty()) from = cfg.output.resume.empty() ? "the start" : cfg.output.resume;
     // From the start: the folder holds the failed attempt's metrics, which may go.
     if (from == "the start") args.push_back("--output.overwrite=true");
     const std::string who = o.failed_rank >= 0 ? detail::concat("rank ", o.failed_rank) : "mpirun";
@@ -270,6 +261,11 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   try {
     if (!problem.empty()) throw UsageError(problem);
     cfg = load(a);
+    // A restarted attempt of a job across machines (loom launch --max-restarts).
+    const std::string from = train::resume_after_restart(cfg);
+    if (!from.empty() && w.rank() == 0)
+      std::fprintf(stderr, "loom: restart %s: going on from %s\n",
+                   std::getenv("LOOM_RESTART_COUNT"), from.c_str());
     if (a.has("nproc") && flags::to_int("nproc", a.get("nproc"), 1, 4096) != w.size())
       LOOM_USAGE("--nproc ", a.get("nproc"), " but the launcher started ", w.size(),
                  " ranks; drop --nproc when launching with mpirun or torchrun");
@@ -287,7 +283,9 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   // Across hosts, rank 0 says which rank sits where (one line; none on a single host).
   if (w.size() > 1) {
     const auto hosts = launch::gather_hosts(w);
-    const std::string line = launch::placement_line(hosts, mesh.dp, mesh.pp, mesh.tp);
+    comm::set_rank_hosts(hosts);  // failures name the hosts involved
+    const std::string line =
+        launch::placement_line(hosts, mesh.dp, mesh.pp, mesh.tp, cfg.parallel.placement);
     if (w.rank() == 0 && !line.empty()) std::fprintf(stderr, "loom: %s\n", line.c_str());
   }
   train::TrainResult res;

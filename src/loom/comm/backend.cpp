@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "loom/comm/rank_hosts.h"
 #include "loom/common/error.h"
 
 namespace loom::comm {
@@ -62,8 +63,12 @@ Backend::Backend(std::string name, int rank, int size)
 Backend::~Backend() = default;
 
 std::string Backend::peer(int r) const {
-  if (world_ranks_.empty() || r < 0 || r >= size_) return std::to_string(r);
-  return detail::concat(r, " (world rank ", world_ranks_[r], ")");
+  if (r < 0 || r >= size_) return std::to_string(r);
+  const std::string host = host_of_rank(world_rank(r));
+  const std::string on = host.empty() ? "" : " on " + host;
+  if (world_ranks_.empty())
+    return host.empty() ? std::to_string(r) : detail::concat(r, " (", host, ")");
+  return detail::concat(r, " (world rank ", world_ranks_[r], on, ")");
 }
 
 WorkPtr Backend::counted(OpKind op, const std::string& detail, uint64_t bytes, const Options& o,
@@ -74,6 +79,13 @@ WorkPtr Backend::counted(OpKind op, const std::string& detail, uint64_t bytes, c
   if (!world_ranks_.empty()) {
     what << ": world ranks";
     for (int r = 0; r < size_; ++r) what << (r ? "," : " ") << world_ranks_[r];
+  }
+  // Across hosts: where the group's ranks are (a peer that stops answering is most often a
+  // host or a link that went away).
+  if (op != OpKind::Send && op != OpKind::Recv) {
+    std::vector<int> members(size_);
+    for (int r = 0; r < size_; ++r) members[r] = world_rank(r);
+    if (const std::string on = hosts_of(members); !on.empty()) what << "; ranks " << on;
   }
   what << ", " << backend_name(kind()) << ")";
   {

@@ -86,7 +86,7 @@ std::string mpi_library_version() {
   return mpi::library_version();
 }
 
-Mesh make_mesh(Backend& w, int dp, int pp, int tp) {
+Mesh make_mesh(Backend& w, int dp, int pp, int tp, config::RankOrder order) {
   if (dp < 1 || pp < 1 || tp < 1 || dp * pp * tp != w.size())
     LOOM_USAGE("dp (", dp, ") x pp (", pp, ") x tp (", tp, ") must equal the number of ranks (",
                w.size(), "); set --dp to ",
@@ -97,9 +97,15 @@ Mesh make_mesh(Backend& w, int dp, int pp, int tp) {
   m.pp = pp;
   m.tp = tp;
   m.rank = w.rank();
+  m.order = order;
   m.tp_rank = m.rank % tp;
-  m.dp_rank = (m.rank / tp) % dp;
-  m.pp_rank = m.rank / (tp * dp);
+  if (order == config::RankOrder::DpInside) {
+    m.dp_rank = (m.rank / tp) % dp;
+    m.pp_rank = m.rank / (tp * dp);
+  } else {
+    m.pp_rank = (m.rank / tp) % pp;
+    m.dp_rank = m.rank / (tp * pp);
+  }
   const std::string at_pp = "pp_rank=" + std::to_string(m.pp_rank);
   const std::string at_dp = "dp_rank=" + std::to_string(m.dp_rank);
   const std::string at_tp = tp > 1 ? ",tp_rank=" + std::to_string(m.tp_rank) : "";

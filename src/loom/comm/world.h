@@ -1,13 +1,15 @@
 #pragma once
 // Process-wide communication lifetime and the dp x pp x tp mesh.
-// Rank layout: r = (pp_rank * dp + dp_rank) * tp + tp_rank, so a tensor-parallel group is a run
-// of consecutive ranks (inside a node), then a data-parallel group, and a pipeline is a strided
-// set (docs/architecture.md).
+// Rank layout (config::RankOrder, parallel.placement): by default r = (pp_rank * dp + dp_rank)
+// * tp + tp_rank, so a tensor-parallel group is a run of consecutive ranks (inside a node),
+// then a data-parallel group, and a pipeline is a strided set; pipeline-inside swaps dp and pp
+// (docs/architecture.md).
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "loom/comm/backend.h"
+#include "loom/config/config.h"
 
 namespace loom::comm {
 
@@ -47,17 +49,19 @@ struct Mesh {
   int dp_rank = 0;
   int pp_rank = 0;
   int tp_rank = 0;
+  config::RankOrder order = config::RankOrder::DpInside;
   std::unique_ptr<Backend> dp_comm;  // same pipeline rank and tp rank (size dp)
   std::unique_ptr<Backend> pp_comm;  // same replica and tp rank (size pp)
   std::unique_ptr<Backend> tp_comm;  // same pipeline rank and replica (size tp)
   // World rank of (pp_rank, dp_rank, tp_rank).
   int world_rank(int pp_rank_, int dp_rank_, int tp_rank_ = 0) const {
-    return (pp_rank_ * dp + dp_rank_) * tp + tp_rank_;
+    return config::mesh_rank(order, dp, pp, tp, pp_rank_, dp_rank_, tp_rank_);
   }
 };
 
 // Builds the mesh; throws UsageError when dp * pp * tp != world size.
-Mesh make_mesh(Backend& base, int dp, int pp, int tp = 1);
+Mesh make_mesh(Backend& base, int dp, int pp, int tp = 1,
+               config::RankOrder order = config::RankOrder::DpInside);
 inline Mesh make_mesh(int dp, int pp, int tp = 1) {
   return make_mesh(world(), dp, pp, tp);
 }

@@ -393,6 +393,11 @@ const std::vector<Field>& schema() {
        "type the data-parallel gradient reduction travels in (allreduce, zero1-3): fp32, or "
        "bf16 (half the bytes, rounded sums)",
        {}},
+      {LOOM_FIELD(parallel, placement),
+       "how ranks are numbered across machines: dp-inside (a dp group on consecutive ranks, "
+       "pipeline stages across machines) or pipeline-inside (a pipeline on consecutive ranks, "
+       "dp groups across machines); tensor-parallel groups are innermost either way",
+       {}},
 
       {LOOM_FIELD(slim, core),
        "c: fraction of coordinates in the core set (core + explore "
@@ -406,7 +411,8 @@ const std::vector<Field>& schema() {
        float_range(0, false)},
       {LOOM_FIELD(slim, full_sync), "F: full sync every F syncs; 0 = never", int_range(0)},
 
-      {LOOM_FIELD(quant, bits), "bits per quantized value", int_one_of({4, 8})},
+      {LOOM_FIELD(quant, bits), "bits per quantized value (2: ternary codes -1, 0, 1)",
+       int_one_of({2, 4, 8})},
       {LOOM_FIELD(quant, block), "values per scale", int_range(1)},
 
       {LOOM_FIELD(diloco, inner_steps), "H: local steps of train.optimizer between outer steps",
@@ -418,7 +424,7 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(diloco, fragments),
        "streaming-diloco: parameter fragments meeting on staggered steps", int_range(1)},
       {LOOM_FIELD(diloco, outer_bits), "streaming-diloco: bits per outer-gradient value",
-       int_one_of({32, 8, 4})},
+       int_one_of({32, 8, 4, 2})},
       {LOOM_FIELD(diloco, overlap),
        "streaming-diloco: inner steps the outer exchange overlaps; 0 = none", int_range(0)},
       {LOOM_FIELD(diloco, mix),

@@ -49,6 +49,18 @@ enum class Precision { Fp32, Bf16 };
 // model.attention: the attention core as explicit softmax(q k^T) v, or one fused kernel
 // (scaled_dot_product_attention: flash attention where the device has it).
 enum class Attention { Standard, Flash };
+// parallel.placement: how the mesh numbers its ranks, tensor-parallel groups innermost
+// (consecutive ranks, inside a machine), then
+//   dp-inside        r = (pp_rank * dp + dp_rank) * tp + tp_rank: a dp group's ranks are
+//                    consecutive (one machine when dp * tp ranks fit on it) and the pipeline
+//                    stages span machines (their activations cross the network);
+//   pipeline-inside  r = (dp_rank * pp + pp_rank) * tp + tp_rank: a pipeline's ranks are
+//                    consecutive and the dp groups span machines (their gradients cross it).
+enum class RankOrder { DpInside, PipelineInside };
+inline int mesh_rank(RankOrder o, int dp, int pp, int tp, int pp_rank, int dp_rank, int tp_rank) {
+  return (o == RankOrder::DpInside ? pp_rank * dp + dp_rank : dp_rank * pp + pp_rank) * tp +
+         tp_rank;
+}
 
 // Each enum's spellings in TOML, flags and messages, in enumerator order.
 template <typename E>
@@ -100,6 +112,11 @@ struct Names<Precision> {
 template <>
 struct Names<Attention> {
   static constexpr std::array<std::string_view, 2> list{"standard", "flash"};
+};
+
+template <>
+struct Names<RankOrder> {
+  static constexpr std::array<std::string_view, 2> list{"dp-inside", "pipeline-inside"};
 };
 
 template <typename E>
@@ -213,6 +230,7 @@ struct ParallelConfig {
   int64_t max_unsharded = 2;          // zero3 prefetch bound
   Recompute recompute = Recompute::None;
   Precision grad_reduce = Precision::Fp32;  // allreduce and zero modes
+  RankOrder placement = RankOrder::DpInside;
 
   bool operator==(const ParallelConfig&) const = default;
 };
@@ -229,7 +247,7 @@ struct SlimConfig {
 };
 
 struct QuantConfig {
-  int64_t bits = 8;     // 8 | 4
+  int64_t bits = 8;     // 8 | 4 | 2
   int64_t block = 256;  // values per scale
 
   bool operator==(const QuantConfig&) const = default;
@@ -244,7 +262,7 @@ struct DilocoConfig {
   bool nesterov = true;         // Nesterov momentum
   // streaming-diloco only (Douillard et al. 2025): the stage's parameters in `fragments`
   // groups, fragment f meeting at steps f*H/fragments + kH; the outer gradient in
-  // `outer_bits` (32 = fp32, 8 or 4: blockwise quantized); its exchange overlapped with the
+  // `outer_bits` (32 = fp32, 8, 4 or 2: blockwise quantized); its exchange overlapped with the
   // next `overlap` inner steps, after which the replica's parameters become
   // mix * own + (1 - mix) * the new global ones.
   int64_t fragments = 4;

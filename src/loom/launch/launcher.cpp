@@ -51,6 +51,7 @@ std::vector<std::string> rank_env(const Options& o, int rank, int port) {
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(o.attempt)},
       {"LOOM_RESTART_COUNT", std::to_string(o.attempt)},
       {"LOOM_COMM", std::string(comm::backend_name(o.comm))}};
+  if (!o.job_start.empty()) set.emplace_back("LOOM_JOB_START", o.job_start);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -118,11 +119,8 @@ std::chrono::milliseconds liveness() {
 
 }  // namespace
 
-int run_local(const Options& o) {
-  return run_once(o).code;
-}
-
-Outcome run_once(const Options& o) {
+Outcome run_once(const Options& o, std::shared_ptr<comm::NodeStore> store,
+                 const std::string& prefix) {
   LOOM_CHECK(o.nproc >= 1 && !o.command.empty(), "launch needs ranks and a command");
   LOOM_CHECK(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes, "bad node rank");
   const bool multi = o.nnodes > 1;
@@ -133,8 +131,10 @@ Outcome run_once(const Options& o) {
   int port = 0;
   if (multi) {
     // The other nodes may start later: they get the whole communication timeout to come up.
-    node_store = std::make_shared<comm::NodeStore>(o.master_addr, o.master_port, o.node_rank == 0,
-                                                   comm::default_timeout());
+    node_store = store
+                     ? std::move(store)
+                     : std::make_shared<comm::NodeStore>(o.master_addr, o.master_port,
+                                                         o.node_rank == 0, comm::default_timeout());
     port = node_store->port();
   } else {
     local_store = std::make_unique<comm::StoreServer>();
@@ -159,6 +159,7 @@ Outcome run_once(const Options& o) {
     ni.master = detail::concat(o.master_addr, ":", o.master_port);
     ni.liveness = liveness();
     ni.join = comm::default_timeout();
+    ni.prefix = prefix;
     watch = std::make_unique<NodeWatch>(node_store, ni);
   }
   const int first_rank = o.node_rank * o.nproc;
@@ -254,7 +255,10 @@ Outcome run_once(const Options& o) {
     }
     stop_all(SIGTERM, o.grace_s);
   }
-  if (watch) watch->finish(out.code);
+  if (watch) {
+    watch->finish(out.code, out.code == 2 || out.stopped);
+    out.final_elsewhere = watch->final_elsewhere();
+  }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   if (first && out.code != 0) out.code = 128 + first;  // as a shell reports it, even if killed

@@ -16,8 +16,8 @@ std::string ranks_of(int nproc, int node) {
   return a == b ? detail::concat("rank ", a) : detail::concat("ranks ", a, "-", b);
 }
 
-// Keys, under loom/nodes/: beat/K (node K's counter), host/K, done/K (its ranks' exit code),
-// failures (how many were posted) and failure/I (the I-th, from 1).
+// Keys, under info.prefix (loom/nodes/): beat/K (node K's counter), host/K, done/K (its ranks' exit
+// code), failures (how many were posted) and failure/I (the I-th, from 1).
 struct NodeWatch::State {
   std::shared_ptr<comm::NodeStore> store;
   NodeInfo info;
@@ -31,14 +31,17 @@ struct NodeWatch::State {
   int64_t own = -1;                   // the index this node's failure got
   std::vector<std::string> failures;  // every one posted, in order
   int done_code = -1;                 // to post
+  bool done_final = false;            // with it: no restart cures it
   bool done_posted = false;
+  bool final_elsewhere = false;  // another node posted a final one
   std::vector<bool> gone, done;  // per node
   std::vector<std::string> gone_why, hosts;
   int64_t rounds = 0;  // completed
 
-  static std::string key(const char* what, int64_t i) {
-    return detail::concat("loom/nodes/", what, "/", i);
+  std::string key(const char* what, int64_t i) const {
+    return detail::concat(info.prefix, what, "/", i);
   }
+  std::string failures_key() const { return info.prefix + "failures"; }
   // "node 1 (h1, ranks 2-3)".
   std::string name_of(int node) const {
     const std::string& h = hosts[node];
@@ -57,19 +60,21 @@ struct NodeWatch::State {
     store->add(key("beat", me), 1);
     std::string post;
     int code = -1;
+    bool final = false;
     {
       std::lock_guard<std::mutex> l(m);
       post = own < 0 ? to_post : "";
       code = done_posted ? -1 : done_code;
+      final = done_final;
     }
     if (!post.empty()) {
-      const int64_t i = store->add("loom/nodes/failures", 1);
+      const int64_t i = store->add(failures_key(), 1);
       store->set(key("failure", i), post);
       std::lock_guard<std::mutex> l(m);
       own = i;
     }
     if (code >= 0) {
-      store->set(key("done", me), std::to_string(code));
+      store->set(key("done", me), std::to_string(code) + (final ? " final" : ""));
       std::lock_guard<std::mutex> l(m);
       done_posted = true;
     }
@@ -84,7 +89,7 @@ struct NodeWatch::State {
       hosts[j] = h;
     }
     // New failures, in order; one whose text is not there yet waits for the next round.
-    const int64_t posted = store->add("loom/nodes/failures", 0);
+    const int64_t posted = store->add(failures_key(), 0);
     for (int64_t i = static_cast<int64_t>(failures.size()) + 1; i <= posted; ++i) {
       if (!store->has(key("failure", i))) break;
       const std::string f = store->get(key("failure", i));
@@ -94,8 +99,10 @@ struct NodeWatch::State {
     for (int j = 0; j < info.nnodes; ++j) {
       if (j == me || gone[j] || done[j]) continue;
       if (store->has(key("done", j))) {
+        const bool f = store->get(key("done", j)).find("final") != std::string::npos;
         std::lock_guard<std::mutex> l(m);
         done[j] = true;
+        final_elsewhere = final_elsewhere || f;
         continue;
       }
       const int64_t b = store->add(key("beat", j), 0);
@@ -151,7 +158,7 @@ NodeWatch::NodeWatch(std::shared_ptr<comm::NodeStore> store, NodeInfo info)
   s_->gone_why.assign(n, "");
   s_->hosts.assign(n, "");
   s_->hosts[s_->info.node_rank] = s_->info.host;
-  s_->store->set(State::key("host", s_->info.node_rank), s_->info.host);
+  s_->store->set(s_->key("host", s_->info.node_rank), s_->info.host);
   thread_ = std::thread([s = s_] { s->run(); });
 }
 
@@ -187,10 +194,11 @@ std::string NodeWatch::other_failures(std::chrono::milliseconds wait) {
   return out;
 }
 
-void NodeWatch::finish(int code) {
+void NodeWatch::finish(int code, bool final) {
   {
     std::lock_guard<std::mutex> l(s_->m);
     s_->done_code = code;
+    s_->done_final = final;
   }
   const auto deadline = Clock::now() + 2 * s_->info.liveness;
   while (Clock::now() < deadline) {
@@ -210,6 +218,11 @@ void NodeWatch::finish(int code) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+bool NodeWatch::final_elsewhere() {
+  std::lock_guard<std::mutex> l(s_->m);
+  return s_->final_elsewhere;
 }
 
 }  // namespace loom::launch

@@ -20,6 +20,7 @@ struct NodeInfo {
   std::string master;                         // "ADDR:PORT" of the store, for messages
   std::chrono::milliseconds liveness{30000};  // a node silent this long is gone
   std::chrono::milliseconds join{300000};     // ... or never seen this long after the start
+  std::string prefix = "loom/nodes/";         // of the keys (one per attempt of the job)
 };
 
 // "ranks 2-3": those of node `node` when every node runs `nproc`.
@@ -37,9 +38,12 @@ class NodeWatch {
   // The failures other nodes posted ("; "-joined, "" for none), after waiting `wait` for them:
   // a rank here that fails on a broken connection is named beside the one that broke it.
   std::string other_failures(std::chrono::milliseconds wait);
-  // After this node's ranks exited: tells the others; node 0 (which hosts the store) then
-  // waits until every node is done or gone, and names the nodes gone.
-  void finish(int code);
+  // After this node's ranks exited: tells the others (`final`: bad input or a stop, which no
+  // restart cures); node 0 (which hosts the store) then waits until every node is done or
+  // gone, and names the nodes gone.
+  void finish(int code, bool final = false);
+  // Another node finished with `final` (read by finish()).
+  bool final_elsewhere();
 
  private:
   struct State;

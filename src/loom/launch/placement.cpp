@@ -37,7 +37,14 @@ std::vector<std::string> gather_hosts(comm::Backend& world) {
   return out;
 }
 
-std::string placement_line(const std::vector<std::string>& host_of_rank, int dp, int pp, int tp) {
+std::string placement_line(const std::vector<std::string>& host_of_rank, int dp, int pp, int tp,
+                           config::RankOrder order) {
+  auto rank = [&](int s, int d, int t) { return config::mesh_rank(order, dp, pp, tp, s, d, t); };
+  // The pipeline rank of each world rank.
+  std::vector<int> stage_of(host_of_rank.size(), 0);
+  for (int s = 0; s < pp; ++s)
+    for (int d = 0; d < dp; ++d)
+      for (int t = 0; t < tp; ++t) stage_of.at(rank(s, d, t)) = s;
   std::vector<std::string> hosts;  // in order of their first rank
   for (const auto& h : host_of_rank)
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
@@ -48,7 +55,7 @@ std::string placement_line(const std::vector<std::string>& host_of_rank, int dp,
     for (int r = 0; r < static_cast<int>(host_of_rank.size()); ++r) {
       if (host_of_rank[r] != hosts[i]) continue;
       ranks.push_back(r);
-      const int stage = r / (dp * tp);
+      const int stage = stage_of[r];
       if (std::find(stages.begin(), stages.end(), stage) == stages.end()) stages.push_back(stage);
     }
     std::sort(stages.begin(), stages.end());
@@ -62,7 +69,7 @@ std::string placement_line(const std::vector<std::string>& host_of_rank, int dp,
   for (int s = 0; s < pp; ++s)
     for (int t = 0; t < tp; ++t) {
       std::set<std::string> on;
-      for (int d = 0; d < dp; ++d) on.insert(host_of_rank[(s * dp + d) * tp + t]);
+      for (int d = 0; d < dp; ++d) on.insert(host_of_rank[rank(s, d, t)]);
       split += on.size() > 1;
     }
   if (dp > 1)

@@ -19,7 +19,7 @@
 // Streaming: the stage's parameters are cut into diloco.fragments contiguous groups of about
 // equal size (whole parameters, in the stage's order: groups of layers); fragment f meets
 // after steps f H / fragments + k H, so the link carries one fragment at a time. Its outer
-// gradient travels in diloco.outer_bits (8 or 4: quantized_mean.h; 32: an fp32 all-reduce).
+// gradient travels in diloco.outer_bits (8, 4 or 2: quantized_mean.h; 32: an fp32 all-reduce).
 // With diloco.overlap = tau > 0 the exchange runs while the replica makes tau more inner
 // steps; the outer step is then applied and the replica's fragment becomes
 // mix w_r + (1 - mix) g (diloco.mix), keeping part of what it learnt meanwhile. One fragment,

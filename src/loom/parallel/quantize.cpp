@@ -10,7 +10,8 @@ namespace loom::parallel::quant {
 namespace {
 
 void check(const Format& f) {
-  LOOM_CHECK(f.bits == 8 || f.bits == 4, "quantization bits must be 4 or 8, got ", f.bits);
+  LOOM_CHECK(f.bits == 8 || f.bits == 4 || f.bits == 2, "quantization bits must be 2, 4 or 8, got ",
+             f.bits);
   LOOM_CHECK(f.block >= 1, "quantization block must be >= 1, got ", f.block);
 }
 
@@ -31,11 +32,13 @@ inline int code_of(float x, float s, float qf) {
   return v == v ? i : 0;
 }
 
-// Code of value i (sign-extended), from the packed codes.
+// Code of value i (sign-extended), from the packed codes (4 and 2 bits: 8 / bits to a byte,
+// value i at bit (i mod (8 / bits)) * bits).
 inline int code_at(const uint8_t* codes, int64_t i, int bits) {
   if (bits == 8) return static_cast<int8_t>(codes[i]);
-  int nib = (codes[i >> 1] >> ((i & 1) * 4)) & 0xF;
-  return nib >= 8 ? nib - 16 : nib;
+  const int per = 8 / bits, mask = (1 << bits) - 1;
+  const int c = (codes[i / per] >> ((i % per) * bits)) & mask;
+  return c > mask / 2 ? c - (mask + 1) : c;
 }
 
 template <bool kAdd>
@@ -55,7 +58,7 @@ void decode_impl(const uint8_t* in, int64_t count, const Format& f, float* out) 
       }
     } else {
       for (int64_t i = lo; i < hi; ++i) {
-        const float v = static_cast<float>(code_at(codes, i, 4)) * s;
+        const float v = static_cast<float>(code_at(codes, i, f.bits)) * s;
         out[i] = kAdd ? out[i] + v : v;
       }
     }
@@ -96,8 +99,10 @@ void encode(const float* x, int64_t count, const Format& f, uint8_t* out) {
       auto* c = reinterpret_cast<int8_t*>(codes);
       for (int64_t i = lo; i < hi; ++i) c[i] = static_cast<int8_t>(code_of(x[i], s, qf));
     } else {
+      const int per = 8 / f.bits, mask = (1 << f.bits) - 1;
       for (int64_t i = lo; i < hi; ++i)
-        codes[i >> 1] |= static_cast<uint8_t>((code_of(x[i], s, qf) & 0xF) << ((i & 1) * 4));
+        codes[i / per] |=
+            static_cast<uint8_t>((code_of(x[i], s, qf) & mask) << ((i % per) * f.bits));
     }
   }
 }

@@ -39,16 +39,22 @@ class CostModel {
   // Bytes one rank sends from `stage` to `stage + 1` for one micro-batch (the activation; its
   // gradient travels back with the same size).
   virtual double boundary_bytes(int stage) const = 0;
-  // Data-parallel traffic of one rank for a stage: full gradient bytes (REDUCE_GRAD) and full
-  // parameter bytes (UNSHARD, and the zero1/zero2 all-gather after the optimizer step).
+  // Data-parallel traffic of one rank for a stage: full gradient bytes (REDUCE_GRAD; quant: its
+  // quantized message, 0 for the modes that exchange no gradient) and full parameter bytes
+  // (UNSHARD, and the zero1/zero2 all-gather after the optimizer step).
   virtual double grad_bytes(int stage) const = 0;
   virtual double param_bytes(int stage) const = 0;
+  // The light data-parallel modes (parallel.h, LightDp): the bytes of the all-reduce after the
+  // optimizer step (slim's coordinates, DiLoCo's outer gradient), averaged per step.
+  virtual double sync_bytes(int stage) const { return 0; }
+  // streaming-diloco: how many following steps that all-reduce runs behind.
+  virtual double sync_overlap_steps() const { return 0; }
   virtual StageMemory memory(int stage) const = 0;
   // Optimizer update of the rank's share of the stage, after the step's communication.
   virtual double optimizer_s(int stage) const { return 0; }
-  // The collective of REDUCE_GRAD: all-reduce for allreduce, reduce-scatter for zero1/2/3.
+  // The collective of REDUCE_GRAD: reduce-scatter for zero1/2/3, all-reduce for the others.
   virtual Collective reduce_collective(DpMode m) const {
-    return m == DpMode::AllReduce ? Collective::AllReduce : Collective::ReduceScatter;
+    return config::zero_level(m) > 0 ? Collective::ReduceScatter : Collective::AllReduce;
   }
   // Shared hardware (the CPU cores of one machine, `shared = true` in a cluster file): the
   // number of cores all ranks share; 0 = every rank has a device of its own. On shared
@@ -109,6 +115,8 @@ class ForwardingCostModel : public CostModel {
   double boundary_bytes(int s) const override { return m_.boundary_bytes(s); }
   double grad_bytes(int s) const override { return m_.grad_bytes(s); }
   double param_bytes(int s) const override { return m_.param_bytes(s); }
+  double sync_bytes(int s) const override { return m_.sync_bytes(s); }
+  double sync_overlap_steps() const override { return m_.sync_overlap_steps(); }
   StageMemory memory(int s) const override { return m_.memory(s); }
   double optimizer_s(int s) const override { return m_.optimizer_s(s); }
   Collective reduce_collective(DpMode m) const override { return m_.reduce_collective(m); }

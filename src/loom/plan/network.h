@@ -1,9 +1,9 @@
 #pragma once
 // Alpha-beta network model over a cluster, and where ranks sit.
-//  - Placement: world rank r = (pp_rank * dp + dp_rank) * tp + tp_rank; tensor parallelism is
-//    innermost so a TP group stays inside a node; with tp = 1 this is the runtime's layout
-//    (docs/architecture.md, Ranks and groups). Node of a
-//    rank = r / devices_per_node (a `shared` cluster is one machine: every rank on node 0).
+//  - Placement: world rank r = (pp_rank * dp + dp_rank) * tp + tp_rank, or with dp and pp
+//    swapped (config::RankOrder, the runtime's parallel.placement); tensor parallelism is
+//    innermost so a TP group stays inside a node (docs/architecture.md, Ranks and groups). Node of
+//    a rank = r / devices_per_node (a `shared` cluster is one machine: every rank on node 0).
 //  - A message of n bytes between two ranks: latency + n / bandwidth of the intra-node link
 //    when both are on one node, else of the inter-node link (both per device and direction).
 //  - Ring collectives on d ranks, buffer of n bytes (for all-gather: the gathered output; for
@@ -17,15 +17,17 @@
 #include <string_view>
 #include <vector>
 
+#include "loom/config/config.h"
 #include "loom/plan/cluster.h"
 
 namespace loom::plan {
 
 struct Mesh {
   int dp = 1, pp = 1, tp = 1;
+  config::RankOrder order = config::RankOrder::DpInside;
   int world() const { return dp * pp * tp; }
   int rank(int pp_rank, int dp_rank, int tp_rank = 0) const {
-    return (pp_rank * dp + dp_rank) * tp + tp_rank;
+    return config::mesh_rank(order, dp, pp, tp, pp_rank, dp_rank, tp_rank);
   }
   std::vector<int> dp_group(int pp_rank, int tp_rank = 0) const;
   std::vector<int> tp_group(int pp_rank, int dp_rank = 0) const;

@@ -18,12 +18,40 @@ namespace loom::plan {
 //   zero2      zero1 + gradients (a full gradient buffer lives from the stage's first backward
 //              to its REDUCE_GRAD)
 //   zero3      zero2 + parameters, gathered by UNSHARD before use, freed by RESHARD
-// (config::DpMode; slim and quant are not simulated.)
+// and the light modes, simulated from a training configuration (LightDp below): slim, quant,
+// diloco and streaming-diloco; powersgd is not simulated.
 using config::DpMode;
-// The modes above; UsageError for slim, quant and unknown names.
+// Any data-parallel mode's name; UsageError for unknown names.
 DpMode parse_dp_mode(const std::string& text);
-// UsageError unless the planner models `m`.
-void check_simulated(DpMode m);
+// UsageError unless the simulator models `m`; `from_config`: the light modes' settings come
+// from a training configuration (simulate --from-config), so they are simulated only then.
+void check_simulated(DpMode m, bool from_config = false);
+// UsageError unless the planner searches `m` (allreduce, zero1, zero2, zero3).
+void check_planned(DpMode m);
+
+// What a light data-parallel mode moves and holds, per parameter of a stage, averaged over
+// steps: a mode that meets every k steps sends 1/k of its message in each simulated step
+// (docs/planner.md, Light data parallelism).
+struct LightDp {
+  // REDUCE_GRAD's bytes as a fraction of an fp32 all-reduce of the gradients (quant: its
+  // quantized codes and scales; slim and diloco exchange no gradient: 0).
+  double reduce = 1;
+  // After the optimizer step: an all-reduce of this fraction of the stage's fp32 parameters
+  // (slim: the synchronized coordinates; diloco: the outer gradient; streaming: quantized).
+  double sync = 0;
+  // streaming-diloco: the sync runs behind this many of the next inner steps.
+  double overlap_steps = 0;
+  // Bytes per parameter the mode keeps besides parameters, gradients and the optimizer's
+  // state (slim: g and u; quant: residual and buffers; diloco: g, outer gradient, momentum).
+  double state_bytes = 0;
+  // Bytes per parameter of element-wise memory traffic per step (encode / decode, selection,
+  // the outer step), timed as the optimizer's.
+  double codec_bytes = 0;
+  bool operator==(const LightDp&) const = default;
+};
+// The configuration's dp-mode as LightDp (allreduce and zero: the defaults);
+// UsageError for powersgd.
+LightDp light_dp(const config::Config& cfg);
 // The data-parallel actions schedule::lower inserts for `m` on dp replicas; the runtime
 // (train/) lowers with it too, so that simulated and executed action lists are the same.
 schedule::DpMode lowering_mode(DpMode m, int dp);
@@ -71,8 +99,10 @@ struct Parallel {
   bool distributed_optimizer = false;
   bool reshard_after_forward = true;  // zero3
   int max_unsharded = 2;              // zero3 prefetch bound
+  LightDp light;                      // slim, quant, diloco, streaming-diloco
+  config::RankOrder placement = config::RankOrder::DpInside;  // where the dp groups lie
 
-  Mesh mesh() const { return {dp, pp, tp}; }
+  Mesh mesh() const { return {dp, pp, tp, placement}; }
   int gpus() const { return dp * pp * tp; }
   int64_t global_batch() const { return int64_t(dp) * microbatches * micro_batch; }
   schedule::Shape shape() const {

@@ -160,6 +160,7 @@ class Sim {
         const bool gather = a.kind == Kind::UNSHARD;
         const Collective op = gather ? Collective::AllGather : c_.reduce_collective(o_.dp_mode);
         const double bytes = gather ? c_.param_bytes(s) : c_.grad_bytes(s);
+        if (bytes <= 0) return true;  // slim, diloco: no gradient exchange
         const double t0 = std::max(st.cursor, st.dp_free);
         const double t1 = t0 + c_.collective_s(op, bytes, o_.mesh.dp_group(r));
         st.dp_free = t1;
@@ -294,6 +295,22 @@ class Sim {
         t = std::min(
             t, st.opt_end + c_.collective_s(Collective::AllGather, first, o_.mesh.dp_group(r)));
       }
+    }
+    // The light modes' all-reduce after the step (slim, diloco); streaming-diloco runs it
+    // behind its next inner steps, of which only what outlasts them stays on the step.
+    if (o_.mesh.dp > 1) {
+      const double compute_end = t;
+      for (int s : mine) {
+        const double bytes = c_.sync_bytes(s);
+        if (bytes <= 0) continue;
+        const double t1 = t + c_.collective_s(Collective::AllReduce, bytes, o_.mesh.dp_group(r));
+        rr.dp_s += t1 - t;
+        rr.dp_bytes += ring_bytes(Collective::AllReduce, bytes);
+        if (record_) rr.events.push_back({detail::concat(s, "SYNC"), "SYNC", Stream::Dp, t, t1});
+        t = t1;
+      }
+      if (c_.sync_overlap_steps() > 0)
+        t = std::max(compute_end, t - c_.sync_overlap_steps() * compute_end);
     }
     rr.end_s = t;
 

@@ -13,11 +13,13 @@
 //   RECV_F / RECV_B markers (receives are posted ahead in the runtime);
 //   UNSHARD         all-gather of the stage's parameters on the DP stream, issued when reached
 //                   (lowering placed it early to prefetch);
-//   REDUCE_GRAD     all-reduce (allreduce) or reduce-scatter (zero1/2/3) of the stage's
-//                   gradients on the DP stream, overlapping the compute that follows;
+//   REDUCE_GRAD     all-reduce (allreduce; quant: of its quantized message) or reduce-scatter
+//                   (zero1/2/3) of the stage's gradients on the DP stream, overlapping the
+//                   compute that follows (nothing for slim and diloco);
 //   RESHARD         frees the gathered parameters.
-// After its list a rank waits for its streams, runs the optimizer, and under zero1/zero2
-// all-gathers the updated parameters. Step time = the latest rank.
+// After its list a rank waits for its streams, runs the optimizer, under zero1/zero2
+// all-gathers the updated parameters, and under slim / diloco all-reduces what they meet on
+// (CostModel::sync_bytes, a mean step's share). Step time = the latest rank.
 // Every stream is FIFO in list order, so each action's times follow from earlier ones: the
 // simulation advances every rank as far as its inputs are known and repeats (no tie-breaking).
 // Data-parallel replicas and tensor-parallel ranks run the same lists with the same costs, so

@@ -335,7 +335,13 @@ double TransformerCostModel::boundary_bytes(int) const {
 }
 
 double TransformerCostModel::grad_bytes(int stage) const {
-  return stage_.at(stage).params * prec_.grad;
+  const double P = stage_.at(stage).params;
+  // quant's message is a fraction of the fp32 gradient, whatever the training precision.
+  return p_.light.reduce == 1 ? P * prec_.grad : P * 4 * p_.light.reduce;
+}
+
+double TransformerCostModel::sync_bytes(int stage) const {
+  return p_.dp > 1 ? stage_.at(stage).params * 4 * p_.light.sync : 0;
 }
 
 double TransformerCostModel::param_bytes(int stage) const {
@@ -370,8 +376,10 @@ StageMemory TransformerCostModel::memory(int stage) const {
       case DpMode::Slim:
       case DpMode::Quant:
       case DpMode::Diloco:
-      case DpMode::StreamingDiloco:
-      case DpMode::PowerSgd: check_simulated(p_.dp_mode);
+      case DpMode::StreamingDiloco:  // the mode's own state beside the replica's full one
+        mem.optimizer += P * p_.light.state_bytes;
+        break;
+      case DpMode::PowerSgd: check_simulated(p_.dp_mode, true);
     }
   }
   return mem;
@@ -384,16 +392,20 @@ double TransformerCostModel::loaded_slowdown(int stage) const {
 }
 
 Collective TransformerCostModel::reduce_collective(DpMode m) const {
-  if (m == DpMode::AllReduce || (m == DpMode::Zero1 && prec_.zero1_all_reduce))
-    return Collective::AllReduce;
-  return Collective::ReduceScatter;
+  // ZeRO reduce-scatters (zero1 all-reduces under fp32, as loom's CPU runtime does); quant's
+  // exchange moves an all-reduce's bytes (quantized_mean.h).
+  if (config::zero_level(m) > 0 && !(m == DpMode::Zero1 && prec_.zero1_all_reduce))
+    return Collective::ReduceScatter;
+  return Collective::AllReduce;
 }
 
 double TransformerCostModel::optimizer_s(int stage) const {
   double P = stage_.at(stage).params;
-  if (p_.dp > 1 && p_.dp_mode != DpMode::AllReduce) P /= p_.dp;
-  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param;
-  return elementwise_s(28 * P);
+  if (p_.dp > 1 && config::zero_level(p_.dp_mode) > 0) P /= p_.dp;
+  // The light modes' encoding and merging, element-wise like the update itself.
+  const double codec = p_.dp > 1 ? elementwise_s(p_.light.codec_bytes * P) : 0;
+  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param + codec;
+  return elementwise_s(28 * P) + codec;
 }
 
 double TransformerCostModel::step_flops() const {

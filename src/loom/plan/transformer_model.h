@@ -66,6 +66,8 @@ class TransformerCostModel : public CostModel {
   double boundary_bytes(int stage) const override;
   double grad_bytes(int stage) const override;
   double param_bytes(int stage) const override;
+  double sync_bytes(int stage) const override;
+  double sync_overlap_steps() const override { return p_.light.overlap_steps; }
   StageMemory memory(int stage) const override;
   double optimizer_s(int stage) const override;
   Collective reduce_collective(DpMode m) const override;

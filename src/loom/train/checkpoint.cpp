@@ -232,10 +232,10 @@ Manifest read_manifest(const std::string& path, std::string* step_dir) {
   return m;
 }
 
-bool Manifest::same_layout(const Manifest& o) const {
-  return world == o.world && dp == o.dp && pp == o.pp && tp == o.tp && loops == o.loops &&
-         placement == o.placement && first == o.first && static_cast<int>(files.size()) == world &&
-         static_cast<int>(o.files.size()) == o.world;
+bool Manifest::same_layout(const Manifest& run) const {
+  return world == run.world && dp == run.dp && pp == run.pp && tp == run.tp && loops == run.loops &&
+         placement == run.placement && first == run.first &&
+         static_cast<int>(files.size()) == world;
 }
 
 std::string Manifest::layout() const {

@@ -33,11 +33,13 @@ struct Manifest {
   std::string placement = "looping";  // of the stages on the pipeline ranks: looping | v
   std::string dp_mode, schedule, optimizer, dtype = "float32", loom_version;
   config::ModelConfig model;
-  int blocks = 0;                             // the model's blocks
-  std::vector<int> first;                     // first block of each stage (pp * loops entries)
-  std::vector<File> files;                    // a run's checkpoint: rank r's file is files[r]
-  bool same_layout(const Manifest& o) const;  // same mesh and partition, one file per rank
-  std::string layout() const;                 // "dp 2 x pp 2 x loops 1, zero3" (", v" if v)
+  int blocks = 0;           // the model's blocks
+  std::vector<int> first;   // first block of each stage (pp * loops entries)
+  std::vector<File> files;  // a run's checkpoint: rank r's file is files[r]
+  // A saved checkpoint's: written by a run of `run`'s mesh and partition, one file per rank
+  // (`run` is described by describe_run: it has no files yet).
+  bool same_layout(const Manifest& run) const;
+  std::string layout() const;  // "dp 2 x pp 2 x loops 1, zero3" (", v" if v)
 };
 
 // The manifest of a run about to be saved, without files and step.

@@ -295,8 +295,13 @@ int64_t Checkpointer::load(const std::string& path) {
   if (saved.blocks != run.blocks)
     LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
                run.blocks, "; resume it with the model that wrote it");
-  const bool same = saved.same_layout(run);
   const int dp_rank = syncs_.begin()->second->dp_rank();
+  // This rank's own file holds exactly its state (the ranks may sit in another order).
+  const Manifest::File* own =
+      world_.rank() < static_cast<int>(saved.files.size()) ? &saved.files[world_.rank()] : nullptr;
+  std::vector<int> mine;
+  for (const auto& [s, st] : stages_) mine.push_back(s);
+  const bool same = saved.same_layout(run) && own && own->dp_rank == dp_rank && own->stages == mine;
   std::vector<size_t> files{static_cast<size_t>(world_.rank())};
   if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
   // Per-replica state (quant's residual) belongs to a replica of the same dp only.

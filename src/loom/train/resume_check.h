@@ -1,7 +1,10 @@
 #pragma once
 // The --resume target, checked before any rank starts (loom train --nproc): it exists, has a
 // manifest, and the run can continue it (check_resumable). The ranks check it again, with
-// the files' sizes and checksums, when they load it (Checkpointer::load).
+// the files' sizes and checksums, when they load it (Checkpointer::load). And where a
+// restarted attempt of a job goes on from.
+#include <string>
+
 #include "loom/config/config.h"
 #include "loom/train/preflight.h"
 
@@ -9,5 +12,19 @@ namespace loom::train {
 
 // Does nothing when output.resume is empty; otherwise throws UsageError with one line.
 void check_resume_target(const config::Config& cfg, const Resolved& r, int world);
+
+// The newest complete checkpoint under output.dir/checkpoint whose manifest was written at or
+// after `since` (seconds since the epoch): its step folder's name ("step-00000040"), "" for
+// none. Only a checkpoint of this job is a resume point, not an older run's in the same folder.
+std::string job_checkpoint(const config::Config& cfg, double since);
+// Seconds since the epoch, as job_checkpoint's `since` and LOOM_JOB_START count them.
+double now_epoch_s();
+
+// A restarted attempt of a job of several machines (the launcher sets LOOM_RESTART_COUNT > 0
+// and LOOM_JOB_START, the job's start by node 0's clock): output.resume becomes the job's
+// newest checkpoint, or, without one, output.overwrite lets the attempt start afresh over the
+// failed one's output. Returns where it goes on from ("step-00000040" or "the start"); ""
+// when this is no such restart or output.resume was given.
+std::string resume_after_restart(config::Config& cfg);
 
 }  // namespace loom::train

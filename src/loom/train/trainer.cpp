@@ -77,7 +77,7 @@ void Trainer::Impl::setup() {
   compute = model::compute_of(cfg, model::local_rank());
   parallel::MemoryTracker::install();
   if (compute.device.is_cuda()) parallel::MemoryTracker::track_device(compute.device.index());
-  mesh = comm::make_mesh(base, r.dp, r.pp, r.tp);
+  mesh = comm::make_mesh(base, r.dp, r.pp, r.tp, cfg.parallel.placement);
   if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
     comm::LinkEmulation e;
     if (!cfg.emulate.bandwidth.empty())
