@@ -9,6 +9,7 @@
 # one-device nodes whose network is RATE; Slim-DP and quantization as LightDp models them,
 # docs/planner.md), the wall time and the loss.
 # Needs root. usage: bench/hosts_links.sh [BUILD_DIR] [RATE|none] [STEPS]   (a markdown table)
+#   CLUSTER=FILE: the profile to start from (default clusters/this-machine.toml).
 set -euo pipefail
 build=${1:-build}
 rate=${2:-100mbit}
@@ -46,7 +47,7 @@ TOML
 # The cluster the simulator predicts with: this machine's measured blocks, one rank a node,
 # the nodes joined by RATE (unshaped: the file's own network, loom's loopback measurement).
 cluster="$tmp/cluster.toml"
-python3 - "$rate" clusters/this-machine.toml "$cluster" <<'PY'
+python3 - "$rate" "${CLUSTER:-clusters/this-machine.toml}" "$cluster" <<'PY'
 import re, sys
 rate, src, dst = sys.argv[1:]
 s = open(src).read().replace("devices = 2", "devices = 1").replace("shared = true", "shared = false")
@@ -63,6 +64,7 @@ declare -A modes=(
   [allreduce]=$'[parallel]\ndp_mode = "allreduce"'
   [slim-c0.2-e0.1]=$'[parallel]\ndp_mode = "slim"\n[slim]\ncore = 0.2\nexplore = 0.1'
   [quant-8bit]=$'[parallel]\ndp_mode = "quant"\n[quant]\nbits = 8'
+  [quant-2bit]=$'[parallel]\ndp_mode = "quant"\n[quant]\nbits = 2'
   [zero1]=$'[parallel]\ndp_mode = "zero1"'
   [zero2]=$'[parallel]\ndp_mode = "zero2"'
   [zero3]=$'[parallel]\ndp_mode = "zero3"'

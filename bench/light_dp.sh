@@ -29,6 +29,7 @@ declare -A flags=(
   [slim-c0.05-e0.05-t4]="--dp-mode slim --slim-core 0.05 --slim-explore 0.05 --slim-period 4"
   [quant-8bit]="--dp-mode quant --quant-bits 8"
   [quant-4bit]="--dp-mode quant --quant-bits 4"
+  [quant-3bit]="--dp-mode quant --quant-bits 3"
   [quant-2bit]="--dp-mode quant --quant-bits 2"
   [powersgd-r8]="--dp-mode powersgd --powersgd.rank 8"
   [powersgd-r4]="--dp-mode powersgd --powersgd.rank 4"
@@ -39,6 +40,8 @@ declare -A flags=(
   [streaming-h10-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 10 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
   [streaming-h2-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 2 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
   [streaming-h4-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 4 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
+  [streaming-h2-f4-4bit-avg]="--dp-mode streaming-diloco --diloco.inner_steps 2 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 0 --diloco.outer_lr 1 --diloco.outer_momentum 0"
+  [streaming-h2-f4-4bit-avg-overlap]="--dp-mode streaming-diloco --diloco.inner_steps 2 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1 --diloco.outer_lr 1 --diloco.outer_momentum 0"
   [streaming-h50-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 50 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
 )
 read -r -d "" -a order <<<"${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powersgd-r4

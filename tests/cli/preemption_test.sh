@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A run never loses its work: SIGTERM to the launcher or to one rank stops every rank after the
 # same step with a checkpoint (exit 143), --resume then ends with the parameters of an
-# uninterrupted run; a killed rank with --max-restarts 1 restarts from the checkpoint and ends
-# the same. Parameters are compared in the final checkpoints, tensor by tensor
+# uninterrupted run; a killed rank with --max-restarts 1 (of loom train --nproc, or of loom
+# launch) restarts from the checkpoint and ends the same. Parameters are compared in the final checkpoints, tensor by tensor
 # (same_params.py, with the torch of loom's virtual environment).
 # usage: preemption_test.sh LOOM_BINARY gloo|mpi
 set -u
@@ -153,6 +153,19 @@ restart_case restart restart 1 7 \
 # afresh in the failed attempt's folder.
 if [[ $comm == gloo ]]; then
   restart_case restart_fresh fresh 0 1 "restart 1 of 1 from the start$"
+  # The same under `loom launch --max-restarts` (the launcher of several machines, here one):
+  # the restarted ranks find the job's newest checkpoint themselves (LOOM_JOB_START).
+  d="$tmp/launched"
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=7 timeout 120 "$loom" launch --nproc 2 --max-restarts 1 -- \
+    "$loom" train --config "$cfg" --comm gloo --steps "$steps" --emulate.latency 5ms \
+    --output.checkpoint_every 3 --output.dir "$d" >"$d.out" 2>"$d.err"
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "attempt 0 failed (rank 1 killed by signal 9 (Killed)); restart 1 of 1$" "$d.err" &&
+    grep -q "restart 1: going on from step-000006$" "$d.err"; then
+    compare "$d" "launch --max-restarts: $(grep "attempt 0 failed" "$d.err"); the uninterrupted run's parameters"
+  else
+    fail "launch --max-restarts: rc=$rc" "$d.err"
+  fi
 fi
 
 "$python" -W ignore "$(dirname "$0")/same_params.py" "$(final "$tmp/ref")" "${compare_dirs[@]}" \

@@ -354,7 +354,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"[slim]\nrefresh = 0", "slim.refresh must be >= 1"},
       {"[slim]\nlambda = -1", "slim.lambda must be >= 0"},
       {"[slim]\nfull_sync = -1", "slim.full_sync must be >= 0"},
-      {"[quant]\nbits = 6", "quant.bits must be one of 2|4|8, got 6"},
+      {"[quant]\nbits = 6", "quant.bits must be one of 2|3|4|8, got 6"},
       {"[quant]\nblock = 0", "quant.block must be >= 1"},
       {"[emulate]\nbandwidth = \"fast\"", "emulate.bandwidth must be empty or a bandwidth"},
       {"[emulate]\nlatency = \"soon\"", "emulate.latency must be empty or a duration"},

@@ -99,6 +99,23 @@ TEST(Quantize, TwoBitTernaryPacksFourValuesPerByte) {
   EXPECT_EQ(y, (std::vector<float>{-2.0f, 2.0f, 0.0f, 0.5f, -0.5f}));
 }
 
+// 3 bits, one block of 4: scale = max / 3; the codes make a bit stream, low bits first, the
+// third code straddling bytes 0 and 1.
+TEST(Quantize, ThreeBitCodesStraddleBytes) {
+  EXPECT_EQ(qmax(3), 3);
+  Format f{3, 4};
+  EXPECT_EQ(encoded_bytes(4, f), 4 + 2);              // 12 bits
+  std::vector<float> x = {3.0f, -2.0f, 1.0f, -3.0f};  // scale 1: codes 3, -2, 1, -3
+  std::vector<uint8_t> enc;
+  auto y = roundtrip(x, f, &enc);
+  ASSERT_EQ(enc.size(), 6u);
+  // Stream: 011 | 110 | 001 | 101 (code i at bits 3i..3i+2).
+  const unsigned stream = 0x3u | (0x6u << 3) | (0x1u << 6) | (0x5u << 9);
+  EXPECT_EQ(enc[4], stream & 0xFF);
+  EXPECT_EQ(enc[5], stream >> 8);
+  EXPECT_EQ(y, x);
+}
+
 TEST(Quantize, CodesStayInRangeAndDecodeAddsInFp32) {
   Format f{8, 3};
   std::vector<float> x = {1.0f, 0.3f, -0.2f};  // scale 1/127: codes 127, round(38.1), round(-25.4)

@@ -412,7 +412,7 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(slim, full_sync), "F: full sync every F syncs; 0 = never", int_range(0)},
 
       {LOOM_FIELD(quant, bits), "bits per quantized value (2: ternary codes -1, 0, 1)",
-       int_one_of({2, 4, 8})},
+       int_one_of({2, 3, 4, 8})},
       {LOOM_FIELD(quant, block), "values per scale", int_range(1)},
 
       {LOOM_FIELD(diloco, inner_steps), "H: local steps of train.optimizer between outer steps",

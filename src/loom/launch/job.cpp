@@ -24,11 +24,15 @@ std::string now_epoch() {
 
 // Keys of the job (the attempts' own under loom/a<r>/): start and restarts (node 0's
 // settings), attempt (the one being assembled or run), end (the job's exit code, once node 0
-// is done), a<r>/ready/<node>, a<r>/go, and a<r>/nodes/ (the watch's, node_watch.h).
+// is done), left/<node> (a node has seen the end), a<r>/ready/<node>, a<r>/go, and
+// a<r>/nodes/ (the watch's, node_watch.h).
 const char* kStart = "loom/job/start";
 const char* kRestarts = "loom/job/restarts";
 const char* kAttempt = "loom/job/attempt";
 const char* kEnd = "loom/job/end";
+std::string left_key(int node) {
+  return detail::concat("loom/job/left/", node);
+}
 std::string of_attempt(int r, const std::string& what) {
   return detail::concat("loom/a", r, "/", what);
 }
@@ -86,8 +90,14 @@ int run_node0(Options a) {
     const Outcome out = run_once(a, store, of_attempt(r, "nodes/"));
     if (!restartable(out) || r >= a.max_restarts) {
       store->set(kEnd, std::to_string(out.code));
-      // The other nodes read it within a poll (200 ms) before the store goes away.
-      if (out.code != 0 && a.max_restarts > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+      // A node waiting for another attempt learns of the end from the store: it stays up
+      // until every node has left (at most 10 s; a node gone for good never says so).
+      const auto until = Clock::now() + std::chrono::seconds(10);
+      for (int j = 1; a.max_restarts > 0 && j < a.nnodes && Clock::now() < until;)
+        if (store->has(left_key(j)))
+          ++j;
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
       return out.code;
     }
     std::fprintf(stderr,
@@ -122,6 +132,7 @@ int run_other(Options a) {
                                             "; give every node the same"));
           if (store->has(kEnd)) {
             const int end = std::stoi(store->get(kEnd));
+            store->set(left_key(a.node_rank), "1");
             if (last < 0)
               std::fprintf(stderr, "loom: the job at %s has ended (exit code %d)\n", at.c_str(),
                            end);
@@ -136,7 +147,10 @@ int run_other(Options a) {
       a.job_start = store->get(kStart);
       store->set(of_attempt(r, detail::concat("ready/", a.node_rank)), comm::host_name());
       while (!store->has(of_attempt(r, "go"))) {
-        if (store->has(kEnd)) return last < 0 ? std::stoi(store->get(kEnd)) : code;
+        if (store->has(kEnd)) {
+          store->set(left_key(a.node_rank), "1");
+          return last < 0 ? std::stoi(store->get(kEnd)) : code;
+        }
         if (Clock::now() >= deadline) throw Error("attempt never started");
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
@@ -158,7 +172,13 @@ int run_other(Options a) {
     const Outcome out = run_once(a, store, of_attempt(r, "nodes/"));
     last = r;
     code = out.code;
-    if (!restartable(out) || r >= a.max_restarts) return out.code;
+    if (!restartable(out) || r >= a.max_restarts) {
+      try {  // node 0 need not wait for this node (its store may be out of reach)
+        if (a.max_restarts > 0) store->set(left_key(a.node_rank), "1");
+      } catch (const std::exception&) {
+      }
+      return out.code;
+    }
     deadline = Clock::now() + std::chrono::seconds(a.join_timeout_s);
   }
 }

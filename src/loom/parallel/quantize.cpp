@@ -10,8 +10,7 @@ namespace loom::parallel::quant {
 namespace {
 
 void check(const Format& f) {
-  LOOM_CHECK(f.bits == 8 || f.bits == 4 || f.bits == 2, "quantization bits must be 2, 4 or 8, got ",
-             f.bits);
+  LOOM_CHECK(f.bits >= 2 && f.bits <= 8, "quantization bits must be 2 to 8, got ", f.bits);
   LOOM_CHECK(f.block >= 1, "quantization block must be >= 1, got ", f.block);
 }
 
@@ -32,13 +31,25 @@ inline int code_of(float x, float s, float qf) {
   return v == v ? i : 0;
 }
 
-// Code of value i (sign-extended), from the packed codes (4 and 2 bits: 8 / bits to a byte,
-// value i at bit (i mod (8 / bits)) * bits).
+// Code of value i (sign-extended), from the packed codes: below 8 bits a stream of `bits`-bit
+// two's-complement codes, value i at stream bit i * bits, low bits first (a code may straddle
+// two bytes).
 inline int code_at(const uint8_t* codes, int64_t i, int bits) {
   if (bits == 8) return static_cast<int8_t>(codes[i]);
-  const int per = 8 / bits, mask = (1 << bits) - 1;
-  const int c = (codes[i / per] >> ((i % per) * bits)) & mask;
+  const int64_t at = i * bits;
+  const int shift = static_cast<int>(at & 7), mask = (1 << bits) - 1;
+  unsigned window = codes[at >> 3];
+  if (shift + bits > 8) window |= static_cast<unsigned>(codes[(at >> 3) + 1]) << 8;
+  const int c = static_cast<int>(window >> shift) & mask;
   return c > mask / 2 ? c - (mask + 1) : c;
+}
+
+inline void put_code(uint8_t* codes, int64_t i, int bits, int code) {
+  const int64_t at = i * bits;
+  const int shift = static_cast<int>(at & 7);
+  const unsigned v = static_cast<unsigned>(code & ((1 << bits) - 1)) << shift;
+  codes[at >> 3] |= static_cast<uint8_t>(v & 0xFF);
+  if (shift + bits > 8) codes[(at >> 3) + 1] |= static_cast<uint8_t>(v >> 8);
 }
 
 template <bool kAdd>
@@ -99,10 +110,7 @@ void encode(const float* x, int64_t count, const Format& f, uint8_t* out) {
       auto* c = reinterpret_cast<int8_t*>(codes);
       for (int64_t i = lo; i < hi; ++i) c[i] = static_cast<int8_t>(code_of(x[i], s, qf));
     } else {
-      const int per = 8 / f.bits, mask = (1 << f.bits) - 1;
-      for (int64_t i = lo; i < hi; ++i)
-        codes[i / per] |=
-            static_cast<uint8_t>((code_of(x[i], s, qf) & mask) << ((i % per) * f.bits));
+      for (int64_t i = lo; i < hi; ++i) put_code(codes, i, f.bits, code_of(x[i], s, qf));
     }
   }
 }
