@@ -31,11 +31,8 @@ class Vec : public model::Block {
 //   shard 0 (rank 0): mean [1.984375, -0.25], scale 1/64 -> exact
 //   shard 1 (rank 1): mean [0.265625, 3.96875], scale 1/32: 8.5 rounds away from zero to 9
 //   mean gradient on both ranks: [1.984375, -0.25, 0.28125, 3.96875]
-//   rank 1's residual of its shard of the mean: [0.265625 - 0.28125, 0] = [-1/64, 0]
 // Step 2 repeats the gradients: rank 0's x[2] = 0.03 + residual still quantizes to 0.03125 and
-// leaves the residual (0.03 + (0.03 - 0.03125)) - 0.03125; shard 1's mean is again
-// [0.265625, 3.96875], plus rank 1's residual [0.25, 3.96875]: exact, so the mean gradient's
-// third value is 0.25 (what step 1 sent too much comes back) and the residual is 0.
+// leaves the residual (0.03 + (0.03 - 0.03125)) - 0.03125.
 TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
   comm::Backend& w = comm::world();
   if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -52,8 +49,7 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
   const std::vector<float> grad = pair->rank() == 0
                                       ? std::vector<float>{7.9375f, -1.0f, 0.03f, 3.96875f}
                                       : std::vector<float>{-3.96875f, 0.5f, 0.5f, 3.96875f};
-  const std::vector<std::vector<float>> mean = {{1.984375f, -0.25f, 0.28125f, 3.96875f},
-                                                {1.984375f, -0.25f, 0.25f, 3.96875f}};
+  const std::vector<float> mean = {1.984375f, -0.25f, 0.28125f, 3.96875f};
   const int64_t chunk = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
   for (int step = 0; step < 2; ++step) {
     vec->w.grad().copy_(torch::tensor(grad));  // a view of the stage's gradient buffer
@@ -64,17 +60,13 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
     EXPECT_EQ((pair->stats() - before).total_bytes(), uint64_t(2 * chunk));
     auto g = vec->w.grad();
     for (int i = 0; i < 4; ++i)
-      EXPECT_EQ(g[i].item<float>(), mean[step][i]) << "step " << step << " i " << i;
+      EXPECT_EQ(g[i].item<float>(), mean[i]) << "step " << step << " i " << i;
     std::vector<float> e(4, 0.0f);
     if (pair->rank() == 0) {
       const float e1 = 0.03f - 0.03125f;
       e[2] = step == 0 ? e1 : (0.03f + e1) - 0.03125f;
     }
     for (int i = 0; i < 4; ++i) EXPECT_EQ(q.residual()[i], e[i]) << "step " << step << " i " << i;
-    std::vector<float> e2(4, 0.0f);
-    if (pair->rank() == 1 && step == 0) e2[2] = -1.0f / 64;
-    for (int i = 0; i < 4; ++i)
-      EXPECT_EQ(q.mean_residual()[i], e2[i]) << "step " << step << " i " << i;
     q.after_step();  // zero the gradients
   }
 }
@@ -83,8 +75,8 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
 // at most 5 % of the update allreduce made (||w_quant - w_allreduce|| / ||w_allreduce - w_0||,
 // per tensor, max over tensors and ranks). Where the error comes from: each value is off by at
 // most half a quantization step, 1/254 of its block's largest magnitude; the first
-// quantization's errors do not add up over steps (error feedback sends them the next step), nor
-// do those of the re-quantization of the reduced shard (fed back likewise); relative to
+// quantization's errors do not add up over steps (error feedback sends them the next step), the
+// re-quantization of the reduced shard is not fed back and adds up to 5 half-steps; relative to
 // a coordinate's own update the error is large where the coordinate is much smaller than its
 // block's maximum. Measured (this machine): 1.7-3.2 % with blocks of 256, less with smaller
 // blocks; the bound leaves room for other platforms' rounding of the same computation.

@@ -23,7 +23,6 @@ QuantSync::QuantSync(const SyncContext& ctx) : DataParallel(ctx, BufferOptions{}
   mean_ = std::make_unique<QuantizedMean>(*dp_, n_, fmt);
   x_.assign(mean_->padded(), 0.0f);
   e_.assign(mean_->padded(), 0.0f);
-  e2_.assign(mean_->padded(), 0.0f);
 }
 
 void QuantSync::reduce_grad() {
@@ -46,7 +45,7 @@ void QuantSync::finish_grad_sync() {
   if (!mean_) return;
   LOOM_CHECK(mean_->in_flight(), "finish_grad_sync() before reduce_grad() on stage ",
              stage_->index());
-  mean_->finish(x_.data(), e2_.data());
+  mean_->finish(x_.data());
   exposed_s_ += mean_->waited_s();
   bytes_ = mean_->bytes();
   buffer_.grads().narrow(0, 0, n_).copy_(host(x_, n_));  // the mean
@@ -61,23 +60,17 @@ std::vector<std::pair<std::string, double>> QuantSync::step_metrics() const {
 MemoryBytes QuantSync::memory() const {
   MemoryBytes m = buffer_.memory();  // parameters and their gradient
   if (mean_) m.grads += static_cast<int64_t>(x_.size()) * 4 + mean_->buffer_bytes();
-  // The residuals (the optimizer's own state: the trainer).
-  m.optimizer = static_cast<int64_t>(e_.size() + e2_.size()) * 4;
+  m.optimizer = static_cast<int64_t>(e_.size()) * 4;  // residual (the optimizer's own: trainer)
   return m;
 }
 
 void QuantSync::save(ChunkWriter& w) const {
-  if (e_.empty()) return;
-  put_flat(w, "quant.residual", dp_->rank(), e_.data());
-  put_flat(w, "quant.mean_residual", dp_->rank(), e2_.data());
+  if (!e_.empty()) put_flat(w, "quant.residual", dp_->rank(), e_.data());
 }
 
 void QuantSync::load(const ChunkReader& r) {
   std::fill(e_.begin(), e_.end(), 0.0f);
-  std::fill(e2_.begin(), e2_.end(), 0.0f);
-  if (e_.empty()) return;
-  get_flat(r, "quant.residual", dp_->rank(), e_.data());
-  get_flat(r, "quant.mean_residual", dp_->rank(), e2_.data());
+  if (!e_.empty()) get_flat(r, "quant.residual", dp_->rank(), e_.data());
 }
 
 }  // namespace loom::parallel

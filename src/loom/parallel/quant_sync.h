@@ -8,8 +8,7 @@
 //   mean of q over the replicas        a reduce-scatter by all-to-all of the quantized shards
 //                                      and an all-gather of the re-quantized means
 //                                      (quantized_mean.h)
-//   m = mean + e2, sent quantized;     e2: this rank's residual of its shard of the mean (the
-//   e2 = m - dequant(quant(m))         second quantization's error feedback, DoubleSqueeze)
+// The error of the second quantization is not fed back: only the local residual is kept
 // (docs/slim-dp.md, Quantized all-reduce).
 // Both messages are quantized, so the byte counters see about (bits/8 + 4/block)/4 of the fp32
 // all-reduce. REDUCE_GRAD starts the all-to-all; finish_grad_sync() completes the exchange and
@@ -35,28 +34,23 @@ class QuantSync : public DataParallel {
   void after_step() override { buffer_.zero_grads(); }
   // The residual was computed from the dropped (non-finite) gradients: error feedback starts
   // again from zero.
-  void drop_step() override {
-    std::fill(e_.begin(), e_.end(), 0.0f);
-    std::fill(e2_.begin(), e2_.end(), 0.0f);
-  }
+  void drop_step() override { std::fill(e_.begin(), e_.end(), 0.0f); }
   MemoryBytes memory() const override;
-  // The residuals, per replica. A checkpoint without them for this replica (another mode, or
-  // another dp) leaves them zero: error feedback starts afresh.
+  // The residual, per replica. A checkpoint without one for this replica (another mode, or
+  // another dp) leaves it zero: error feedback starts afresh.
   void save(ChunkWriter& w) const override;
   void load(const ChunkReader& r) override;
   // quant_bytes (sent by this rank in the step), quant_sync_fraction (1: every coordinate),
   // quant_residual (||e|| / ||x|| after this step's first quantization).
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 
-  const std::vector<float>& residual() const { return e_; }        // padded to d * shard values
-  const std::vector<float>& mean_residual() const { return e2_; }  // likewise; own shard only
+  const std::vector<float>& residual() const { return e_; }  // padded to d * shard values
   int64_t numel() const { return n_; }
 
  private:
   int64_t n_ = 0;
   std::unique_ptr<QuantizedMean> mean_;  // dp > 1
   std::vector<float> x_, e_;
-  std::vector<float> e2_;  // the mean's residual: this rank's shard only, padded like e_
   double bytes_ = 0, residual_ = 0;
 };
 

@@ -43,7 +43,7 @@ void QuantizedMean::decode_sent(float* out) const {
     quant::decode(send_.data() + j * chunk_, shard_, fmt_, out + j * shard_);
 }
 
-void QuantizedMean::finish(float* out, float* residual) {
+void QuantizedMean::finish(float* out) {
   LOOM_CHECK(exchange_ != nullptr, "QuantizedMean::finish() without start()");
   const int d = dp_->size();
   exchange_->wait();
@@ -55,9 +55,6 @@ void QuantizedMean::finish(float* out, float* residual) {
     quant::decode_add(recv_.data() + r * chunk_, shard_, fmt_, sum_.data());
   const float inv = 1.0f / static_cast<float>(d);
   for (auto& v : sum_) v *= inv;
-  float* e = residual ? residual + dp_->rank() * shard_ : nullptr;
-  if (e)
-    for (int64_t i = 0; i < shard_; ++i) sum_[i] += e[i];
   quant::encode(sum_.data(), shard_, fmt_, mine_.data());
   const comm::Stats before = dp_->stats();
   auto gather = dp_->all_gather(mine_.data(), gathered_.data(), chunk_, comm::DType::UInt8);
@@ -66,10 +63,6 @@ void QuantizedMean::finish(float* out, float* residual) {
   waited_s_ += gather->waited_s();
   for (int j = 0; j < d; ++j)
     quant::decode(gathered_.data() + j * chunk_, shard_, fmt_, out + j * shard_);
-  if (e) {  // what this rank's encoding left out of its shard
-    const float* sent = out + dp_->rank() * shard_;
-    for (int64_t i = 0; i < shard_; ++i) e[i] = sum_[i] - sent[i];
-  }
 }
 
 int64_t QuantizedMean::buffer_bytes() const {

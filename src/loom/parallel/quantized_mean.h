@@ -5,9 +5,7 @@
 //              each encoded; an all-to-all sends shard j to rank j;
 //   finish()   each rank dequantizes the d pieces of its shard, sums them in fp32 and divides
 //              by d, re-encodes that mean, and an all-gather and a dequantization give every
-//              rank the same mean vector. With a residual (error feedback on the second
-//              quantization too, as DoubleSqueeze, Tang et al. 2019), the rank's shard of it
-//              is added to the mean before encoding and becomes what the encoding left out.
+//              rank the same mean vector.
 // The all-to-all runs while the caller computes (its Work is waited for in finish()); the
 // all-gather is waited for at once. A rank sends about 2 (d-1)/d (bits/8 + 4/block) bytes per
 // value, where an fp32 ring all-reduce sends 2 (d-1)/d * 4.
@@ -32,8 +30,7 @@ class QuantizedMean {
   // What start() sent, dequantized (padded() values): the error feedback's reference.
   void decode_sent(float* out) const;
   // Waits for the exchange and writes the mean (padded() values).
-  // `residual` (padded() values, or null): only this rank's shard of it is read and written.
-  void finish(float* out, float* residual = nullptr);
+  void finish(float* out);
   bool in_flight() const { return exchange_ != nullptr; }
   // Bytes this rank sent since start(), and seconds finish() waited.
   double bytes() const { return bytes_; }

@@ -42,8 +42,7 @@ LightDp light_dp(const config::Config& cfg) {
       // value), then the shard's pieces decoded, summed, re-encoded and the gathered mean
       // decoded (about 10).
       l.reduce = quantized_fraction(cfg.quant.bits, cfg.quant.block);
-      // Both residuals, x, the two exchange buffers.
-      l.state_bytes = 4 + 4 + 4 + 2 * 4 * l.reduce;
+      l.state_bytes = 4 + 4 + 2 * 4 * l.reduce;  // residual, x, the two exchange buffers
       l.codec_bytes = 44;
       break;
     }
