@@ -247,7 +247,7 @@ struct SlimConfig {
 };
 
 struct QuantConfig {
-  int64_t bits = 8;     // 8 | 4 | 2
+  int64_t bits = 8;     // 8 | 4 | 3 | 2
   int64_t block = 256;  // values per scale
 
   bool operator==(const QuantConfig&) const = default;
