@@ -89,13 +89,19 @@ else
   fail "link cut: node 0 does not name host 1"
 fi
 
-bash "$hosts_sh" up 2 >/dev/null || fail "up 2 again"
-node lost 0 29751 60
-p0=$pid
-node lost 1 29751 60
-started lost || fail "host lost: the run did not start"
-# shellcheck disable=SC2046 # one pid a word
-kill -KILL $(ip netns pids "$h1")
+# lose_host1 NAME PORT JOIN: a new bed, run NAME on both hosts, then every process of host 1
+# killed after the checkpoint of step 4; node 0's launcher pid in $p0.
+lose_host1() {
+  bash "$hosts_sh" up 2 >/dev/null || fail "up 2 again"
+  node "$1" 0 "$2" "$3"
+  p0=$pid
+  node "$1" 1 "$2" "$3"
+  started "$1" || fail "$1: the run did not start"
+  # shellcheck disable=SC2046 # one pid a word
+  kill -KILL $(ip netns pids "$h1")
+}
+
+lose_host1 lost 29751 60
 if wait_line "$tmp/lost.0" "restart 1 of 1: waiting up to 60 s for every node" 40; then
   node lost 1 29751 60
   wait "$pid"
@@ -106,13 +112,7 @@ fi
 wait "$p0"
 resumed lost $? "$rc1"
 
-bash "$hosts_sh" up 2 >/dev/null || fail "up 2 again"
-node gone 0 29752 4
-p0=$pid
-node gone 1 29752 4
-started gone || fail "host lost for good: the run did not start"
-# shellcheck disable=SC2046 # one pid a word
-kill -KILL $(ip netns pids "$h1")
+lose_host1 gone 29752 4
 wait "$p0"
 rc0=$?
 cp "$tmp/gone.0" "$tmp/stderr"
