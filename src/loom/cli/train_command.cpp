@@ -16,6 +16,7 @@
 #include "loom/comm/rank_hosts.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
+#include "loom/common/wall_clock.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
 #include "loom/launch/launcher.h"
@@ -116,7 +117,7 @@ int run_with_restarts(
     int min_nproc,
     const std::function<launch::Outcome(const std::vector<std::string>&, int, int)>& once) {
   const std::string root = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
-  const double started = train::now_epoch_s();
+  const double started = epoch_seconds();
   std::vector<std::string> args = pass;
   int n = nproc;
   for (int attempt = 0;; ++attempt) {

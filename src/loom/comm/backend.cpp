@@ -82,7 +82,7 @@ WorkPtr Backend::counted(OpKind op, const std::string& detail, uint64_t bytes, c
   }
   // Across hosts: where the group's ranks are (a peer that stops answering is most often a
   // host or a link that went away).
-  if (op != OpKind::Send && op != OpKind::Recv) {
+  if (op != OpKind::Send && op != OpKind::Recv && rank_hosts_known()) {
     std::vector<int> members(size_);
     for (int r = 0; r < size_; ++r) members[r] = world_rank(r);
     if (const std::string on = hosts_of(members); !on.empty()) what << "; ranks " << on;

@@ -1,6 +1,7 @@
 #include "loom/comm/rank_hosts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -11,6 +12,8 @@ namespace {
 
 std::mutex mu;
 std::vector<std::string> hosts;  // empty: not known, or a single host
+// hosts is not empty: every communication call asks, so the usual answer costs no lock.
+std::atomic<bool> known{false};
 
 }  // namespace
 
@@ -19,9 +22,15 @@ void set_rank_hosts(std::vector<std::string> host_of_rank) {
                                [&](const std::string& h) { return h == host_of_rank.front(); });
   std::lock_guard<std::mutex> l(mu);
   hosts = one ? std::vector<std::string>{} : std::move(host_of_rank);
+  known = !hosts.empty();
+}
+
+bool rank_hosts_known() {
+  return known.load(std::memory_order_relaxed);
 }
 
 std::string host_of_rank(int world_rank) {
+  if (!rank_hosts_known()) return "";
   std::lock_guard<std::mutex> l(mu);
   if (world_rank < 0 || world_rank >= static_cast<int>(hosts.size())) return "";
   return hosts[world_rank];

@@ -10,6 +10,8 @@ namespace loom::comm {
 
 // By world rank; an empty list, or one host for every rank, names none.
 void set_rank_hosts(std::vector<std::string> host_of_rank);
+// Ranks on more than one host are known (cheap: no lock).
+bool rank_hosts_known();
 // "" when not known (or every rank on one host).
 std::string host_of_rank(int world_rank);
 // The hosts of `world_ranks`, as "0-1 on node-a, 2-3 on node-b"; "" when not known.

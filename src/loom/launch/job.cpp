@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "loom/comm/node_store.h"
 #include "loom/common/error.h"
+#include "loom/common/wall_clock.h"
 #include "loom/launch/node_watch.h"
 
 namespace loom::launch {
@@ -15,10 +17,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string now_epoch() {
-  const double s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", s);
+  std::snprintf(buf, sizeof buf, "%.3f", epoch_seconds());
   return buf;
 }
 
@@ -107,6 +107,41 @@ int run_node0(Options a) {
   }
 }
 
+// Node a.node_rank's part in joining the next attempt after `last` (-1: none yet): the attempt
+// node 0 opened, once node 0 says go (a.job_start set), or none when the job has ended (its
+// code in *end). Throws when the store fails or `deadline` passes.
+std::optional<int> join_attempt(comm::NodeStore& store, Options& a, int last,
+                                Clock::time_point deadline, int* end) {
+  auto ended = [&] {
+    if (!store.has(kEnd)) return false;
+    *end = std::stoi(store.get(kEnd));
+    store.set(left_key(a.node_rank), "1");
+    return true;
+  };
+  int r = -1;
+  for (;;) {
+    if (store.has(kStart) && store.has(kRestarts) && store.has(kAttempt)) {
+      const std::string k = store.get(kRestarts);
+      if (k != std::to_string(a.max_restarts))
+        throw UsageError(detail::concat("node 0 runs with --max-restarts ", k, ", this node with ",
+                                        a.max_restarts, "; give every node the same"));
+      if (ended()) return std::nullopt;
+      r = std::stoi(store.get(kAttempt));
+      if (r > last) break;
+    }
+    if (Clock::now() >= deadline) throw Error("no attempt to join");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  a.job_start = store.get(kStart);
+  store.set(of_attempt(r, detail::concat("ready/", a.node_rank)), comm::host_name());
+  while (!store.has(of_attempt(r, "go"))) {
+    if (ended()) return std::nullopt;
+    if (Clock::now() >= deadline) throw Error("attempt never started");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return r;
+}
+
 // Nodes 1..H-1: follow node 0's attempts.
 int run_other(Options a) {
   const std::string at = detail::concat(a.master_addr, ":", a.master_port);
@@ -116,44 +151,15 @@ int run_other(Options a) {
   int last = -1, code = 1;
   for (;;) {
     std::shared_ptr<comm::NodeStore> store;
-    int r = -1;
+    std::optional<int> r;
+    int end = 1;
     try {
       // A new connection for every attempt: a cut link leaves the old one dead.
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       store = std::make_shared<comm::NodeStore>(a.master_addr, a.master_port, false,
                                                 std::max(left, std::chrono::milliseconds(1000)));
-      for (;;) {
-        if (store->has(kStart) && store->has(kRestarts) && store->has(kAttempt)) {
-          const std::string k = store->get(kRestarts);
-          if (k != std::to_string(a.max_restarts))
-            throw UsageError(detail::concat("node 0 runs with --max-restarts ", k,
-                                            ", this node with ", a.max_restarts,
-                                            "; give every node the same"));
-          if (store->has(kEnd)) {
-            const int end = std::stoi(store->get(kEnd));
-            store->set(left_key(a.node_rank), "1");
-            if (last < 0)
-              std::fprintf(stderr, "loom: the job at %s has ended (exit code %d)\n", at.c_str(),
-                           end);
-            return last < 0 ? end : code;
-          }
-          r = std::stoi(store->get(kAttempt));
-          if (r > last) break;
-        }
-        if (Clock::now() >= deadline) throw Error("no attempt to join");
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      }
-      a.job_start = store->get(kStart);
-      store->set(of_attempt(r, detail::concat("ready/", a.node_rank)), comm::host_name());
-      while (!store->has(of_attempt(r, "go"))) {
-        if (store->has(kEnd)) {
-          store->set(left_key(a.node_rank), "1");
-          return last < 0 ? std::stoi(store->get(kEnd)) : code;
-        }
-        if (Clock::now() >= deadline) throw Error("attempt never started");
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      }
+      r = join_attempt(*store, a, last, deadline, &end);
     } catch (const UsageError&) {
       throw;
     } catch (const std::exception& e) {
@@ -167,12 +173,17 @@ int run_other(Options a) {
                    at.c_str(), a.join_timeout_s, last);
       return code;
     }
-    a.attempt = r;
-    if (r > 0) std::fprintf(stderr, "loom: node %d joins attempt %d\n", a.node_rank, r);
-    const Outcome out = run_once(a, store, of_attempt(r, "nodes/"));
-    last = r;
+    if (!r) {  // node 0 ended the job
+      if (last < 0)
+        std::fprintf(stderr, "loom: the job at %s has ended (exit code %d)\n", at.c_str(), end);
+      return last < 0 ? end : code;
+    }
+    a.attempt = *r;
+    if (*r > 0) std::fprintf(stderr, "loom: node %d joins attempt %d\n", a.node_rank, *r);
+    const Outcome out = run_once(a, store, of_attempt(*r, "nodes/"));
+    last = *r;
     code = out.code;
-    if (!restartable(out) || r >= a.max_restarts) {
+    if (!restartable(out) || *r >= a.max_restarts) {
       try {  // node 0 need not wait for this node (its store may be out of reach)
         if (a.max_restarts > 0) store->set(left_key(a.node_rank), "1");
       } catch (const std::exception&) {

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 
 #include "loom/common/error.h"
@@ -39,12 +38,6 @@ std::string job_checkpoint(const config::Config& cfg, double since) {
       double(st.st_mtim.tv_sec) + 1e-9 * double(st.st_mtim.tv_nsec) < since)
     return "";
   return std::filesystem::path(dir).filename().string();
-}
-
-double now_epoch_s() {
-  timespec t = {};
-  ::clock_gettime(CLOCK_REALTIME, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 std::string resume_after_restart(config::Config& cfg) {

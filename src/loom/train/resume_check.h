@@ -16,9 +16,8 @@ void check_resume_target(const config::Config& cfg, const Resolved& r, int world
 // The newest complete checkpoint under output.dir/checkpoint whose manifest was written at or
 // after `since` (seconds since the epoch): its step folder's name ("step-00000040"), "" for
 // none. Only a checkpoint of this job is a resume point, not an older run's in the same folder.
+// (`since`: loom::epoch_seconds(), common/wall_clock.h.)
 std::string job_checkpoint(const config::Config& cfg, double since);
-// Seconds since the epoch, as job_checkpoint's `since` and LOOM_JOB_START count them.
-double now_epoch_s();
 
 // A restarted attempt of a job of several machines (the launcher sets LOOM_RESTART_COUNT > 0
 // and LOOM_JOB_START, the job's start by node 0's clock): output.resume becomes the job's
