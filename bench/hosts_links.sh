@@ -2,9 +2,10 @@
 # Slim-DP vs all-reduce vs quantized all-reduce over a REAL shaped link (docs/multi-host.md):
 # two hosts of the namespace test bed (scripts/hosts.sh), one rank on each (dp 2 across the
 # link), the link shaped to RATE by tbf in both directions. For each mode: the bytes loom
-# counts (dp_bytes_per_step x steps x 2 ranks, from metrics.jsonl) beside the bytes the kernel
-# counted leaving both hosts' eth0 (/sys/class/net/eth0/statistics/tx_bytes: TCP/IP headers,
-# the store's rendezvous and the launchers' heartbeats included), the step time beside the
+# counts (the summary's dp_bytes x 2 ranks, from metrics.jsonl: the whole run, evaluation
+# included) beside the bytes the kernel counted leaving both hosts' eth0
+# (/sys/class/net/eth0/statistics/tx_bytes: TCP/IP headers, the store's rendezvous and the
+# launchers' heartbeats included), the step time beside the
 # simulator's prediction (`loom simulate` with clusters/this-machine.toml made into a cluster of
 # one-device nodes whose network is RATE; Slim-DP and quantization as LightDp models them,
 # docs/planner.md), the wall time and the loss.
@@ -94,7 +95,7 @@ for name in "${order[@]}"; do
 import json, sys
 path, name, kernel, t0, t1, steps, predicted = sys.argv[1:]
 summary = [json.loads(l) for l in open(path) if '"summary"' in l][-1]
-loom = summary["dp_bytes_per_step"] * int(steps) * 2
+loom = summary["dp_bytes"] * 2  # both ranks, the whole run (evaluation included)
 print(f"| {name} | {loom:,} | {int(kernel):,} | {int(kernel) / loom:.3f} | "
       f"{summary['step_s']:.3f} | {predicted} | {float(t1) - float(t0):.1f} | {summary.get('eval_loss', float('nan')):.4f} |")
 PY

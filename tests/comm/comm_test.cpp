@@ -90,6 +90,28 @@ TEST(Comm, ReduceScatterAndAllGather) {
   }
 }
 
+// Max and Min scatter too (Gloo's reduce-scatter is loom's all-to-all and a local reduction).
+TEST(Comm, ReduceScatterMaxAndMin) {
+  Backend& w = world();
+  const int d = w.size();
+  for (size_t n : kCounts) {
+    std::vector<int64_t> send(n * d), mx(n), mn(n);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = (w.rank() * 7 + int64_t(i)) % (d + 3);
+    w.reduce_scatter(send.data(), mx.data(), n, DType::Int64, ReduceOp::Max)->wait();
+    w.reduce_scatter(send.data(), mn.data(), n, DType::Int64, ReduceOp::Min)->wait();
+    for (size_t i = 0; i < n; ++i) {
+      int64_t hi = INT64_MIN, lo = INT64_MAX;
+      for (int r = 0; r < d; ++r) {
+        const int64_t v = (r * 7 + int64_t(w.rank() * n + i)) % (d + 3);
+        hi = std::max(hi, v);
+        lo = std::min(lo, v);
+      }
+      ASSERT_EQ(mx[i], hi) << "n=" << n << " i=" << i;
+      ASSERT_EQ(mn[i], lo) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
 // Block j of rank r's send buffer lands as block r of rank j's receive buffer.
 TEST(Comm, AllToAllExchangesBlocks) {
   Backend& w = world();

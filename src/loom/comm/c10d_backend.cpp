@@ -26,6 +26,15 @@ c10d::ReduceOp c10d_op(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
+// acc = op(acc, x), in place.
+void combine(at::Tensor acc, const at::Tensor& x, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: acc.add_(x); return;
+    case ReduceOp::Max: at::maximum_out(acc, acc, x); return;
+    case ReduceOp::Min: at::minimum_out(acc, acc, x); return;
+  }
+}
+
 // A c10d Work; keeps its tensors alive until it is destroyed.
 class C10dWork : public Work {
  public:
@@ -126,10 +135,30 @@ class C10dBackend : public Backend {
   WorkPtr do_reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op,
                             const Call& c) override {
     Staged i = flat(in, true, false), o = flat(out, false, true);
+    if (kind_ == BackendKind::Gloo) return gloo_reduce_scatter(i, o, op, c);
     c10d::ReduceScatterOptions opt;
     opt.reduceOp = c10d_op(op);
     opt.timeout = c.options.timeout;
     return wrap(c, pg_->_reduce_scatter_base(o.host, i.host, opt), {i, o});
+  }
+  // Gloo's own reduce-scatter is an all-reduce and a copy: it puts n bytes a rank on the wire
+  // where a reduce-scatter needs (p-1)/p n (counted by the kernel, docs/multi-host.md), and takes
+  // longer than the all-reduce. An all-to-all moves exactly a reduce-scatter's bytes; each rank
+  // then reduces the p blocks it received, in rank order on every rank (deterministic).
+  WorkPtr gloo_reduce_scatter(const Staged& i, const Staged& o, ReduceOp op, const Call& c) {
+    at::Tensor in = i.host, blocks = at::empty_like(in);
+    std::vector<int64_t> equal_splits;
+    c10d::AllToAllOptions opt;
+    opt.timeout = c.options.timeout;
+    WorkPtr w = wrap(c, pg_->alltoall_base(blocks, in, equal_splits, equal_splits, opt),
+                     std::vector<at::Tensor>{in, o.host, blocks});
+    w->then([blocks, o, op, p = size()] {
+      const at::Tensor b = blocks.view({p, -1});
+      o.host.copy_(b[0]);
+      for (int k = 1; k < p; ++k) combine(o.host, b[k], op);
+      if (o.device.defined()) o.device.copy_(o.host);
+    });
+    return w;
   }
   WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     Staged i = flat(in, true, false), o = flat(out, false, true);

@@ -195,6 +195,9 @@ void RunMetrics::end_steps(TrainResult* res) {
 }
 
 void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
+  // The run's bytes again: since end_steps the final parameters were gathered (ZeRO-3).
+  res->dp_bytes = (dp_comm_.stats() - dp0_).total_bytes();
+  res->pp_bytes = (pp_comm_.stats() - pp0_).total_bytes();
   res->memory = mem;
   const int64_t persistent = mem.total() - mem.working;
   res->peak_working_bytes = peak_working_;
@@ -219,6 +222,9 @@ void RunMetrics::summary_line(const TrainResult& res, const std::vector<int64_t>
       .integer("steps", res.steps)
       .num("dp_calls_per_step", dp_steps_.total_calls() / nsteps)
       .integer("dp_bytes_per_step", static_cast<long long>(dp_steps_.total_bytes() / nsteps))
+      // Everything this rank sent, evaluations and the final gather of parameters included.
+      .integer("dp_bytes", static_cast<long long>(res.dp_bytes))
+      .integer("pp_bytes", static_cast<long long>(res.pp_bytes))
       .num("dp_exposed_s", dp_exposed_s_)
       .num("dp_hidden_s", dp_hidden_s_)
       .num("p2p_wait_s", p2p_s_)
