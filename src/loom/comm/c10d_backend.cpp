@@ -35,35 +35,41 @@ void combine(at::Tensor acc, const at::Tensor& x, ReduceOp op) {
   }
 }
 
-// A c10d Work; keeps its tensors alive until it is destroyed.
+// One or more c10d Works (a block exchange posts many); keeps their tensors alive until it is
+// destroyed.
 class C10dWork : public Work {
  public:
-  C10dWork(const Backend::Call& c, c10::intrusive_ptr<c10d::Work> w,
+  C10dWork(const Backend::Call& c, std::vector<c10::intrusive_ptr<c10d::Work>> w,
            std::vector<at::Tensor> tensors)
       : Work(c.what, c.options.timeout, c.delay_s), w_(std::move(w)), keep_(std::move(tensors)) {}
 
  protected:
   bool completed() override {
-    if (!w_->isCompleted()) return false;
-    if (!w_->isSuccess()) std::rethrow_exception(w_->exception());
+    for (const auto& w : w_) {
+      if (!w->isCompleted()) return false;
+      if (!w->isSuccess()) std::rethrow_exception(w->exception());
+    }
     return true;
   }
   bool block_until(Clock::time_point deadline) override {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    try {
-      // Gloo blocks the host; NCCL makes the current CUDA stream wait (events), not the host.
-      return w_->wait(std::max(left, std::chrono::milliseconds(1)));
-    } catch (const std::exception& e) {
-      // c10d and Gloo report their own timeouts ("Timed out waiting 199ms for recv ...").
-      const std::string m = e.what();
-      if (Clock::now() >= deadline || m.find("imed out") != std::string::npos) return false;
-      throw;
+    for (const auto& w : w_) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      try {
+        // Gloo blocks the host; NCCL makes the current CUDA stream wait (events), not the host.
+        if (!w->wait(std::max(left, std::chrono::milliseconds(1)))) return false;
+      } catch (const std::exception& e) {
+        // c10d and Gloo report their own timeouts ("Timed out waiting 199ms for recv ...").
+        const std::string m = e.what();
+        if (Clock::now() >= deadline || m.find("imed out") != std::string::npos) return false;
+        throw;
+      }
     }
+    return true;
   }
 
  private:
-  c10::intrusive_ptr<c10d::Work> w_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> w_;
   std::vector<at::Tensor> keep_;
 };
 
@@ -98,7 +104,7 @@ class C10dBackend : public Backend {
   }
 
   BackendKind kind() const override { return kind_; }
-  int64_t max_tag() const override { return INT32_MAX; }
+  int64_t max_tag() const override { return kMaxUserTag; }
 
  private:
   void settle() {
@@ -106,8 +112,12 @@ class C10dBackend : public Backend {
   }
 
  protected:
-  WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, std::vector<at::Tensor> keep) {
+  WorkPtr wrap(const Call& c, std::vector<c10::intrusive_ptr<c10d::Work>> w,
+               std::vector<at::Tensor> keep) {
     return std::make_shared<C10dWork>(c, std::move(w), std::move(keep));
+  }
+  WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, std::vector<at::Tensor> keep) {
+    return wrap(c, std::vector<c10::intrusive_ptr<c10d::Work>>{std::move(w)}, std::move(keep));
   }
   // Gloo moves host memory: a device tensor goes through a host copy (host_staging.h), flat.
   Staged flat(const at::Tensor& t, bool input, bool output) const {
@@ -141,33 +151,54 @@ class C10dBackend : public Backend {
     opt.timeout = c.options.timeout;
     return wrap(c, pg_->_reduce_scatter_base(o.host, i.host, opt), {i, o});
   }
-  // Gloo's own reduce-scatter is an all-reduce and a copy: it puts n bytes a rank on the wire
-  // where a reduce-scatter needs (p-1)/p n (counted by the kernel, docs/multi-host.md), and takes
-  // longer than the all-reduce. An all-to-all moves exactly a reduce-scatter's bytes; each rank
-  // then reduces the p blocks it received, in rank order on every rank (deterministic).
+  // Over Gloo the block collectives are chunked point-to-point exchanges (BlockExchange in
+  // c10d_groups.h says why). The blocks of the flat tensors, block q of `t` being t's q-th of p.
+  std::vector<at::Tensor> blocks(const at::Tensor& t) const { return t.chunk(size()); }
+  WorkPtr exchange(const Call& c, const std::vector<at::Tensor>& to,
+                   const std::vector<at::Tensor>& from, std::vector<at::Tensor> keep) {
+    return wrap(c, exchange_.post(*pg_, to, from), std::move(keep));
+  }
+  WorkPtr exchange_then_copy_back(const Call& c, const std::vector<at::Tensor>& to,
+                                  const std::vector<at::Tensor>& from,
+                                  const std::vector<Staged>& staged) {
+    std::vector<at::Tensor> keep;
+    for (const auto& x : staged) keep.push_back(x.host);
+    WorkPtr w = exchange(c, to, from, keep);
+    copy_back_on_completion(*w, staged);
+    return w;
+  }
+  // Each rank reduces the p blocks it received, in rank order on every rank (deterministic).
   WorkPtr gloo_reduce_scatter(const Staged& i, const Staged& o, ReduceOp op, const Call& c) {
-    at::Tensor in = i.host, blocks = at::empty_like(in);
-    std::vector<int64_t> equal_splits;
-    c10d::AllToAllOptions opt;
-    opt.timeout = c.options.timeout;
-    WorkPtr w = wrap(c, pg_->alltoall_base(blocks, in, equal_splits, equal_splits, opt),
-                     std::vector<at::Tensor>{in, o.host, blocks});
-    w->then([blocks, o, op, p = size()] {
-      const at::Tensor b = blocks.view({p, -1});
-      o.host.copy_(b[0]);
-      for (int k = 1; k < p; ++k) combine(o.host, b[k], op);
+    const std::vector<at::Tensor> mine = blocks(i.host);
+    std::vector<at::Tensor> got = blocks(at::empty_like(i.host));
+    got[rank()] = mine[rank()];
+    WorkPtr w = exchange(c, mine, got, {i.host, o.host});
+    w->then([got, o, op] {
+      o.host.copy_(got[0]);
+      for (size_t k = 1; k < got.size(); ++k) combine(o.host, got[k], op);
       if (o.device.defined()) o.device.copy_(o.host);
     });
     return w;
   }
   WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     Staged i = flat(in, true, false), o = flat(out, false, true);
+    if (kind_ == BackendKind::Gloo) {
+      std::vector<at::Tensor> got = blocks(o.host);
+      got[rank()].copy_(i.host);
+      return exchange_then_copy_back(c, std::vector<at::Tensor>(size(), i.host), got, {i, o});
+    }
     c10d::AllgatherOptions opt;
     opt.timeout = c.options.timeout;
     return wrap(c, pg_->_allgather_base(o.host, i.host, opt), {i, o});
   }
   WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     Staged i = flat(in, true, false), o = flat(out, false, true);
+    if (kind_ == BackendKind::Gloo) {
+      const std::vector<at::Tensor> mine = blocks(i.host);
+      std::vector<at::Tensor> got = blocks(o.host);
+      got[rank()].copy_(mine[rank()]);
+      return exchange_then_copy_back(c, mine, got, {i, o});
+    }
     std::vector<int64_t> equal_splits;
     c10d::AllToAllOptions opt;
     opt.timeout = c.options.timeout;
@@ -218,6 +249,7 @@ class C10dBackend : public Backend {
   std::string host_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Backend> pg_;
+  BlockExchange exchange_;
   int splits_ = 0;
 };
 

@@ -64,7 +64,7 @@ struct Trainer::Impl {
   void build_executor();
   std::string schedule_name() const;
   void announce(RunMetrics& metrics) const;
-  StepSample train_step(int64_t step);
+  StepSample train_step(int64_t step, Clock::time_point* t0);
   std::string after_step(int64_t step, int64_t end, RunMetrics& metrics, TrainResult* res);
   bool stop_if_signalled(int64_t step, const std::string& saved, TrainResult* res);
   void finish(RunMetrics& metrics, TrainResult* res);
@@ -184,8 +184,8 @@ void Trainer::Impl::announce(RunMetrics& metrics) const {
 }
 
 // One step: feed -> pipeline -> finish data-parallel reductions -> clip -> optimizer step.
-StepSample Trainer::Impl::train_step(int64_t step) {
-  auto t0 = Clock::now();
+// Its time counts from *t0 (see run()), which it moves to its end.
+StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   maybe_inject_fault(base.rank(), step);
   StepSample s;
   s.step = step + 1;
@@ -230,7 +230,9 @@ StepSample Trainer::Impl::train_step(int64_t step) {
   s.dp = mesh.dp_comm->stats() - dp0;
   s.tp = mesh.tp_comm->stats() - tp0;
   s.dp_exposed_s = dp_wait.stop();
-  s.step_s = seconds_since(t0);
+  const auto t_end = Clock::now();
+  s.step_s = std::chrono::duration<double>(t_end - *t0).count();
+  *t0 = t_end;
   s.compute_s = rep.compute_s;
   s.p2p_wait_s = rep.p2p_wait_s;
   s.peak_activation_bytes = rep.peak_activation_bytes;
@@ -319,9 +321,15 @@ TrainResult Trainer::Impl::run(int64_t stop_after) {
   const int64_t end = stop_after > 0 ? std::min(total, start_step + stop_after) : total;
   if (!cfg.output.trace.empty())
     exec->set_trace_origin(shared_trace_origin(base, [&] { return exec->trace_clock_us(); }));
+  // A step's time runs from where the previous one's ended, so that what a step leaves in
+  // flight (ZeRO-1/2's all-gather of the parameters, waited for by the next compute) and the
+  // bookkeeping between steps count; evaluation, samples and checkpoints do not.
+  Clock::time_point t0 = Clock::now();
   for (int64_t step = start_step; step < end; ++step) {
-    metrics.step(train_step(step), &res);
+    metrics.step(train_step(step, &t0), &res);
+    const auto periodic = Clock::now();
     const std::string saved = after_step(step, end, metrics, &res);
+    t0 += Clock::now() - periodic;
     if (step + 1 < end && stop_if_signalled(step, saved, &res)) break;
   }
   finish(metrics, &res);
