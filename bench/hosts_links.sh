@@ -2,7 +2,7 @@
 # Slim-DP vs all-reduce vs quantized all-reduce over a REAL shaped link (docs/multi-host.md):
 # two hosts of the namespace test bed (scripts/hosts.sh), one rank on each (dp 2 across the
 # link), the link shaped to RATE by tbf in both directions. For each mode: the bytes loom
-# counts (the summary's dp_bytes x 2 ranks, from metrics.jsonl: the whole run, evaluation
+# counts (the summary's sent_bytes of both ranks, from metrics.jsonl: the whole run, evaluation
 # included) beside the bytes the kernel counted leaving both hosts' eth0
 # (/sys/class/net/eth0/statistics/tx_bytes: TCP/IP headers, the store's rendezvous and the
 # launchers' heartbeats included), the step time beside the
@@ -60,19 +60,25 @@ open(dst, "w").write(s)
 PY
 
 tx() { bash "$hosts" exec "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
-# Each mode as the TOML its runs and the simulator read.
+# Each mode as the TOML its runs and the simulator read: data parallelism across the link
+# (dp 2), or a pipeline across it (pp 2, one stage a host, 4 micro-batches: the pipeline modes
+# get `microbatches = 4` in their [train] table).
+dp2=$'[parallel]\ndp = 2'
+pp2=$'[parallel]\npp = 2'
 declare -A modes=(
-  [allreduce]=$'[parallel]\ndp_mode = "allreduce"'
-  [slim-c0.2-e0.1]=$'[parallel]\ndp_mode = "slim"\n[slim]\ncore = 0.2\nexplore = 0.1'
-  [quant-8bit]=$'[parallel]\ndp_mode = "quant"\n[quant]\nbits = 8'
-  [quant-2bit]=$'[parallel]\ndp_mode = "quant"\n[quant]\nbits = 2'
-  [zero1]=$'[parallel]\ndp_mode = "zero1"'
-  [zero2]=$'[parallel]\ndp_mode = "zero2"'
-  [zero3]=$'[parallel]\ndp_mode = "zero3"'
+  [allreduce]="$dp2"$'\ndp_mode = "allreduce"'
+  [slim-c0.2-e0.1]="$dp2"$'\ndp_mode = "slim"\n[slim]\ncore = 0.2\nexplore = 0.1'
+  [quant-8bit]="$dp2"$'\ndp_mode = "quant"\n[quant]\nbits = 8'
+  [quant-2bit]="$dp2"$'\ndp_mode = "quant"\n[quant]\nbits = 2'
+  [zero1]="$dp2"$'\ndp_mode = "zero1"'
+  [zero2]="$dp2"$'\ndp_mode = "zero2"'
+  [zero3]="$dp2"$'\ndp_mode = "zero3"'
+  [pp2-1f1b]="$pp2"$'\nschedule = "1f1b"'
+  [pp2-bfs-loops2]="$pp2"$'\nschedule = "bfs"\nloops = 2'
 )
 # MODES="allreduce zero1" runs those only.
 read -ra order <<<"${MODES:-allreduce slim-c0.2-e0.1 quant-8bit zero3}"
-echo "| mode ($rate link, $steps steps, dp 2 across 2 hosts) | loom bytes | kernel bytes | kernel / loom | step s | predicted step s | wall s | eval loss |"
+echo "| mode ($rate link, $steps steps, 2 hosts) | loom bytes | kernel bytes | kernel / loom | step s | predicted step s | wall s | eval loss |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 port=29800
 for name in "${order[@]}"; do
@@ -80,22 +86,24 @@ for name in "${order[@]}"; do
   before=$(($(tx 0) + $(tx 1)))
   t0=$(date +%s.%N)
   mode_cfg="$tmp/$name.toml"
-  { cat "$cfg"; echo "${modes[$name]}"; } >"$mode_cfg"
+  microbatches=1
+  [[ $name == pp2-* ]] && microbatches=4
+  { sed "s/^\[train\]\$/[train]\nmicrobatches = $microbatches/" "$cfg"; echo "${modes[$name]}"; } >"$mode_cfg"
   for k in 0 1; do
     bash "$hosts" exec "$k" "$loom" launch --nproc 1 --nnodes 2 --node-rank "$k" \
       --master-addr 10.77.0.10 --master-port "$port" -- "$loom" train --config "$mode_cfg" \
-      --dp 2 --output.dir "$tmp/$name" >"$tmp/$name.$k.log" 2>&1 &
+      --output.dir "$tmp/$name" >"$tmp/$name.$k.log" 2>&1 &
   done
   wait
   t1=$(date +%s.%N)
   after=$(($(tx 0) + $(tx 1)))
-  predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --dp 2 \
-    --json | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_s"])')
+  predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --json \
+    | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_s"])')
   python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" <<'PY'
 import json, sys
 path, name, kernel, t0, t1, steps, predicted = sys.argv[1:]
 summary = [json.loads(l) for l in open(path) if '"summary"' in l][-1]
-loom = summary["dp_bytes"] * 2  # both ranks, the whole run (evaluation included)
+loom = summary["sent_bytes_r0"] + summary["sent_bytes_r1"]  # the whole run, evaluation included
 print(f"| {name} | {loom:,} | {int(kernel):,} | {int(kernel) / loom:.3f} | "
       f"{summary['step_s']:.3f} | {predicted} | {float(t1) - float(t0):.1f} | {summary.get('eval_loss', float('nan')):.4f} |")
 PY

@@ -42,7 +42,7 @@ check bfs "schedule bfs" "$dp_inside" --schedule bfs --loops 2
 check zero3 "dp-mode zero3" "$dp_inside" --dp-mode zero3
 check pipeline-inside "dp-mode zero3" "$pipeline_inside" --dp-mode zero3 --placement pipeline-inside
 # Bytes: one rank a host, dp 2 across the link; loom's count of what each rank sent (the
-# summary's dp_bytes, evaluation included) within 5% of what the kernel counted leaving the two
+# summary's sent_bytes, evaluation included) within 5% of what the kernel counted leaving the two
 # hosts' eth0 (headers, the store and the launchers' heartbeats are the difference). ZeRO-2's
 # reduce-scatter is the case Gloo's own collective would fail: it sends an all-reduce's bytes.
 tx() { on "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }

@@ -18,6 +18,9 @@ namespace loom::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+// The summary's numbers per rank: state bytes, peak bytes, bytes sent (dp + pp).
+constexpr int kPerRank = 3;
+
 void ExposedDpWait::start() {
   for (auto& [s, y] : syncs_) y->reset_exposed();
 }
@@ -203,11 +206,12 @@ void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
   res->peak_working_bytes = peak_working_;
   res->peak_activation_bytes = peak_act_;
   res->peak_bytes = persistent + peak_transient_;
-  // Every rank's state (persistent + transient buffers at their concurrent peak) and peak of
-  // state + activations.
-  int64_t mine[2] = {persistent + peak_working_, res->peak_bytes};
-  std::vector<int64_t> per_rank(2 * world_.size());
-  world_.all_gather(mine, per_rank.data(), 2, comm::DType::Int64)->wait();
+  // Every rank's state (persistent + transient buffers at their concurrent peak), peak of
+  // state + activations, and bytes sent on its data-parallel and pipeline communicators.
+  int64_t mine[kPerRank] = {persistent + peak_working_, res->peak_bytes,
+                            static_cast<int64_t>(res->dp_bytes + res->pp_bytes)};
+  std::vector<int64_t> per_rank(kPerRank * world_.size());
+  world_.all_gather(mine, per_rank.data(), kPerRank, comm::DType::Int64)->wait();
   const double nsteps = std::max<int64_t>(1, res->steps);
   if (!root_) return;
   write_plot();
@@ -239,8 +243,9 @@ void RunMetrics::summary_line(const TrainResult& res, const std::vector<int64_t>
       j.num("eval_bits_per_byte", last_eval_.bits_per_byte);
   }
   for (int q = 0; q < world_.size(); ++q)
-    j.integer("state_bytes_r" + std::to_string(q), per_rank[2 * q])
-        .integer("peak_bytes_r" + std::to_string(q), per_rank[2 * q + 1]);
+    j.integer("state_bytes_r" + std::to_string(q), per_rank[kPerRank * q])
+        .integer("peak_bytes_r" + std::to_string(q), per_rank[kPerRank * q + 1])
+        .integer("sent_bytes_r" + std::to_string(q), per_rank[kPerRank * q + 2]);
   write(j.done());
 }
 
@@ -293,8 +298,8 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
   std::string state, peak;
   for (int q = 0; q < world_.size(); ++q) {
     if (q) state += ", ", peak += ", ";
-    state += human_bytes(double(per_rank[2 * q]));
-    peak += human_bytes(double(per_rank[2 * q + 1]));
+    state += human_bytes(double(per_rank[kPerRank * q]));
+    peak += human_bytes(double(per_rank[kPerRank * q + 1]));
   }
   rows.push_back({"params+grads+optim per rank", state});
   rows.push_back({"peak memory per rank", peak + " (with activations)"});
