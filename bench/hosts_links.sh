@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Slim-DP vs all-reduce vs quantized all-reduce over a REAL shaped link (docs/multi-host.md):
-# two hosts of the namespace test bed (scripts/hosts.sh), one rank on each (dp 2 across the
-# link), the link shaped to RATE by tbf in both directions. For each mode: the bytes loom
-# counts (the summary's sent_bytes of both ranks, from metrics.jsonl: the whole run, evaluation
-# included) beside the bytes the kernel counted leaving both hosts' eth0
+# Data-parallel modes and pipelines over a REAL shaped link (docs/multi-host.md): two hosts of
+# the namespace test bed (scripts/hosts.sh), one rank on each (dp 2 or pp 2 across the link),
+# the link shaped to RATE by tbf in both directions. For each mode: the bytes loom counts (the
+# summary's sent_bytes of both ranks, from metrics.jsonl: the whole run, evaluation included)
+# beside the bytes the kernel counted leaving both hosts' eth0
 # (/sys/class/net/eth0/statistics/tx_bytes: TCP/IP headers, the store's rendezvous and the
-# launchers' heartbeats included), the step time beside the
-# simulator's prediction (`loom simulate` with clusters/this-machine.toml made into a cluster of
-# one-device nodes whose network is RATE; Slim-DP and quantization as LightDp models them,
-# docs/planner.md), the wall time and the loss.
+# launchers' heartbeats included); the step time beside the simulator's predictions (`loom
+# simulate` with the profile made into a cluster of one-device nodes whose network is RATE;
+# Slim-DP and quantization as LightDp models them, docs/planner.md): from the profile alone,
+# and with each rank's compute speed as the run measured it between its steps
+# (--output.calibrate_every 2, bench/insitu_cluster.py); the wall time and the loss.
 # Needs root. usage: bench/hosts_links.sh [BUILD_DIR] [RATE|none] [STEPS]   (a markdown table)
 #   CLUSTER=FILE: the profile to start from (default clusters/this-machine.toml).
 set -euo pipefail
@@ -78,8 +79,8 @@ declare -A modes=(
 )
 # MODES="allreduce zero1" runs those only.
 read -ra order <<<"${MODES:-allreduce slim-c0.2-e0.1 quant-8bit zero3}"
-echo "| mode ($rate link, $steps steps, 2 hosts) | loom bytes | kernel bytes | kernel / loom | step s | predicted step s | wall s | eval loss |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| mode ($rate link, $steps steps, 2 hosts) | loom bytes | kernel bytes | kernel / loom | step s | predicted: profile | predicted: speeds during the run | wall s | eval loss |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 port=29800
 for name in "${order[@]}"; do
   port=$((port + 1))
@@ -92,19 +93,29 @@ for name in "${order[@]}"; do
   for k in 0 1; do
     bash "$hosts" exec "$k" "$loom" launch --nproc 1 --nnodes 2 --node-rank "$k" \
       --master-addr 10.77.0.10 --master-port "$port" -- "$loom" train --config "$mode_cfg" \
-      --output.dir "$tmp/$name" >"$tmp/$name.$k.log" 2>&1 &
+      --output.dir "$tmp/$name" --output.calibrate_every 2 >"$tmp/$name.$k.log" 2>&1 &
   done
   wait
   t1=$(date +%s.%N)
   after=$(($(tx 0) + $(tx 1)))
-  predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --json \
-    | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_s"])')
-  python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" <<'PY'
+  step_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["step_s"])'; }
+  predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --json | step_of)
+  # The same with each rank's speed as the run measured it between steps (one simulation per
+  # calibration sample, the median; bench/insitu_cluster.py).
+  pp=1 dp=2
+  [[ $name == pp2-* ]] && pp=2 dp=1
+  python3 bench/insitu_cluster.py "$cluster" "$tmp/$name/metrics.jsonl" "$tmp/insitu.toml" \
+    "$pp" "$dp" 1 >/dev/null
+  insitu=$(while read -r speeds; do
+    "$loom" simulate --from-config "$mode_cfg" --cluster "$tmp/insitu.toml" --gpus 2 \
+      --rank-speed "$speeds" --json | step_of
+  done <"$tmp/insitu.toml.speeds" | python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.stdin))')
+  python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" "$insitu" <<'PY'
 import json, sys
-path, name, kernel, t0, t1, steps, predicted = sys.argv[1:]
+path, name, kernel, t0, t1, steps, predicted, insitu = sys.argv[1:]
 summary = [json.loads(l) for l in open(path) if '"summary"' in l][-1]
 loom = summary["sent_bytes_r0"] + summary["sent_bytes_r1"]  # the whole run, evaluation included
 print(f"| {name} | {loom:,} | {int(kernel):,} | {int(kernel) / loom:.3f} | "
-      f"{summary['step_s']:.3f} | {predicted} | {float(t1) - float(t0):.1f} | {summary.get('eval_loss', float('nan')):.4f} |")
+      f"{summary['step_s']:.3f} | {float(predicted):.3f} | {float(insitu):.3f} | {float(t1) - float(t0):.1f} | {summary.get('eval_loss', float('nan')):.4f} |")
 PY
 done

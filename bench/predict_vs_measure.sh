@@ -65,65 +65,9 @@ predict() {  # pp dp schedule dp-mode cluster-file [flags] -> JSON
   "$loom" simulate --from-config "$config" --pp "$1" --dp "$2" --loops "$(loops_of "$3")" \
     --schedule "$3" --dp-mode "$4" --cluster "$5" --json ${OVERSUB:+--oversubscribed "$OVERSUB"} "${@:6}"
 }
-# The machine as the run measured it between its steps (loom train --output.calibrate_every).
-# The vCPUs change speed one at a time, for seconds, so every calibration sample k gives one
-# speed per pipeline rank: the slowest of its data-parallel replicas (they run in lock-step;
-# world rank q is pipeline rank q / dp, replica q % dp) over the profile's forward + backward
-# of the layer (same micro-batch). Each sample is simulated with those speeds (loom simulate
-# --rank-speed) and the prediction is the median over the samples: a step follows its slowest
-# rank more than the mean speed (a rank 1.3x slower makes a 2x1 interleaved step 1.16-1.23x
-# longer), so averaging the speeds first would predict it too fast.
-# When there are no more ranks than cores, every block's loaded_slowdown is set to the
-# median over the samples of (all ranks computing at once) / (alone), combined the same way
-# (with more ranks than cores that ratio is mostly time sharing, which the simulator models
-# itself: the profile's value stays). Writes $3 (the cluster file with that slowdown) and
-# $3.speeds (one line "s0,s1,.." per sample); prints "speed loaded", speed = the median over
-# the samples of the mean over pipeline ranks (for the table).
+# The machine as the run measured it between its steps: bench/insitu_cluster.py.
 insitu_cluster() {  # cluster-file metrics.jsonl out-file pp dp tp
-  python3 - "$@" "$(getconf _NPROCESSORS_ONLN)" <<'PY'
-import json, re, statistics, sys, tomllib
-cluster, metrics, out, pp, dp, tp, cores = sys.argv[1:]
-pp, dp, tp = int(pp), int(dp), int(tp)
-ranks = pp * dp * tp
-rows = [json.loads(l) for l in open(metrics)]
-cal = [r for r in rows if "calib_micro_batch" in r]
-if not cal:
-    sys.exit("no calibration samples in " + metrics + " (CAL=0?)")
-b = cal[0]["calib_micro_batch"]
-c = tomllib.load(open(cluster, "rb"))
-layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b]
-if not layer:
-    sys.exit(f"{cluster} has no layer at micro-batch {b}; profile it (SIZES)")
-unit = (layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3
-def per_rank(r, what):  # the slowest replica (dp x tp) of each pipeline rank
-    return [max(r[f"calib_{what}_s_r{(p * dp + d) * tp + q}"] for d in range(dp) for q in range(tp))
-            for p in range(pp)]
-speeds = [[t / unit for t in per_rank(r, "layer")] for r in cal]
-f = statistics.median(statistics.mean(s) for s in speeds)
-text = open(cluster).read()
-if ranks <= int(cores):
-    loaded = statistics.median(statistics.mean(per_rank(r, "loaded")) / statistics.mean(per_rank(r, "layer"))
-                               for r in cal)
-    slowdown = max(1.0, loaded)
-    text = re.sub(r"^loaded_slowdown = .*\n", "", text, flags=re.M)
-    text = text.replace("[[block]]\n", f"[[block]]\nloaded_slowdown = {slowdown:g}\n")
-    what = f"loaded_slowdown {slowdown:.4f} as measured during the run"
-else:
-    # More ranks than cores: the profile's slowdown stays and the simulator time-shares the
-    # cores; what all ranks computing at once measured beyond the fair share (ranks / cores)
-    # becomes the oversubscription (another workload on the machine, switching, caches).
-    slowdown = layer[0].get("loaded_slowdown", 1.0)
-    ratio = statistics.median(statistics.mean(per_rank(r, "loaded")) / statistics.mean(per_rank(r, "layer"))
-                              for r in cal)
-    over = max(1.0, ratio * int(cores) / ranks / slowdown)
-    text = re.sub(r"^oversubscribed = .*\n", "", text, flags=re.M)
-    text = text.replace("[node]\n", f"[node]\noversubscribed = {over:g}\n", 1)
-    what = f"loaded_slowdown kept ({ranks} ranks on {cores} cores), oversubscribed {over:.3f} measured"
-    slowdown = over
-open(out, "w").write(f"# {cluster}: {what}; compute speeds per rank in {out}.speeds\n" + text)
-open(out + ".speeds", "w").write("".join(",".join(f"{x:.4f}" for x in s) + "\n" for s in speeds))
-print(f"{f:.4f} {slowdown:.4f}")
-PY
+  python3 bench/insitu_cluster.py "$@"
 }
 for ((k = 0; k < rounds; ++k)); do
   [[ $mode_ == report ]] && break

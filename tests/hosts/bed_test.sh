@@ -7,9 +7,9 @@
 set -u
 # shellcheck source=tests/hosts/hosts_lib.sh
 source "$(dirname "$0")/hosts_lib.sh"
-# A TCP transfer of N MB from host 0 to host 1's port 5001; prints the seconds it took.
+# A TCP transfer of N KiB from host 0 to host 1's port 5001; prints the seconds it took.
 transfer() {
-  local mb=$1
+  local kib=$1
   on 1 python3 -c '
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -25,7 +25,7 @@ print(n, file=sys.stderr)' 2>"$tmp/received" &
   on 0 python3 -c '
 import socket, sys, time
 c = socket.create_connection(("10.77.0.11", 5001), timeout=3)
-t = time.time(); c.sendall(b"x" * ('"$mb"' << 20)); c.shutdown(socket.SHUT_WR); c.recv(1)
+t = time.time(); c.sendall(b"x" * ('"$kib"' << 10)); c.shutdown(socket.SHUT_WR); c.recv(1)
 print(f"{time.time() - t:.3f}")'
   wait "$server"
 }
@@ -44,12 +44,21 @@ if [[ "$(ip -br link; ip route)" == "$before" ]]; then
 else
   fail "the root namespace changed"
 fi
-s=$(transfer 4)
+s=$(transfer 4096)
 mbit=$(awk -v s="$s" 'BEGIN {printf "%.0f", 4 * 8 * 1.048576 / s}')
 if [[ $(cat "$tmp/received") -eq $((4 << 20)) && $mbit -ge 50 && $mbit -le 110 ]]; then
   ok "4 MiB over the 100mbit link in $s s: $mbit Mbit/s"
 else
   fail "shaped transfer: $s s ($mbit Mbit/s), received $(cat "$tmp/received")"
+fi
+# A message after an idle link keeps the rate too (a pipeline's activations): tbf's bucket
+# must not let it leave at the veth's speed.
+s=$(transfer 128)
+mbit=$(awk -v s="$s" 'BEGIN {printf "%.0f", 128 * 8 * 1.024 / 1000 / s}')
+if [[ $(cat "$tmp/received") -eq $((128 << 10)) && $mbit -le 110 ]]; then
+  ok "128 KiB after an idle link in $s s: $mbit Mbit/s"
+else
+  fail "128 KiB after an idle link in $s s: $mbit Mbit/s (the bucket lets bursts through)"
 fi
 bash "$hosts_sh" status >"$tmp/stdout"
 if [[ $(grep -c "tbf rate 100Mbit" "$tmp/stdout") -eq 3 ]]; then
@@ -60,7 +69,7 @@ fi
 
 bash "$hosts_sh" up 2 >/dev/null || fail "up 2"
 hosts=$(ip netns list | awk '{print $1}' | grep -c "^$LOOM_HOSTS_PREFIX-")
-s=$(transfer 16)
+s=$(transfer 16384)
 if [[ $hosts -eq 3 && $(cat "$tmp/received") -eq $((16 << 20)) ]]; then
   ok "up 2 again: the bed made anew, 2 hosts, unshaped: 16 MiB in $s s"
 else
