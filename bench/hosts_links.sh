@@ -48,6 +48,10 @@ TOML
 
 # The cluster the simulator predicts with: this machine's measured blocks, one rank a node,
 # the nodes joined by RATE (unshaped: the file's own network, loom's loopback measurement).
+# Where tbf's bucket (scripts/hosts.sh: 1 ms of the rate, at least 16 KiB) is smaller than a
+# 64 KiB GSO packet, tbf cuts packets to the 1500-byte MTU as a real NIC sends them: 1448 bytes
+# of payload take 1514 on the wire, plus a 66-byte ACK every two segments the other way, so
+# the link carries payload at 1448 / 1547 of its rate (the cluster file's efficiency).
 cluster="$tmp/cluster.toml"
 python3 - "$rate" "${CLUSTER:-clusters/this-machine.toml}" "$cluster" <<'PY'
 import re, sys
@@ -56,11 +60,15 @@ s = open(src).read().replace("devices = 2", "devices = 1").replace("shared = tru
 m = re.fullmatch(r"(\d+)(k|m|g)bit", rate)
 if m:
     gbs = int(m[1]) * {"k": 1e3, "m": 1e6, "g": 1e9}[m[2]] / 8 / 1e9
-    s = re.sub(r"\[inter\]\nbandwidth_gbs = [0-9.e+-]+", f"[inter]\nbandwidth_gbs = {gbs}", s)
+    bucket = max(16384, gbs * 1e9 / 1000)
+    efficiency = 1448 / 1547 if bucket < 65536 else 1.0
+    s = re.sub(r"\[inter\]\nbandwidth_gbs = [0-9.e+-]+\nefficiency = [0-9.e+-]+",
+               f"[inter]\nbandwidth_gbs = {gbs}\nefficiency = {efficiency:.4f}", s)
 open(dst, "w").write(s)
 PY
 
 tx() { bash "$hosts" exec "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
+txp() { bash "$hosts" exec "$1" cat /sys/class/net/eth0/statistics/tx_packets; }
 # Each mode as the TOML its runs and the simulator read: data parallelism across the link
 # (dp 2), or a pipeline across it (pp 2, one stage a host, 4 micro-batches: the pipeline modes
 # get `microbatches = 4` in their [train] table).
@@ -79,12 +87,12 @@ declare -A modes=(
 )
 # MODES="allreduce zero1" runs those only.
 read -ra order <<<"${MODES:-allreduce slim-c0.2-e0.1 quant-8bit zero3}"
-echo "| mode ($rate link, $steps steps, 2 hosts) | loom bytes | kernel bytes | kernel / loom | step s | predicted: profile | predicted: speeds during the run | wall s | eval loss |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| mode ($rate link, $steps steps, 2 hosts) | loom bytes | kernel bytes | kernel / loom | kernel packets | (kernel - 66 B a packet) / loom | step s | predicted: profile | predicted: speeds during the run | wall s | eval loss |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 port=29800
 for name in "${order[@]}"; do
   port=$((port + 1))
-  before=$(($(tx 0) + $(tx 1)))
+  before=$(($(tx 0) + $(tx 1))) before_packets=$(($(txp 0) + $(txp 1)))
   t0=$(date +%s.%N)
   mode_cfg="$tmp/$name.toml"
   microbatches=1
@@ -97,7 +105,7 @@ for name in "${order[@]}"; do
   done
   wait
   t1=$(date +%s.%N)
-  after=$(($(tx 0) + $(tx 1)))
+  after=$(($(tx 0) + $(tx 1))) packets=$(($(txp 0) + $(txp 1) - before_packets))
   step_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["step_s"])'; }
   predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --json | step_of)
   # The same with each rank's speed as the run measured it between steps (one simulation per
@@ -110,12 +118,16 @@ for name in "${order[@]}"; do
     "$loom" simulate --from-config "$mode_cfg" --cluster "$tmp/insitu.toml" --gpus 2 \
       --rank-speed "$speeds" --json | step_of
   done <"$tmp/insitu.toml.speeds" | python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.stdin))')
-  python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" "$insitu" <<'PY'
+  python3 - "$tmp/$name/metrics.jsonl" "$name" "$((after - before))" "$t0" "$t1" "$steps" "$predicted" "$insitu" "$packets" <<'PY'
 import json, sys
-path, name, kernel, t0, t1, steps, predicted, insitu = sys.argv[1:]
+path, name, kernel, t0, t1, steps, predicted, insitu, packets = sys.argv[1:]
+# The headers by the kernel's own packet count: Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
+# bytes a packet (a pure ACK is nothing else).
+payload = int(kernel) - 66 * int(packets)
 summary = [json.loads(l) for l in open(path) if '"summary"' in l][-1]
 loom = summary["sent_bytes_r0"] + summary["sent_bytes_r1"]  # the whole run, evaluation included
-print(f"| {name} | {loom:,} | {int(kernel):,} | {int(kernel) / loom:.3f} | "
+print(f"| {name} | {loom:,} | {int(kernel):,} | {int(kernel) / loom:.3f} | {int(packets):,} | "
+      f"{payload / loom:.3f} | "
       f"{summary['step_s']:.3f} | {float(predicted):.3f} | {float(insitu):.3f} | {float(t1) - float(t0):.1f} | {summary.get('eval_loss', float('nan')):.4f} |")
 PY
 done
