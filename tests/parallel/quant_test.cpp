@@ -71,6 +71,35 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
   }
 }
 
+// quant.gather_bits: the shards go in 2 bits, the mean in 8. Rank 0 sends [1, -1, 1, 1] and
+// rank 1 [1, 1, -1, 1] (blocks of 2, scale 1: every value exact in 2 bits); the shard means
+// [1, 0] and [0, 1] are exact in 8 bits too. The bytes: one 2-bit and one 8-bit chunk.
+TEST(QuantSync, GatherInOtherBits) {
+  comm::Backend& w = comm::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  bool in = w.rank() < 2;
+  auto pair = w.split(in ? 0 : 1, w.rank(), "pair");
+  if (!in) return;
+  config::Config cfg = test::tiny("mlp");
+  cfg.quant.bits = 2;
+  cfg.quant.gather_bits = 8;
+  cfg.quant.block = 2;
+  auto vec = std::make_shared<Vec>();
+  parallel::Stage stage(0, 1, {vec}, 0);
+  parallel::SyncContext ctx{&stage, pair.get(), &cfg};
+  parallel::QuantSync q(ctx);
+  vec->w.grad().copy_(pair->rank() == 0 ? torch::tensor({1.0f, -1.0f, 1.0f, 1.0f})
+                                        : torch::tensor({1.0f, 1.0f, -1.0f, 1.0f}));
+  auto before = pair->stats();
+  q.reduce_grad();
+  q.finish_grad_sync();
+  const uint64_t two = parallel::quant::encoded_bytes(2, {2, 2});    // 4 + 1 bytes
+  const uint64_t eight = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
+  EXPECT_EQ((pair->stats() - before).total_bytes(), two + eight);
+  const std::vector<float> mean = {1.0f, 0.0f, 0.0f, 1.0f};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(vec->w.grad()[i].item<float>(), mean[i]) << "i " << i;
+}
+
 // Stated bound: after 5 plain-SGD steps the parameters of quant-8bit differ from allreduce's by
 // at most 5 % of the update allreduce made (||w_quant - w_allreduce|| / ||w_allreduce - w_0||,
 // per tensor, max over tensors and ranks). Where the error comes from: each value is off by at

@@ -414,6 +414,9 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(quant, bits), "bits per quantized value (2: ternary codes -1, 0, 1)",
        int_one_of({2, 3, 4, 8})},
       {LOOM_FIELD(quant, block), "values per scale", int_range(1)},
+      {LOOM_FIELD(quant, gather_bits),
+       "bits of the second phase, the all-gathered mean (not error-fed); 0 = quant.bits",
+       int_one_of({0, 2, 3, 4, 8})},
 
       {LOOM_FIELD(diloco, inner_steps), "H: local steps of train.optimizer between outer steps",
        int_range(1)},

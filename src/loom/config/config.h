@@ -247,8 +247,9 @@ struct SlimConfig {
 };
 
 struct QuantConfig {
-  int64_t bits = 8;     // 8 | 4 | 3 | 2
-  int64_t block = 256;  // values per scale
+  int64_t bits = 8;         // 8 | 4 | 3 | 2
+  int64_t block = 256;      // values per scale
+  int64_t gather_bits = 0;  // the all-gathered mean's bits; 0 = bits
 
   bool operator==(const QuantConfig&) const = default;
 };

@@ -9,7 +9,8 @@
 //                                      and an all-gather of the re-quantized means
 //                                      (quantized_mean.h)
 // The error of the second quantization is not fed back: only the local residual is kept
-// (docs/slim-dp.md, Quantized all-reduce).
+// (docs/slim-dp.md, Quantized all-reduce); quant.gather_bits may give it more bits than the
+// first.
 // Both messages are quantized, so the byte counters see about (bits/8 + 4/block)/4 of the fp32
 // all-reduce. REDUCE_GRAD starts the all-to-all; finish_grad_sync() completes the exchange and
 // writes the mean into the stage's flat gradient buffer (param_buffer.h). With d == 1 gradients

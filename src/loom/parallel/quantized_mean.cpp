@@ -6,17 +6,22 @@
 
 namespace loom::parallel {
 
-QuantizedMean::QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f) : dp_(&dp), fmt_(f) {
+QuantizedMean::QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f)
+    : QuantizedMean(dp, n, f, f) {}
+
+QuantizedMean::QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f, quant::Format gather)
+    : dp_(&dp), fmt_(f), gather_fmt_(gather) {
   const int d = dp.size();
   // Shards of ceil(n / d) values (the last block of a shard may be short): at most d - 1
   // padding values, whatever the block size.
   shard_ = (n + d - 1) / d;
   chunk_ = quant::encoded_bytes(shard_, fmt_);
+  gather_chunk_ = quant::encoded_bytes(shard_, gather_fmt_);
   sum_.assign(shard_, 0.0f);
   send_.resize(d * chunk_);
   recv_.resize(d * chunk_);
-  mine_.resize(chunk_);
-  gathered_.resize(d * chunk_);
+  mine_.resize(gather_chunk_);
+  gathered_.resize(d * gather_chunk_);
 }
 
 QuantizedMean::~QuantizedMean() {
@@ -55,14 +60,14 @@ void QuantizedMean::finish(float* out) {
     quant::decode_add(recv_.data() + r * chunk_, shard_, fmt_, sum_.data());
   const float inv = 1.0f / static_cast<float>(d);
   for (auto& v : sum_) v *= inv;
-  quant::encode(sum_.data(), shard_, fmt_, mine_.data());
+  quant::encode(sum_.data(), shard_, gather_fmt_, mine_.data());
   const comm::Stats before = dp_->stats();
-  auto gather = dp_->all_gather(mine_.data(), gathered_.data(), chunk_, comm::DType::UInt8);
+  auto gather = dp_->all_gather(mine_.data(), gathered_.data(), gather_chunk_, comm::DType::UInt8);
   bytes_ += double((dp_->stats() - before).total_bytes());
   gather->wait();
   waited_s_ += gather->waited_s();
   for (int j = 0; j < d; ++j)
-    quant::decode(gathered_.data() + j * chunk_, shard_, fmt_, out + j * shard_);
+    quant::decode(gathered_.data() + j * gather_chunk_, shard_, gather_fmt_, out + j * shard_);
 }
 
 int64_t QuantizedMean::buffer_bytes() const {

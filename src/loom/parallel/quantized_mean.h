@@ -4,11 +4,11 @@
 //   start()    the vector (padded() values, zeros past the real ones) is cut into d shards,
 //              each encoded; an all-to-all sends shard j to rank j;
 //   finish()   each rank dequantizes the d pieces of its shard, sums them in fp32 and divides
-//              by d, re-encodes that mean, and an all-gather and a dequantization give every
-//              rank the same mean vector.
+//              by d, re-encodes that mean (in the gather format, by default the same), and an
+//              all-gather and a dequantization give every rank the same mean vector.
 // The all-to-all runs while the caller computes (its Work is waited for in finish()); the
-// all-gather is waited for at once. A rank sends about 2 (d-1)/d (bits/8 + 4/block) bytes per
-// value, where an fp32 ring all-reduce sends 2 (d-1)/d * 4.
+// all-gather is waited for at once. A rank sends about (d-1)/d (bits/8 + 4/block) bytes per
+// value in each phase, where an fp32 ring all-reduce sends 2 (d-1)/d * 4.
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +20,8 @@ namespace loom::parallel {
 class QuantizedMean {
  public:
   QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f);
+  // The shards in `f`, the mean in `gather`.
+  QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f, quant::Format gather);
   // Waits for an all-to-all still writing into this object's buffers.
   ~QuantizedMean();
   QuantizedMean(const QuantizedMean&) = delete;
@@ -39,8 +41,9 @@ class QuantizedMean {
 
  private:
   comm::Backend* dp_;
-  quant::Format fmt_;
-  int64_t shard_ = 0, chunk_ = 0;  // values per shard, encoded bytes per shard
+  quant::Format fmt_, gather_fmt_;
+  // Values per shard, encoded bytes per shard in each phase.
+  int64_t shard_ = 0, chunk_ = 0, gather_chunk_ = 0;
   std::vector<float> sum_;
   std::vector<uint8_t> send_, recv_, mine_, gathered_;
   comm::WorkPtr exchange_;

@@ -41,7 +41,11 @@ LightDp light_dp(const config::Config& cfg) {
       // x = grad + e, encode, decode what was sent, e = x - decoded (about 34 bytes per
       // value), then the shard's pieces decoded, summed, re-encoded and the gathered mean
       // decoded (about 10).
-      l.reduce = quantized_fraction(cfg.quant.bits, cfg.quant.block);
+      // The two phases (all-to-all of the shards, all-gather of the means) move half each.
+      const int64_t gather = cfg.quant.gather_bits > 0 ? cfg.quant.gather_bits : cfg.quant.bits;
+      l.reduce = (quantized_fraction(cfg.quant.bits, cfg.quant.block) +
+                  quantized_fraction(gather, cfg.quant.block)) /
+                 2;
       l.state_bytes = 4 + 4 + 2 * 4 * l.reduce;  // residual, x, the two exchange buffers
       l.codec_bytes = 44;
       break;
