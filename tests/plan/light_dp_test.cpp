@@ -27,6 +27,9 @@ TEST(LightDp, FractionsPerMode) {
   q.quant.bits = 4;
   q.quant.block = 64;
   EXPECT_DOUBLE_EQ(light_dp(q).reduce, (0.5 + 4.0 / 64) / 4);
+  q.quant.bits = 2;  // shards in 2 bits, the gathered mean in 4: each phase half the bytes
+  q.quant.gather_bits = 4;
+  EXPECT_DOUBLE_EQ(light_dp(q).reduce, ((0.25 + 4.0 / 64) / 4 + (0.5 + 4.0 / 64) / 4) / 2);
 
   config::Config s = with_mode(DpMode::Slim);  // core 0.2 + explorer 0.1 every step
   EXPECT_DOUBLE_EQ(light_dp(s).reduce, 0.0);
