@@ -45,6 +45,18 @@ float abs_max(const float* x, int64_t n) {
   return *std::max_element(m, m + 8);
 }
 
+// sqrt(mean x_i^2), in eight running sums as abs_max.
+float rms(const float* x, int64_t n) {
+  float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) m[j] += x[i + j] * x[i + j];
+  for (; i < n; ++i) m[0] += x[i] * x[i];
+  float sum = 0;
+  for (float v : m) sum += v;
+  return std::sqrt(sum / static_cast<float>(n));
+}
+
 // Below 8 bits: a stream of `bits`-bit two's-complement codes, value i at stream bit
 // i * bits, low bits first. With 2 and 4 bits a byte holds whole codes: loops over bytes with
 // the width known at compile time, which vectorize; a 3-bit code may straddle two bytes.
@@ -180,7 +192,9 @@ void encode(const float* x, int64_t count, const Format& f, uint8_t* out) {
   int8_t* c = f.bits == 8 ? reinterpret_cast<int8_t*>(codes) : scratch(count);
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * f.block, hi = std::min(count, lo + f.block);
-    const float s = abs_max(x + lo, hi - lo) / qf;
+    float top = abs_max(x + lo, hi - lo);
+    if (f.clip > 0) top = std::min(top, f.clip * rms(x + lo, hi - lo));  // NaN: top stays
+    const float s = top / qf;
     std::memcpy(out + b * sizeof(float), &s, sizeof s);
     if (s > 0)  // x / s rather than x * (1 / s): the code of the block maximum is exactly qmax
       codes_of(x + lo, hi - lo, s, qf, c + lo);
