@@ -417,9 +417,9 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(quant, gather_bits),
        "bits of the second phase, the all-gathered mean (not error-fed); 0 = quant.bits",
        int_one_of({0, 2, 3, 4, 8})},
-      {LOOM_FIELD(quant, clip),
-       "error-fed shards: scale each block to clip x its RMS, not its largest value (what is "
-       "clipped is fed back); 0 = the largest value",
+      {LOOM_FIELD(quant, rms_clip),
+       "error-fed shards: scale each block to rms_clip x its RMS, not its largest value (what "
+       "is clipped is fed back); 0 = the largest value",
        float_range(0, false)},
 
       {LOOM_FIELD(diloco, inner_steps), "H: local steps of train.optimizer between outer steps",

@@ -250,7 +250,7 @@ struct QuantConfig {
   int64_t bits = 8;         // 8 | 4 | 3 | 2
   int64_t block = 256;      // values per scale
   int64_t gather_bits = 0;  // the all-gathered mean's bits; 0 = bits
-  double clip = 0;          // error-fed shards: clip at clip x the block's RMS; 0 = never
+  double rms_clip = 0;      // error-fed shards: clip at rms_clip x the block's RMS; 0 = never
 
   bool operator==(const QuantConfig&) const = default;
 };
