@@ -100,6 +100,31 @@ TEST(QuantSync, GatherInOtherBits) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(vec->w.grad()[i].item<float>(), mean[i]) << "i " << i;
 }
 
+// quant.rms_clip reaches the error-fed shards: rank 0's shard [4, 1] is scaled to its RMS
+// sqrt(8.5) (clip 1), so 4 is clipped to 3 s and the rest of it stays in the residual; its
+// shard [-1, 1] has RMS 1 = its largest value and is sent exactly.
+TEST(QuantSync, RmsClipScalesTheSentShards) {
+  comm::Backend& w = comm::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  bool in = w.rank() < 2;
+  auto pair = w.split(in ? 0 : 1, w.rank(), "pair");
+  if (!in) return;
+  config::Config cfg = test::tiny("mlp");
+  cfg.quant.bits = 3;
+  cfg.quant.block = 2;
+  cfg.quant.rms_clip = 1;
+  auto vec = std::make_shared<Vec>();
+  parallel::Stage stage(0, 1, {vec}, 0);
+  parallel::SyncContext ctx{&stage, pair.get(), &cfg};
+  parallel::QuantSync q(ctx);
+  vec->w.grad().copy_(torch::tensor({4.0f, 1.0f, -1.0f, 1.0f}));
+  q.reduce_grad();
+  q.finish_grad_sync();
+  const float s = std::sqrt(8.5f) / 3.0f;
+  const std::vector<float> e = {4.0f - 3 * s, 1.0f - s, 0.0f, 0.0f};  // 1 / s = 1.03: code 1
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(q.residual()[i], e[i]) << "i " << i;
+}
+
 // Stated bound: after 5 plain-SGD steps the parameters of quant-8bit differ from allreduce's by
 // at most 5 % of the update allreduce made (||w_quant - w_allreduce|| / ||w_allreduce - w_0||,
 // per tensor, max over tensors and ranks). Where the error comes from: each value is off by at
