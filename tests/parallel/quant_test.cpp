@@ -23,6 +23,26 @@ class Vec : public model::Block {
   torch::Tensor w;
 };
 
+// QuantSync on world ranks 0 and 1 over one Vec; `sync` is null on the other ranks and on a
+// world of one.
+struct Pair {
+  std::unique_ptr<comm::Backend> comm;
+  std::shared_ptr<Vec> vec = std::make_shared<Vec>();
+  std::unique_ptr<parallel::Stage> stage;
+  std::unique_ptr<parallel::QuantSync> sync;
+  explicit Pair(const config::Config& cfg) {
+    comm::Backend& w = comm::world();
+    if (w.size() < 2) return;
+    const bool in = w.rank() < 2;
+    comm = w.split(in ? 0 : 1, w.rank(), "pair");
+    if (!in) return;
+    stage =
+        std::make_unique<parallel::Stage>(0, 1, std::vector<std::shared_ptr<model::Block>>{vec}, 0);
+    sync =
+        std::make_unique<parallel::QuantSync>(parallel::SyncContext{stage.get(), comm.get(), &cfg});
+  }
+};
+
 // Ranks 0 and 1, 8 bits, blocks of 2; n = 4 values, so each rank owns a shard of 2.
 // Every scale is a power of two, so each value below is exact:
 //   rank 0: x = [7.9375, -1, 0.03, 3.96875]  scales 1/16, 1/32 -> codes [127, -16 | 1, 127]
@@ -34,40 +54,35 @@ class Vec : public model::Block {
 // Step 2 repeats the gradients: rank 0's x[2] = 0.03 + residual still quantizes to 0.03125 and
 // leaves the residual (0.03 + (0.03 - 0.03125)) - 0.03125.
 TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
-  comm::Backend& w = comm::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  bool in = w.rank() < 2;
-  auto pair = w.split(in ? 0 : 1, w.rank(), "pair");
-  if (!in) return;
+  if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config cfg = test::tiny("mlp");
   cfg.quant.bits = 8;
   cfg.quant.block = 2;
-  auto vec = std::make_shared<Vec>();
-  parallel::Stage stage(0, 1, {vec}, 0);
-  parallel::SyncContext ctx{&stage, pair.get(), &cfg};
-  parallel::QuantSync q(ctx);
-  const std::vector<float> grad = pair->rank() == 0
+  Pair two(cfg);
+  if (!two.sync) return;  // ranks 2 and up
+  const std::vector<float> grad = two.comm->rank() == 0
                                       ? std::vector<float>{7.9375f, -1.0f, 0.03f, 3.96875f}
                                       : std::vector<float>{-3.96875f, 0.5f, 0.5f, 3.96875f};
   const std::vector<float> mean = {1.984375f, -0.25f, 0.28125f, 3.96875f};
   const int64_t chunk = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
   for (int step = 0; step < 2; ++step) {
-    vec->w.grad().copy_(torch::tensor(grad));  // a view of the stage's gradient buffer
-    auto before = pair->stats();
-    q.reduce_grad();
-    q.finish_grad_sync();
+    two.vec->w.grad().copy_(torch::tensor(grad));  // a view of the stage's gradient buffer
+    auto before = two.comm->stats();
+    two.sync->reduce_grad();
+    two.sync->finish_grad_sync();
     // An all-to-all and an all-gather, each sending one quantized chunk to the other rank.
-    EXPECT_EQ((pair->stats() - before).total_bytes(), uint64_t(2 * chunk));
-    auto g = vec->w.grad();
+    EXPECT_EQ((two.comm->stats() - before).total_bytes(), uint64_t(2 * chunk));
+    auto g = two.vec->w.grad();
     for (int i = 0; i < 4; ++i)
       EXPECT_EQ(g[i].item<float>(), mean[i]) << "step " << step << " i " << i;
     std::vector<float> e(4, 0.0f);
-    if (pair->rank() == 0) {
+    if (two.comm->rank() == 0) {
       const float e1 = 0.03f - 0.03125f;
       e[2] = step == 0 ? e1 : (0.03f + e1) - 0.03125f;
     }
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(q.residual()[i], e[i]) << "step " << step << " i " << i;
-    q.after_step();  // zero the gradients
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(two.sync->residual()[i], e[i]) << "step " << step << " i " << i;
+    two.sync->after_step();  // zero the gradients
   }
 }
 
@@ -75,54 +90,42 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
 // rank 1 [1, 1, -1, 1] (blocks of 2, scale 1: every value exact in 2 bits); the shard means
 // [1, 0] and [0, 1] are exact in 8 bits too. The bytes: one 2-bit and one 8-bit chunk.
 TEST(QuantSync, GatherInOtherBits) {
-  comm::Backend& w = comm::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  bool in = w.rank() < 2;
-  auto pair = w.split(in ? 0 : 1, w.rank(), "pair");
-  if (!in) return;
+  if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config cfg = test::tiny("mlp");
   cfg.quant.bits = 2;
   cfg.quant.gather_bits = 8;
   cfg.quant.block = 2;
-  auto vec = std::make_shared<Vec>();
-  parallel::Stage stage(0, 1, {vec}, 0);
-  parallel::SyncContext ctx{&stage, pair.get(), &cfg};
-  parallel::QuantSync q(ctx);
-  vec->w.grad().copy_(pair->rank() == 0 ? torch::tensor({1.0f, -1.0f, 1.0f, 1.0f})
-                                        : torch::tensor({1.0f, 1.0f, -1.0f, 1.0f}));
-  auto before = pair->stats();
-  q.reduce_grad();
-  q.finish_grad_sync();
-  const uint64_t two = parallel::quant::encoded_bytes(2, {2, 2});    // 4 + 1 bytes
-  const uint64_t eight = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
-  EXPECT_EQ((pair->stats() - before).total_bytes(), two + eight);
+  Pair two(cfg);
+  if (!two.sync) return;  // ranks 2 and up
+  two.vec->w.grad().copy_(two.comm->rank() == 0 ? torch::tensor({1.0f, -1.0f, 1.0f, 1.0f})
+                                                : torch::tensor({1.0f, 1.0f, -1.0f, 1.0f}));
+  auto before = two.comm->stats();
+  two.sync->reduce_grad();
+  two.sync->finish_grad_sync();
+  const uint64_t two_bits = parallel::quant::encoded_bytes(2, {2, 2});    // 4 + 1 bytes
+  const uint64_t eight_bits = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
+  EXPECT_EQ((two.comm->stats() - before).total_bytes(), two_bits + eight_bits);
   const std::vector<float> mean = {1.0f, 0.0f, 0.0f, 1.0f};
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(vec->w.grad()[i].item<float>(), mean[i]) << "i " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(two.vec->w.grad()[i].item<float>(), mean[i]) << "i " << i;
 }
 
 // quant.rms_clip reaches the error-fed shards: rank 0's shard [4, 1] is scaled to its RMS
 // sqrt(8.5) (clip 1), so 4 is clipped to 3 s and the rest of it stays in the residual; its
 // shard [-1, 1] has RMS 1 = its largest value and is sent exactly.
 TEST(QuantSync, RmsClipScalesTheSentShards) {
-  comm::Backend& w = comm::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  bool in = w.rank() < 2;
-  auto pair = w.split(in ? 0 : 1, w.rank(), "pair");
-  if (!in) return;
+  if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config cfg = test::tiny("mlp");
   cfg.quant.bits = 3;
   cfg.quant.block = 2;
   cfg.quant.rms_clip = 1;
-  auto vec = std::make_shared<Vec>();
-  parallel::Stage stage(0, 1, {vec}, 0);
-  parallel::SyncContext ctx{&stage, pair.get(), &cfg};
-  parallel::QuantSync q(ctx);
-  vec->w.grad().copy_(torch::tensor({4.0f, 1.0f, -1.0f, 1.0f}));
-  q.reduce_grad();
-  q.finish_grad_sync();
+  Pair two(cfg);
+  if (!two.sync) return;  // ranks 2 and up
+  two.vec->w.grad().copy_(torch::tensor({4.0f, 1.0f, -1.0f, 1.0f}));
+  two.sync->reduce_grad();
+  two.sync->finish_grad_sync();
   const float s = std::sqrt(8.5f) / 3.0f;
   const std::vector<float> e = {4.0f - 3 * s, 1.0f - s, 0.0f, 0.0f};  // 1 / s = 1.03: code 1
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(q.residual()[i], e[i]) << "i " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(two.sync->residual()[i], e[i]) << "i " << i;
 }
 
 // Stated bound: after 5 plain-SGD steps the parameters of quant-8bit differ from allreduce's by

@@ -34,22 +34,18 @@ std::vector<c10::intrusive_ptr<c10d::Work>> BlockExchange::post(
   };
   // Receives first, then sends; each rank starts with its next peer, so the ranks do not all
   // send to rank 0 at once.
-  for (int k = 1; k < p; ++k) {
-    const int q = (me + k) % p;
-    LOOM_CHECK_EQ(from[q].numel(), n, "block exchange: blocks differ in size");
-    for (int64_t c = 0; c < chunks; ++c) {
-      auto v = piece(from[q], c);
-      works.push_back(pg.recv(v, q, tag(c)));
+  auto post_all = [&](const std::vector<at::Tensor>& blocks, bool receive) {
+    for (int k = 1; k < p; ++k) {
+      const int q = (me + k) % p;
+      LOOM_CHECK_EQ(blocks[q].numel(), n, "block exchange: blocks differ in size");
+      for (int64_t c = 0; c < chunks; ++c) {
+        auto v = piece(blocks[q], c);
+        works.push_back(receive ? pg.recv(v, q, tag(c)) : pg.send(v, q, tag(c)));
+      }
     }
-  }
-  for (int k = 1; k < p; ++k) {
-    const int q = (me + k) % p;
-    LOOM_CHECK_EQ(to[q].numel(), n, "block exchange: blocks differ in size");
-    for (int64_t c = 0; c < chunks; ++c) {
-      auto v = piece(to[q], c);
-      works.push_back(pg.send(v, q, tag(c)));
-    }
-  }
+  };
+  post_all(from, true);
+  post_all(to, false);
   return works;
 }
 
