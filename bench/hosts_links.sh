@@ -89,6 +89,7 @@ declare -A modes=(
 read -ra order <<<"${MODES:-allreduce slim-c0.2-e0.1 quant-8bit zero3}"
 echo "| mode ($rate link, $steps steps, 2 hosts) | loom bytes | kernel bytes | kernel / loom | kernel packets | (kernel - 66 B a packet) / loom | step s | predicted: profile | predicted: speeds during the run | wall s | eval loss |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+step_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["step_s"])'; }
 port=29800
 for name in "${order[@]}"; do
   port=$((port + 1))
@@ -106,7 +107,6 @@ for name in "${order[@]}"; do
   wait
   t1=$(date +%s.%N)
   after=$(($(tx 0) + $(tx 1))) packets=$(($(txp 0) + $(txp 1) - before_packets))
-  step_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["step_s"])'; }
   predicted=$("$loom" simulate --from-config "$mode_cfg" --cluster "$cluster" --gpus 2 --json | step_of)
   # The same with each rank's speed as the run measured it between steps (one simulation per
   # calibration sample, the median; bench/insitu_cluster.py).

@@ -47,17 +47,11 @@ check pipeline-inside "dp-mode zero3" "$pipeline_inside" --dp-mode zero3 --place
 # reduce-scatter is the case Gloo's own collective would fail: it sends an all-reduce's bytes.
 tx() { on "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
 wire() {
-  local name=$1 mode=$2 k before after msg
+  local name=$1 mode=$2 before after msg
   port=$((port + 1))
   before=$(($(tx 0) + $(tx 1)))
-  launchers=()
-  for k in 0 1; do
-    on "$k" "$loom" launch --nproc 1 --nnodes 2 --node-rank "$k" --master-addr "$master" \
-      --master-port "$port" -- "$loom" train --config "$cfg" --output.dir "$tmp/$name" \
-      --model.layers 4 --dp 2 --dp-mode "$mode" --steps 16 --output.checkpoint_every 0 \
-      >"$tmp/$name.$k" 2>&1 &
-    launchers+=($!)
-  done
+  run_hosts 1 "$name" "$port" --model.layers 4 --dp 2 --dp-mode "$mode" --steps 16 \
+    --output.checkpoint_every 0
   wait_all
   after=$(($(tx 0) + $(tx 1)))
   if [[ ${rcs[0]} -ne 0 || ${rcs[1]} -ne 0 ]]; then

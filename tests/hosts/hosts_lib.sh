@@ -46,19 +46,21 @@ on() {
   bash "$hosts_sh" exec "$k" "$@"
 }
 
-# run2x2 NAME PORT TRAIN_ARGS ...: `loom train` on 2 hosts x 2 ranks, node K's output in
-# $tmp/NAME.K; starts both launchers in the background (pids in $launchers) and returns.
-run2x2() {
-  local name=$1 port=$2 k
-  shift 2
+# run_hosts NPROC NAME PORT TRAIN_ARGS ...: `loom train` on 2 hosts x NPROC ranks, node K's
+# output in $tmp/NAME.K; starts both launchers in the background (pids in $launchers) and
+# returns. run2x2 NAME PORT TRAIN_ARGS ...: 2 ranks a host.
+run_hosts() {
+  local nproc=$1 name=$2 port=$3 k
+  shift 3
   launchers=()
   for k in 0 1; do
-    on "$k" "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" --master-addr "$master" \
+    on "$k" "$loom" launch --nproc "$nproc" --nnodes 2 --node-rank "$k" --master-addr "$master" \
       --master-port "$port" -- "$loom" train --config "$cfg" --output.dir "$tmp/$name" "$@" \
       >"$tmp/$name.$k" 2>&1 &
     launchers+=($!)
   done
 }
+run2x2() { run_hosts 2 "$@"; }
 
 # wait_all: waits for $launchers; rcs in $rcs.
 wait_all() {

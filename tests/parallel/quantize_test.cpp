@@ -194,12 +194,12 @@ TEST(Quantize, FastPathsMatchTheDefinition) {
       }
 }
 
-// clip: the scale follows the block's RMS, the outlier gets the largest code and the rest a
+// rms_clip: the scale follows the block's RMS, the outlier gets the largest code and the rest a
 // finer grid. x = [4, 1, -1, 1], rms = sqrt(19 / 4) (exact in float: sqrt(4.75) rounded),
 // s = min(4, 1 * rms) / 3: 4 / s = 5.5 is clipped to 3, the ones are 1.38 -> code 1.
 TEST(Quantize, ClipScalesToTheRms) {
   Format f{3, 4};
-  f.clip = 1.0f;
+  f.rms_clip = 1.0f;
   const std::vector<float> x = {4.0f, 1.0f, -1.0f, 1.0f};
   std::vector<uint8_t> enc;
   const std::vector<float> y = roundtrip(x, f, &enc);
@@ -207,7 +207,7 @@ TEST(Quantize, ClipScalesToTheRms) {
   std::memcpy(&s, enc.data(), sizeof s);
   EXPECT_EQ(s, std::sqrt(4.75f) / 3.0f);
   EXPECT_EQ(y, (std::vector<float>{3 * s, s, -s, s}));
-  f.clip = 0;  // the largest value: 4 / 3
+  f.rms_clip = 0;  // the largest value: 4 / 3
   roundtrip(x, f, &enc);
   std::memcpy(&s, enc.data(), sizeof s);
   EXPECT_EQ(s, 4.0f / 3.0f);

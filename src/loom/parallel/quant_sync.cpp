@@ -22,7 +22,7 @@ QuantSync::QuantSync(const SyncContext& ctx) : DataParallel(ctx, BufferOptions{}
   fmt.block = ctx.cfg->quant.block;
   quant::Format gather = fmt;  // the mean's error is not fed back: never clipped
   if (ctx.cfg->quant.gather_bits > 0) gather.bits = static_cast<int>(ctx.cfg->quant.gather_bits);
-  fmt.clip = static_cast<float>(ctx.cfg->quant.rms_clip);
+  fmt.rms_clip = static_cast<float>(ctx.cfg->quant.rms_clip);
   mean_ = std::make_unique<QuantizedMean>(*dp_, n_, fmt, gather);
   x_.assign(mean_->padded(), 0.0f);
   e_.assign(mean_->padded(), 0.0f);

@@ -193,7 +193,7 @@ void encode(const float* x, int64_t count, const Format& f, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * f.block, hi = std::min(count, lo + f.block);
     float top = abs_max(x + lo, hi - lo);
-    if (f.clip > 0) top = std::min(top, f.clip * rms(x + lo, hi - lo));  // NaN: top stays
+    if (f.rms_clip > 0) top = std::min(top, f.rms_clip * rms(x + lo, hi - lo));  // NaN: top stays
     const float s = top / qf;
     std::memcpy(out + b * sizeof(float), &s, sizeof s);
     if (s > 0)  // x / s rather than x * (1 / s): the code of the block maximum is exactly qmax

@@ -20,9 +20,9 @@ namespace loom::parallel::quant {
 struct Format {
   int bits = 8;         // 2 .. 8
   int64_t block = 256;  // values per scale
-  // > 0: s_b = min(max_i |x_i|, clip * rms_b) / qmax, rms_b = sqrt(mean_i x_i^2): the values
-  // beyond clip * rms_b get the largest code (clipped), the others a finer grid.
-  float clip = 0;
+  // > 0: s_b = min(max_i |x_i|, rms_clip * rms_b) / qmax, rms_b = sqrt(mean_i x_i^2): the
+  // values beyond rms_clip * rms_b get the largest code (clipped), the others a finer grid.
+  float rms_clip = 0;
 };
 
 int qmax(int bits);

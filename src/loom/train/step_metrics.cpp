@@ -193,12 +193,10 @@ void RunMetrics::end_steps(TrainResult* res) {
   progress_->finish();
   res->wall_s = seconds_since(t_run_);
   res->items_per_s = res->steps > 0 ? items_per_step_ * res->steps / steps_time_ : 0;
-  res->dp_bytes = (dp_comm_.stats() - dp0_).total_bytes();
-  res->pp_bytes = (pp_comm_.stats() - pp0_).total_bytes();
 }
 
 void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
-  // The run's bytes again: since end_steps the final parameters were gathered (ZeRO-3).
+  // The run's bytes, the final gathering of the parameters (ZeRO-3) included.
   res->dp_bytes = (dp_comm_.stats() - dp0_).total_bytes();
   res->pp_bytes = (pp_comm_.stats() - pp0_).total_bytes();
   res->memory = mem;
