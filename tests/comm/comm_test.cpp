@@ -136,6 +136,32 @@ TEST(Comm, AllToAllExchangesBlocks) {
     for (int i = 0; i < 3; ++i) ASSERT_EQ(r8[r * 3 + i], 16 * r + w.rank() + i);
 }
 
+// Strings of any length, zero included: rank r sends rank j (r + 2 j) % 5 bytes, 16 r + j + i.
+// Counted as one all-to-all of the bytes sent to others, plus the lengths' all-to-all.
+TEST(Comm, AllToAllVExchangesStringsOfAnyLength) {
+  Backend& w = world();
+  const int d = w.size(), me = w.rank();
+  auto length = [](int from, int to) { return static_cast<size_t>((from + 2 * to) % 5); };
+  std::vector<std::vector<uint8_t>> out(d), in;
+  std::vector<std::span<const uint8_t>> spans;
+  uint64_t sent = 0;
+  for (int j = 0; j < d; ++j) {
+    for (size_t i = 0; i < length(me, j); ++i) out[j].push_back(uint8_t(16 * me + j + i));
+    spans.emplace_back(out[j].data(), out[j].size());
+    if (j != me) sent += out[j].size();
+  }
+  for (int round = 0; round < 2; ++round) {  // the second one reuses the receive buffers
+    w.reset_stats();
+    w.all_to_all_v(spans, in, 5)->wait();
+    EXPECT_EQ(w.stats().bytes[int(OpKind::AllToAll)], sent + uint64_t(d - 1) * 8);
+    ASSERT_EQ(in.size(), size_t(d));
+    for (int r = 0; r < d; ++r) {
+      ASSERT_EQ(in[r].size(), length(r, me)) << "from " << r;
+      for (size_t i = 0; i < in[r].size(); ++i) ASSERT_EQ(in[r][i], 16 * r + me + i);
+    }
+  }
+}
+
 TEST(Comm, BroadcastFromEveryRoot) {
   Backend& w = world();
   for (size_t n : kCounts) {

@@ -189,6 +189,41 @@ WorkPtr Backend::recv(void* buf, size_t count, DType t, int src, int tag, const 
   return recv(host(buf, count, t), src, tag, o);
 }
 
+WorkPtr Backend::all_to_all_v(const std::vector<std::span<const uint8_t>>& send,
+                              std::vector<std::vector<uint8_t>>& recv, int tag, const Options& o) {
+  LOOM_CHECK_EQ(static_cast<int>(send.size()), size_, "all_to_all_v: one string per rank");
+  LOOM_CHECK(tag >= 0 && tag <= max_tag(), "tag ", tag, " beyond the backend's ", max_tag());
+  std::vector<int64_t> out(size_), in(size_);
+  for (int j = 0; j < size_; ++j) out[j] = static_cast<int64_t>(send[j].size());
+  all_to_all(out.data(), in.data(), 1, DType::Int64, o)->wait();
+  recv.resize(size_);
+  uint64_t bytes = 0;
+  for (int j = 0; j < size_; ++j) {
+    recv[j].resize(static_cast<size_t>(in[j]));
+    if (j != rank_) bytes += send[j].size();
+  }
+  std::copy(send[rank_].begin(), send[rank_].end(), recv[rank_].begin());
+  const std::string what = detail::concat(bytes, " bytes in strings, tag ", tag);
+  return counted(OpKind::AllToAll, what, bytes, o, [&](const Call& c) {
+    std::vector<WorkPtr> parts;
+    // Receive from rank - k while sending to rank + k: both directions of every pair at once.
+    for (int k = 1; k < size_; ++k) {
+      const int from = (rank_ - k + size_) % size_, to = (rank_ + k) % size_;
+      if (in[from] > 0) {
+        const Call part{OpKind::Recv, c.what + ": its recv from " + peer(from), 0.0, o};
+        parts.push_back(
+            do_recv(host(recv[from].data(), recv[from].size(), DType::UInt8), from, tag, part));
+      }
+      if (!send[to].empty()) {
+        const Call part{OpKind::Send, c.what + ": its send to " + peer(to), 0.0, o};
+        parts.push_back(
+            do_send(host(send[to].data(), send[to].size(), DType::UInt8), to, tag, part));
+      }
+    }
+    return std::make_shared<WorkGroup>(c.what, o.timeout, c.delay_s, std::move(parts));
+  });
+}
+
 std::unique_ptr<Backend> Backend::split(int color, int key, const std::string& name) {
   // Everybody learns everybody's (color, key); the members of a color are ordered by key,
   // then by rank here.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,14 @@ class Backend {
   WorkPtr broadcast(void* buf, size_t count, DType t, int root, const Options& o = {});
   WorkPtr send(const void* buf, size_t count, DType t, int dst, int tag, const Options& o = {});
   WorkPtr recv(void* buf, size_t count, DType t, int src, int tag, const Options& o = {});
+
+  // Byte strings of any length: `send[j]` goes to rank j, and `recv[i]` is resized to what rank
+  // i sent (this rank's own string is copied). The lengths travel first (a blocking all-to-all
+  // of one int64 per rank), then the strings as point-to-point messages tagged `tag`
+  // (concurrent exchanges on one communicator take different tags). Counted as one all-to-all
+  // of the bytes sent; `send` and `recv` stay untouched until the Work completed.
+  WorkPtr all_to_all_v(const std::vector<std::span<const uint8_t>>& send,
+                       std::vector<std::vector<uint8_t>>& recv, int tag, const Options& o = {});
 
   // Sub-communicator of the ranks with the same color, ordered by key (collective call on
   // this communicator: every rank calls it, in the same order as its other collectives).

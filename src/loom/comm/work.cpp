@@ -65,6 +65,21 @@ void Work::wait() {
   if (finish_) finish_();
 }
 
+WorkGroup::WorkGroup(std::string what, std::chrono::milliseconds timeout, double ready_after_s,
+                     std::vector<WorkPtr> parts)
+    : Work(std::move(what), timeout, ready_after_s), parts_(std::move(parts)) {}
+
+bool WorkGroup::completed() {
+  for (const auto& w : parts_)
+    if (!w->test()) return false;
+  return true;
+}
+
+bool WorkGroup::block_until(Clock::time_point) {
+  wait_all(parts_);
+  return true;
+}
+
 void wait_all(const std::vector<WorkPtr>& works) {
   for (const auto& w : works)
     if (w) w->wait();

@@ -60,6 +60,21 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
+// Several operations as one: complete when all of them are. wait() waits on each in turn (each
+// with its own timeout; the first failure is reported with its own operation named).
+class WorkGroup : public Work {
+ public:
+  WorkGroup(std::string what, std::chrono::milliseconds timeout, double ready_after_s,
+            std::vector<WorkPtr> parts);
+
+ protected:
+  bool completed() override;
+  bool block_until(std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  std::vector<WorkPtr> parts_;
+};
+
 // Waits on all of them in order.
 void wait_all(const std::vector<WorkPtr>& works);
 
