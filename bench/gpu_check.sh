@@ -36,6 +36,8 @@ if [ -z "$loom" ]; then
     extra=("-DCMAKE_PREFIX_PATH=$bundle/usr;$lib/cmake" "-DZLIB_INCLUDE_DIR=$bundle/usr/include"
            "-DZLIB_LIBRARY=$lib/libz.so")
     export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+    # zstd's and SentencePiece's .pc files say prefix=/usr: read them inside the bundle.
+    export PKG_CONFIG_PATH="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$bundle"
   fi
   if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WITH_MPI=OFF \
       -DLOOM_BUILD_TESTS=OFF "-DLOOM_TORCH_DIR=$torch_dir" "${extra[@]}" >"$out/cmake.log" 2>&1; then

@@ -28,7 +28,7 @@ if not cal:
     sys.exit("no calibration samples in " + metrics + " (CAL=0?)")
 b = cal[0]["calib_micro_batch"]
 c = tomllib.load(open(cluster, "rb"))
-layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b]
+layer = [x for x in c["block"] if x["kind"] == "layer" and x["micro_batch"] == b and x.get("tp", 1) == 1]
 if not layer:
     sys.exit(f"{cluster} has no layer at micro-batch {b}; profile it (SIZES)")
 unit = (layer[0]["forward_ms"] + layer[0]["backward_ms"]) / 1e3

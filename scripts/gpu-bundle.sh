@@ -3,14 +3,16 @@
 # nvcc, CMake and ninja, but no Debian -dev packages and no network) into gpu-bundle/
 # (git-ignored; the device tool carries it when named in `carry`): the toml++ headers, CMake
 # package and library, zlib's headers and shared library, gloo's headers (c10d's Gloo header
-# includes them) and nlohmann/json. Copied from this machine's packages
+# includes them), nlohmann/json, and zstd and SentencePiece (headers, pkg-config files and
+# shared libraries; bench/gpu_check.sh points pkg-config at the bundle as a sysroot). Copied from this machine's packages
 # (scripts/install-deps.sh installs them); a few MiB.
 #   bash scripts/gpu-bundle.sh [FOLDER]
 set -euo pipefail
 out=${1:-gpu-bundle}
 rm -rf "$out"
 mkdir -p "$out"
-for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev; do
+for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev \
+    libzstd-dev libzstd1 libsentencepiece-dev libsentencepiece0; do
   dpkg -s "$pkg" >/dev/null 2>&1 || { echo "gpu-bundle: $pkg is not installed; run scripts/install-deps.sh" >&2; exit 2; }
   dpkg -L "$pkg" | while read -r f; do
     case "$f" in /usr/share/doc/*) continue ;; esac

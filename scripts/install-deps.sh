@@ -12,6 +12,7 @@ packages=(
   libtomlplusplus-dev     # configuration files
   libgloo-dev             # headers only: c10d's ProcessGroupGloo.hpp includes gloo's
   zlib1g-dev              # gzipped IDX files
+  libzstd-dev             # --quant.entropy: the quantized codes entropy-coded
   nlohmann-json3-dev      # JSON of Hugging Face model folders (config.json, safetensors)
   libsentencepiece-dev    # subword tokenizers (loom tokenizer, data.tokenizer)
   dataset-fashion-mnist   # /usr/share/datasets/fashion-mnist

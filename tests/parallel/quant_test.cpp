@@ -128,10 +128,10 @@ TEST(QuantSync, RmsClipScalesTheSentShards) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(two.sync->residual()[i], e[i]) << "i " << i;
 }
 
-// quant.huffman changes the bytes, not the result: 4-bit codes of 4096 values per rank (products
+// quant.entropy changes the bytes, not the result: 4-bit codes of 4096 values per rank (products
 // of two normal values: heavy-tailed, as gradients are) give the same mean and residual bit for
 // bit as without it, over two steps (the second with error feedback), in fewer bytes.
-TEST(QuantSync, HuffmanSendsFewerBytesForTheSameResult) {
+TEST(QuantSync, EntropyCodingSendsFewerBytesForTheSameResult) {
   if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   config::Config cfg = test::tiny("mlp");
   cfg.quant.bits = 4;
@@ -142,7 +142,7 @@ TEST(QuantSync, HuffmanSendsFewerBytesForTheSameResult) {
   };
   Outcome out[2];
   for (int coded = 0; coded < 2; ++coded) {
-    cfg.quant.huffman = coded == 1;
+    cfg.quant.entropy = coded == 1;
     Pair two(cfg, n);         // every rank splits the world, twice
     if (!two.sync) continue;  // ranks 2 and up
     torch::manual_seed(11 + two.comm->rank());
@@ -161,7 +161,7 @@ TEST(QuantSync, HuffmanSendsFewerBytesForTheSameResult) {
   }
   if (comm::world().rank() >= 2) return;
   if (comm::world().rank() == 0)
-    std::printf("[ quant ] 4-bit Huffman-coded: %llu bytes where plain codes take %llu\n",
+    std::printf("[ quant ] 4-bit entropy-coded: %llu bytes where plain codes take %llu\n",
                 static_cast<unsigned long long>(out[1].bytes),
                 static_cast<unsigned long long>(out[0].bytes));
   EXPECT_EQ(out[1].mean, out[0].mean);

@@ -13,7 +13,8 @@ namespace {
 
 const char* kProfileHelp =
     R"(usage: loom profile [--out clusters/this-machine.toml] [--config configs/gpt-fortunes.toml]
-                    [--micro-batch-sizes 1,2,4,8,16] [--seconds 1] [--no-comm] [--alone]
+                    [--micro-batch-sizes 1,2,4,8,16] [--tp 2] [--seconds 1] [--no-comm]
+                    [--alone]
 
 Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
 model at each micro-batch size, the AdamW step, and point-to-point latency and bandwidth
@@ -22,7 +23,9 @@ Blocks are timed alone; then the layer, in windows of seconds, alone and while e
 core runs it too (as the other ranks of a training run do: they share memory bandwidth,
 caches and, on a virtual machine, maybe the physical core); the ratio is written as each
 block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an otherwise idle
-machine: what else runs is measured too.
+machine: what else runs is measured too. --tp lists tensor-parallel degrees whose shard of
+each block is timed too (the shard's compute alone; the simulator adds the collectives):
+degrees that do not divide the model's heads and width are skipped, 1 times none.
 )";
 
 }  // namespace
@@ -33,6 +36,7 @@ int profile_command(const std::vector<std::string>& args) {
                           {{"out", "clusters/this-machine.toml"},
                            {"config", "configs/gpt-fortunes.toml"},
                            {"micro-batch-sizes", "1,2,4"},
+                           {"tp", "2"},
                            {"seconds", "1"},
                            {"no-comm", ""},
                            {"alone", ""},
@@ -63,6 +67,11 @@ int profile_command(const std::vector<std::string>& args) {
       o.micro_batch_sizes.push_back(flags::to_int("micro-batch-sizes", item, 1, 1 << 16));
     if (o.micro_batch_sizes.empty())
       LOOM_USAGE("--micro-batch-sizes needs at least one size, e.g. --micro-batch-sizes 1,2,4");
+  }
+  if (a.has("tp")) {
+    o.tp_degrees.clear();
+    for (const std::string& item : flags::split_list(a.get("tp")))
+      o.tp_degrees.push_back(flags::to_int("tp", item, 1, 1 << 10));
   }
   if (a.has("seconds")) o.seconds = config::parse_duration(a.get("seconds"));
   o.links = !a.has("no-comm");

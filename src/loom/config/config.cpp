@@ -421,8 +421,8 @@ const std::vector<Field>& schema() {
        "error-fed shards: scale each block to rms_clip x its RMS, not its largest value (what "
        "is clipped is fed back); 0 = the largest value",
        float_range(0, false)},
-      {LOOM_FIELD(quant, huffman),
-       "send the codes of both phases Huffman-coded (zlib): fewer bytes, the same result",
+      {LOOM_FIELD(quant, entropy),
+       "send the codes of both phases entropy-coded (zstd): fewer bytes, the same result",
        {}},
 
       {LOOM_FIELD(diloco, inner_steps), "H: local steps of train.optimizer between outer steps",

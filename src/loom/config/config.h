@@ -251,7 +251,7 @@ struct QuantConfig {
   int64_t block = 256;      // values per scale
   int64_t gather_bits = 0;  // the all-gathered mean's bits; 0 = bits
   double rms_clip = 0;      // error-fed shards: clip at rms_clip x the block's RMS; 0 = never
-  bool huffman = false;     // Huffman-code the codes of both phases
+  bool entropy = false;     // entropy-code (zstd) the codes of both phases
 
   bool operator==(const QuantConfig&) const = default;
 };

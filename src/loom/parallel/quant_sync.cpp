@@ -23,7 +23,7 @@ QuantSync::QuantSync(const SyncContext& ctx) : DataParallel(ctx, BufferOptions{}
   quant::Format gather = fmt;  // the mean's error is not fed back: never clipped
   if (ctx.cfg->quant.gather_bits > 0) gather.bits = static_cast<int>(ctx.cfg->quant.gather_bits);
   fmt.rms_clip = static_cast<float>(ctx.cfg->quant.rms_clip);
-  mean_ = std::make_unique<QuantizedMean>(*dp_, n_, fmt, gather, ctx.cfg->quant.huffman);
+  mean_ = std::make_unique<QuantizedMean>(*dp_, n_, fmt, gather, ctx.cfg->quant.entropy);
   x_.assign(mean_->padded(), 0.0f);
   e_.assign(mean_->padded(), 0.0f);
 }

@@ -12,7 +12,7 @@ QuantizedMean::QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f)
     : QuantizedMean(dp, n, f, f) {}
 
 QuantizedMean::QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f, quant::Format gather,
-                             bool huffman)
+                             bool entropy)
     : dp_(&dp), fmt_(f), gather_fmt_(gather) {
   const int d = dp.size();
   // Shards of ceil(n / d) values (the last block of a shard may be short): at most d - 1
@@ -25,8 +25,8 @@ QuantizedMean::QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f, quan
   recv_.resize(d * chunk_);
   mine_.resize(gather_chunk_);
   gathered_.resize(d * gather_chunk_);
-  if (huffman) {
-    coder_ = std::make_unique<HuffmanBytes>();
+  if (entropy) {
+    coder_ = std::make_unique<EntropyCoder>();
     coded_out_.resize(d);
   }
 }

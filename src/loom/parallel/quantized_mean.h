@@ -9,7 +9,7 @@
 // The all-to-all runs while the caller computes (its Work is waited for in finish()); the
 // all-gather is waited for at once. A rank sends about (d-1)/d (bits/8 + 4/block) bytes per
 // value in each phase, where an fp32 ring all-reduce sends 2 (d-1)/d * 4.
-// With `huffman`, each piece's codes (not its scales) travel Huffman-coded (huffman_bytes.h):
+// With `entropy`, each piece's codes (not its scales) travel entropy-coded (entropy_coder.h):
 // pieces of their own length, exchanged by all_to_all_v on tags kShardTag and kGatherTag (one
 // exchange of each in flight per communicator, as every collective: in the same order on all
 // ranks). What is computed does not change, only the bytes sent.
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "loom/comm/backend.h"
-#include "loom/parallel/huffman_bytes.h"
+#include "loom/parallel/entropy_coder.h"
 #include "loom/parallel/quantize.h"
 
 namespace loom::parallel {
@@ -26,9 +26,9 @@ namespace loom::parallel {
 class QuantizedMean {
  public:
   QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f);
-  // The shards in `f`, the mean in `gather`, the codes Huffman-coded or not.
+  // The shards in `f`, the mean in `gather`, the codes entropy-coded or not.
   QuantizedMean(comm::Backend& dp, int64_t n, quant::Format f, quant::Format gather,
-                bool huffman = false);
+                bool entropy = false);
   static constexpr int kShardTag = 1, kGatherTag = 2;
   // Waits for an all-to-all still writing into this object's buffers.
   ~QuantizedMean();
@@ -63,8 +63,8 @@ class QuantizedMean {
   int64_t shard_ = 0, chunk_ = 0, gather_chunk_ = 0;
   std::vector<float> sum_;
   std::vector<uint8_t> send_, recv_, mine_, gathered_;
-  // Huffman: the coded pieces sent and received in each phase.
-  std::unique_ptr<HuffmanBytes> coder_;
+  // Entropy coding: the coded pieces sent and received in each phase.
+  std::unique_ptr<EntropyCoder> coder_;
   std::vector<std::vector<uint8_t>> coded_out_, coded_in_;
   std::vector<uint8_t> coded_mine_;
   comm::WorkPtr exchange_;

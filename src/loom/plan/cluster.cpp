@@ -41,8 +41,10 @@ class Reader {
     return *v;
   }
 
-  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi,
+                  std::optional<int64_t> dflt = {}) const {
     const toml::node* n = t_ ? t_->get(key) : nullptr;
+    if (!n && dflt) return *dflt;
     if (!n) fail(key, "is missing; add it");
     std::optional<int64_t> v = n->value_exact<int64_t>();
     if (!v) fail(key, "must be an integer");
@@ -230,6 +232,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
       p.heads = r.integer("heads", 1, 1 << 16);
       p.vocab = r.integer("vocab", 1, 1 << 30);
       p.micro_batch = r.integer("micro_batch", 1, 1 << 20);
+      p.tp = r.integer("tp", 1, 1 << 16, 1);
       p.forward_s = r.number("forward_ms", 0, 1e9) * 1e-3;
       p.backward_s = r.number("backward_ms", 0, 1e9) * 1e-3;
       p.input_s = r.number("input_ms", 0, 1e9, 0.0) * 1e-3;
@@ -321,7 +324,8 @@ std::string to_toml(const Cluster& c) {
   for (const BlockProfile& b : c.blocks)
     os << "\n[[block]]\nkind = " << quoted(b.kind) << "\nwidth = " << b.width
        << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads << "\nvocab = " << b.vocab
-       << "\nmicro_batch = " << b.micro_batch << "\nforward_ms = " << num(b.forward_s * 1e3)
+       << "\nmicro_batch = " << b.micro_batch
+       << (b.tp != 1 ? "\ntp = " + std::to_string(b.tp) : std::string()) << "\nforward_ms = " << num(b.forward_s * 1e3)
        << "\nbackward_ms = " << num(b.backward_s * 1e3) << "\n"
        << (b.input_s > 0 && b.weight_s > 0 ? "input_ms = " + num(b.input_s * 1e3) +
                                                  "\nweight_ms = " + num(b.weight_s * 1e3) + "\n"

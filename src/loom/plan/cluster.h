@@ -38,6 +38,7 @@
 //   [[block]]                          # optional: measured block times (loom profile)
 //   kind = "layer"                     # embedding | layer | head (head includes the loss)
 //   width = 128, seq_len = 64, heads = 4, vocab = 256, micro_batch = 8
+//   tp = 2                             # optional (1): a tensor-parallel shard, compute only
 //   forward_ms = 1.0
 //   backward_ms = 2.0
 //   activation_mb = 4.5                # optional: bytes the forward keeps for the backward
@@ -69,6 +70,9 @@ struct BlockProfile {
   double input_s = 0, weight_s = 0;
   double activation_bytes = 0;  // 0 = not measured
   double loaded_slowdown = 1;   // time with every core computing / time alone
+  // This rank's share of the block under tensor parallelism of degree tp (its compute only:
+  // the profile runs it with a group in which nothing moves; the collectives are modelled).
+  int64_t tp = 1;
 };
 
 struct Cluster {

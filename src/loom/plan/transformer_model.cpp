@@ -95,10 +95,11 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       LOOM_USAGE("cut points must increase within 1..", blocks - 1, " (got stage ", s, " at ",
                  cut_[s], ")");
 
-  // The profile times whole blocks (tp = 1). Under tensor parallelism each pass takes its
-  // measured time scaled by the analytic model's ratio of a tp-th of the block to the whole
-  // (what the GEMM curve and the element-wise costs say the split leaves), plus the modelled
-  // tensor-parallel collectives: the machine's speed from the profile, the split from the model.
+  // Under tensor parallelism a block's compute is the profile's tp shard when it measured one
+  // at this degree (its compute only: the collectives are modelled); otherwise the whole
+  // block's measured time scaled by the analytic model's ratio of a tp-th of the block to the
+  // whole (what the GEMM curve and the element-wise costs say the split leaves). Either way the
+  // modelled tensor-parallel collectives come on top.
   std::unique_ptr<TransformerCostModel> whole;
   if (p.tp > 1) {
     Parallel one = p;
@@ -110,7 +111,19 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     block_[k] = analytic(k);
     double slowdown = 1;  // with every core computing (shared cores, measured)
     Cost measured;
-    if (p.tp > 1 && profiled(k, &measured)) {
+    if (p.tp > 1 && profiled(k, &measured, p.tp)) {
+      Cost& b = block_[k];
+      // The profile's backward has no selective recomputation: the core's forward again in
+      // proportion to the measured forward.
+      const double extra = k == kLayer ? selective_extra_s() : 0;
+      const double f_compute = b.f - b.f_comm;
+      b.split_extra = measured.split_extra;
+      b.i = measured.i + b.i_comm + (f_compute > 0 ? measured.f * extra / f_compute : 0);
+      b.f = measured.f + b.f_comm;
+      b.w = measured.w;
+      slowdown = measured.loaded;
+      profiled_[k] = profiled_at_tp_[k] = true;
+    } else if (p.tp > 1 && profiled(k, &measured)) {
       const Cost one = whole->analytic(k);
       Cost& b = block_[k];
       auto scaled = [](double tp_s, double comm_s, double measured_s, double one_s) {
@@ -254,10 +267,11 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
   return c;
 }
 
-bool TransformerCostModel::profiled(int kind, Cost* out) const {
+bool TransformerCostModel::profiled(int kind, Cost* out, int64_t tp) const {
   std::vector<const BlockProfile*> match;
   for (const BlockProfile& bp : c_.blocks) {
     if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len) continue;
+    if (bp.tp != tp) continue;
     if (kind == kLayer && bp.heads != m_.heads) continue;
     if (kind != kLayer && bp.vocab != m_.vocab) continue;
     match.push_back(&bp);
@@ -304,8 +318,19 @@ std::string TransformerCostModel::compute_source() const {
     dst += (dst.empty() ? "" : ", ") + std::string(kBlockNames[k]);
   }
   if (prof.empty()) return "analytic";
-  const std::string scaled =
-      p_.tp > 1 ? " at tp 1, scaled to tp " + std::to_string(p_.tp) + " by the analytic model" : "";
+  const bool shards = std::any_of(std::begin(profiled_at_tp_), std::end(profiled_at_tp_),
+                                  [](bool b) { return b; });
+  const bool scaled_too = [&] {
+    for (int k = 0; k < 3; ++k)
+      if (profiled_[k] && !profiled_at_tp_[k]) return true;
+    return false;
+  }();
+  std::string scaled;
+  if (p_.tp > 1 && shards)
+    scaled = " as tp " + std::to_string(p_.tp) + " shards" +
+             (scaled_too ? std::string(" (some at tp 1, scaled by the analytic model)") : "");
+  else if (p_.tp > 1)
+    scaled = " at tp 1, scaled to tp " + std::to_string(p_.tp) + " by the analytic model";
   if (ana.empty()) return "profiled" + scaled;
   return "profiled (" + prof + ")" + scaled + ", analytic (" + ana + ")";
 }

@@ -104,7 +104,8 @@ class TransformerCostModel : public CostModel {
   LayerRun layer_run() const;
   // Selective recomputation's extra backward time per layer: the core's forward again.
   double selective_extra_s() const;
-  bool profiled(int kind, Cost* out) const;
+  // The profile's block of this kind and shape, as measured at tensor-parallel degree `tp`.
+  bool profiled(int kind, Cost* out, int64_t tp = 1) const;
   double gemm_s(double m, double n, double k, double batch = 1) const;
   double elementwise_s(double bytes) const;
 
@@ -117,6 +118,7 @@ class TransformerCostModel : public CostModel {
   std::vector<int> cut_;
   Cost block_[3];
   bool profiled_[3] = {false, false, false};
+  bool profiled_at_tp_[3] = {false, false, false};  // measured as a tp shard, not scaled
   std::vector<Cost> stage_;
 };
 

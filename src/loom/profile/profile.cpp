@@ -32,6 +32,7 @@
 #include "loom/model/model.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/plan/evaluate.h"
+#include "loom/profile/idle_group.h"
 #include "loom/profile/links.h"
 #include "loom/profile/timing.h"
 
@@ -124,21 +125,62 @@ std::optional<Measured> measure(const Options& o) {
     jobs.push_back({"layer", b, m.blocks[1].get(), act, {}});
     jobs.push_back({"head", b, m.blocks.back().get(), act, tokens});
   }
+  // Tensor-parallel shards of the same blocks (same seed: the parts of the same parameters).
+  std::vector<std::unique_ptr<comm::Backend>> groups;
+  std::vector<model::Model> shards;
+  shards.reserve(o.tp_degrees.size());
+  for (int64_t t : o.tp_degrees) {
+    if (t <= 1) continue;
+    if (mc.heads % t != 0 || mc.width % t != 0) {
+      std::cerr << "loom profile: no tp " << t << " shards (" << mc.heads << " heads, width "
+                << mc.width << ")\n";
+      continue;
+    }
+    std::cerr << "loom profile: the same blocks as tp " << t << " shards\n";
+    groups.push_back(idle_group(static_cast<int>(t)));
+    shards.push_back(model::build(
+        cfg.model, cfg.train.seed,
+        model::TensorParallel{static_cast<int>(t), 0, groups.back().get(), false}));
+    model::Model& sm = shards.back();
+    for (int64_t b : o.micro_batch_sizes) {
+      torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
+      torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
+      jobs.push_back({"embedding", b, sm.blocks.front().get(), tokens, {}});
+      jobs.push_back({"layer", b, sm.blocks[1].get(), act, {}});
+      jobs.push_back({"head", b, sm.blocks.back().get(), act, tokens});
+      for (size_t i = jobs.size() - 3; i < jobs.size(); ++i) jobs[i].tp = t;
+    }
+  }
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round)
     for (BlockJob& j : jobs) sample_block(j, budget / kRounds);
   BlockJob& probe = *std::max_element(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) {
-    return (x.kind == std::string("layer") ? x.micro_batch : 0) <
-           (y.kind == std::string("layer") ? y.micro_batch : 0);
+    auto size = [](const BlockJob& j) {
+      return j.kind == std::string("layer") && j.tp == 1 ? j.micro_batch : 0;
+    };
+    return size(x) < size(y);
   });
   for (const BlockJob& j : jobs) {
     const BlockTimes t = summarize(j);
-    c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
-                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
+    plan::BlockProfile bp;
+    bp.kind = j.kind;
+    bp.width = mc.width;
+    bp.seq_len = mc.seq_len;
+    bp.heads = mc.heads;
+    bp.vocab = mc.vocab;
+    bp.micro_batch = j.micro_batch;
+    bp.tp = j.tp;
+    bp.forward_s = t.forward_s;
+    bp.backward_s = t.backward_s;
+    bp.input_s = t.input_s;
+    bp.weight_s = t.weight_s;
+    bp.activation_bytes = t.activation_bytes;
+    c.blocks.push_back(bp);
     std::fprintf(stderr,
-                 "  %-9s micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
+                 "  %-9s tp %lld micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
                  "(I %.3f + W %.3f), keeps %s\n",
-                 j.kind, (long long)j.micro_batch, t.forward_s * 1e3, t.backward_s * 1e3,
+                 j.kind, (long long)j.tp, (long long)j.micro_batch, t.forward_s * 1e3,
+                 t.backward_s * 1e3,
                  t.input_s * 1e3, t.weight_s * 1e3, plan::human_bytes(t.activation_bytes).c_str());
   }
 

@@ -16,6 +16,10 @@ struct Options {
   double seconds = 1.0;  // time budget of each measurement
   bool links = true;     // point-to-point between two ranks (mpirun -n 2)
   bool alone = false;    // skip the slowdown with every core busy (written as 1)
+  // Tensor-parallel degrees whose shard of each block is timed too (with a group in which
+  // nothing moves: the shard's compute only); degrees that do not divide the model's heads
+  // and width are skipped.
+  std::vector<int64_t> tp_degrees = {2};
 };
 
 struct Measured {

@@ -46,6 +46,7 @@ struct BlockJob {
   torch::Tensor grad{};         // random output gradient (not the head)
   std::vector<double> fwd{}, both{}, in_s{}, w_s{};
   double activation_bytes = -1;
+  int64_t tp = 1;  // a tensor-parallel shard of the block (profile/idle_group.h)
 };
 
 double forward_backward(BlockJob& j);

@@ -1,4 +1,4 @@
-// The Huffman coder of --quant.huffman: round trips of skewed, uniform, empty and one-byte
+// The entropy coder of --quant.entropy: round trips of skewed, uniform, empty and one-byte
 // strings, the size it reaches on skewed codes, and a corrupt or short stream refused.
 #include <gtest/gtest.h>
 
@@ -6,13 +6,13 @@
 #include <random>
 
 #include "loom/common/error.h"
-#include "loom/parallel/huffman_bytes.h"
+#include "loom/parallel/entropy_coder.h"
 
-using loom::parallel::HuffmanBytes;
+using loom::parallel::EntropyCoder;
 
 namespace {
 
-std::vector<uint8_t> round_trip(HuffmanBytes& h, const std::vector<uint8_t>& in,
+std::vector<uint8_t> round_trip(EntropyCoder& h, const std::vector<uint8_t>& in,
                                 size_t* coded = nullptr) {
   std::vector<uint8_t> packed = {0xAB};  // pack() appends
   h.pack(in.data(), in.size(), packed);
@@ -35,8 +35,8 @@ std::vector<uint8_t> skewed_nibbles(size_t n, uint32_t seed) {
   return v;
 }
 
-TEST(HuffmanBytes, RoundTripsAnyString) {
-  HuffmanBytes h;  // one coder for every case: its state is reset per call
+TEST(EntropyCoder, RoundTripsAnyString) {
+  EntropyCoder h;  // one coder for every case: its state is reset per call
   std::mt19937 rng(7);
   std::vector<uint8_t> uniform(100000);
   for (auto& b : uniform) b = static_cast<uint8_t>(rng());
@@ -45,10 +45,10 @@ TEST(HuffmanBytes, RoundTripsAnyString) {
     EXPECT_EQ(round_trip(h, in), in) << in.size() << " bytes";
 }
 
-// Codes of entropy H bits per nibble come out within 3 % of H (Huffman on byte pairs), far
+// Codes of entropy H bits per nibble come out within 3 % of H (zstd's Huffman on byte pairs), far
 // below the 8 bits a byte holds; a uniform string costs at most 1 % more than itself.
-TEST(HuffmanBytes, SkewedCodesShrinkToTheirEntropy) {
-  HuffmanBytes h;
+TEST(EntropyCoder, SkewedCodesShrinkToTheirEntropy) {
+  EntropyCoder h;
   const auto in = skewed_nibbles(200000, 3);
   std::vector<double> p(16, 0);
   for (uint8_t b : in) {
@@ -71,8 +71,8 @@ TEST(HuffmanBytes, SkewedCodesShrinkToTheirEntropy) {
   EXPECT_LE(coded, uniform.size() * 101 / 100);
 }
 
-TEST(HuffmanBytes, CorruptOrShortStreamIsAnError) {
-  HuffmanBytes h;
+TEST(EntropyCoder, CorruptOrShortStreamIsAnError) {
+  EntropyCoder h;
   const auto in = skewed_nibbles(5000, 5);
   std::vector<uint8_t> packed;
   h.pack(in.data(), in.size(), packed);
