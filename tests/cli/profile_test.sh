@@ -16,7 +16,9 @@ fail() { echo "FAIL: $*"; exit 1; }
   { cat "$tmp/stderr"; fail "loom profile exited with $?"; }
 grep -q "warning" "$tmp/stderr" && { cat "$tmp/stderr"; fail "the profile warned"; }
 blocks=$(grep -c '^\[\[block\]\]' "$tmp/c.toml")
-[[ $blocks == 6 ]] || fail "expected 6 blocks (3 kinds x 2 sizes), got $blocks"
+[[ $blocks == 12 ]] || fail "expected 12 blocks (3 kinds x 2 sizes x tp 1 and 2), got $blocks"
+shards=$(grep -c '^tp = 2$' "$tmp/c.toml")
+[[ $shards == 6 ]] || fail "expected 6 tp 2 shards, got $shards"
 grep -q '^shared = true' "$tmp/c.toml" || fail "the cluster file does not say the cores are shared"
 # Every slowdown written is a ratio >= 1 (absent = 1).
 awk -F' = ' '/^loaded_slowdown/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit bad }' "$tmp/c.toml" ||
@@ -26,4 +28,8 @@ awk -F' = ' '/^loaded_slowdown/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit ba
   --cluster "$tmp/c.toml" > "$tmp/sim" 2>&1 || { cat "$tmp/sim"; fail "loom simulate failed"; }
 grep -q "compute costs *profiled; 2 rank(s) share $(getconf _NPROCESSORS_ONLN) core(s)" "$tmp/sim" ||
   { cat "$tmp/sim"; fail "the breakdown does not name the profiled, shared compute costs"; }
+"$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --tp 2 \
+  --cluster "$tmp/c.toml" > "$tmp/sim-tp" 2>&1 || { cat "$tmp/sim-tp"; fail "loom simulate --tp 2 failed"; }
+grep -q "compute costs *profiled as tp 2 shards" "$tmp/sim-tp" ||
+  { cat "$tmp/sim-tp"; fail "simulate --tp 2 does not use the profiled shards"; }
 echo "ok: profile -> $blocks blocks; simulate: $(grep 'step time' "$tmp/sim")"

@@ -1,12 +1,13 @@
 // The entropy coder of --quant.entropy: round trips of skewed, uniform, empty and one-byte
 // strings, the size it reaches on skewed codes, and a corrupt or short stream refused.
+#include "loom/parallel/entropy_coder.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "loom/common/error.h"
-#include "loom/parallel/entropy_coder.h"
 
 using loom::parallel::EntropyCoder;
 

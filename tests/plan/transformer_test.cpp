@@ -159,6 +159,50 @@ TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
   EXPECT_GT(two.compute_comm_s(1, Kind::F), 0);  // the layer's all-reduces are in it
 }
 
+// Blocks the profile measured as tp shards (tp = 2) are used as they are, with the modelled
+// collectives on top; tp = 1 blocks of the same shape are then not scaled, and a run at tp = 1
+// does not read the shards.
+TEST(TransformerModel, ProfiledTensorParallelShards) {
+  const Cluster plain = a100();
+  Transformer m{1, 128, 4, 64, 256, false};
+  const std::vector<int> cut = {0, 1, 2};  // one block per stage: embedding, layer, head
+  Parallel p;
+  p.pp = 3;
+  p.micro_batch = 2;
+  p.tp = 2;
+  const TransformerCostModel analytic(m, p, plain, "", cut);
+  Cluster c = plain;
+  const double shard_f[] = {0.001, 0.004, 0.002}, shard_b[] = {0.003, 0.009, 0.005};
+  const char* kinds[] = {"embedding", "layer", "head"};
+  for (int k = 0; k < 3; ++k) {
+    c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, 10 * shard_f[k], 10 * shard_b[k]});
+    c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, shard_f[k], shard_b[k]});
+    c.blocks.back().tp = 2;
+  }
+  const TransformerCostModel shards(m, p, c, "", cut);
+  EXPECT_EQ(shards.compute_source(), "profiled as tp 2 shards");
+  using schedule::Kind;
+  for (int k = 0; k < 3; ++k) {
+    const double comm_f = analytic.compute_comm_s(k, Kind::F);
+    EXPECT_NEAR(shards.compute_s(k, Kind::F), shard_f[k] + comm_f, 1e-12) << kinds[k];
+    const double comm_b = analytic.compute_comm_s(k, Kind::B);
+    EXPECT_NEAR(shards.compute_s(k, Kind::B), shard_b[k] + comm_b, 1e-12) << kinds[k];
+  }
+  p.tp = 1;
+  const TransformerCostModel whole(m, p, c, "", cut);
+  EXPECT_NEAR(whole.compute_s(1, Kind::F), 10 * shard_f[1], 1e-12);
+  // The shard's degree survives the cluster file (tp = 1 is not written).
+  const Cluster d = parse_cluster(to_toml(c), "tp.toml");
+  ASSERT_EQ(d.blocks.size(), 6u);
+  EXPECT_EQ(d.blocks[0].tp, 1);
+  EXPECT_EQ(d.blocks[1].tp, 2);
+  const std::string text = to_toml(c);
+  size_t written = 0;
+  for (size_t at = text.find("\ntp = "); at != std::string::npos; at = text.find("\ntp = ", at + 1))
+    ++written;
+  EXPECT_EQ(written, 3u);  // the three shards
+}
+
 // A measured I/W split (here I + W > B) replaces the halves of B. The embedding has no matrix
 // product: its whole backward is in I, as the runtime runs it (model/linear_uses.h).
 TEST(TransformerModel, ProfiledInputWeightSplit) {

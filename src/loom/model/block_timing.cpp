@@ -6,17 +6,17 @@
 namespace loom::model {
 
 torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input,
-                                 const torch::Tensor& target) {
+                                 const torch::Tensor& target, const LossFn& loss) {
   torch::Tensor x = input.is_floating_point() ? input.detach().requires_grad_(true) : input;
   torch::Tensor y = block.forward(x);
-  if (target.defined()) y = Model::loss(y, target);
+  if (target.defined()) y = loss(y, target);
   return y;
 }
 
 double time_forward_backward(Block& block, const torch::Tensor& input, const torch::Tensor& target,
-                             torch::Tensor& grad) {
+                             torch::Tensor& grad, const LossFn& loss) {
   const auto t0 = std::chrono::steady_clock::now();
-  torch::Tensor y = forward_for_timing(block, input, target);
+  torch::Tensor y = forward_for_timing(block, input, target, loss);
   if (target.defined()) {
     y.backward();
   } else {

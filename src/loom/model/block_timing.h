@@ -11,15 +11,16 @@
 namespace loom::model {
 
 // The block's output for `input` (activations, or token ids for the embedding); for the head
-// (`target` defined: its token ids) the loss instead. Float inputs get requires_grad, so the
+// (`target` defined: its token ids) the loss instead, by `loss` (the model's criterion: the
+// vocabulary-parallel one under tensor parallelism). Float inputs get requires_grad, so the
 // backward computes the input gradient as a pipeline stage does.
 torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input,
-                                 const torch::Tensor& target);
+                                 const torch::Tensor& target, const LossFn& loss = &Model::loss);
 
 // Seconds of forward + backward. The backward starts from the loss (head) or from `grad`, the
 // output gradient; an undefined `grad` is drawn (standard normal) on first use and kept.
 double time_forward_backward(Block& block, const torch::Tensor& input, const torch::Tensor& target,
-                             torch::Tensor& grad);
+                             torch::Tensor& grad, const LossFn& loss = &Model::loss);
 
 // The median of timing samples (the upper one of the middle two; 0 for none).
 double median_of(std::vector<double> samples);

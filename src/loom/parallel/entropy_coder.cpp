@@ -33,9 +33,9 @@ void EntropyCoder::unpack(const uint8_t* in, size_t n, uint8_t* out, size_t expe
   // Room for exactly `expected`: a stream that decodes to more fails (dstSize_tooSmall).
   const size_t got = ZSTD_decompressDCtx(z_->d, out, expected, in, n);
   LOOM_CHECK(!ZSTD_isError(got) && got == expected, "coded piece of ", n, " bytes is corrupt: ",
-             ZSTD_isError(got) ? std::string("zstd: ") + ZSTD_getErrorName(got)
-                               : detail::concat("decoded ", got, " bytes where ", expected,
-                                                " were expected"));
+             ZSTD_isError(got)
+                 ? std::string("zstd: ") + ZSTD_getErrorName(got)
+                 : detail::concat("decoded ", got, " bytes where ", expected, " were expected"));
 }
 
 }  // namespace loom::parallel

@@ -325,7 +325,8 @@ std::string to_toml(const Cluster& c) {
     os << "\n[[block]]\nkind = " << quoted(b.kind) << "\nwidth = " << b.width
        << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads << "\nvocab = " << b.vocab
        << "\nmicro_batch = " << b.micro_batch
-       << (b.tp != 1 ? "\ntp = " + std::to_string(b.tp) : std::string()) << "\nforward_ms = " << num(b.forward_s * 1e3)
+       << (b.tp != 1 ? "\ntp = " + std::to_string(b.tp) : std::string())
+       << "\nforward_ms = " << num(b.forward_s * 1e3)
        << "\nbackward_ms = " << num(b.backward_s * 1e3) << "\n"
        << (b.input_s > 0 && b.weight_s > 0 ? "input_ms = " + num(b.input_s * 1e3) +
                                                  "\nweight_ms = " + num(b.weight_s * 1e3) + "\n"

@@ -318,8 +318,8 @@ std::string TransformerCostModel::compute_source() const {
     dst += (dst.empty() ? "" : ", ") + std::string(kBlockNames[k]);
   }
   if (prof.empty()) return "analytic";
-  const bool shards = std::any_of(std::begin(profiled_at_tp_), std::end(profiled_at_tp_),
-                                  [](bool b) { return b; });
+  const bool shards =
+      std::any_of(std::begin(profiled_at_tp_), std::end(profiled_at_tp_), [](bool b) { return b; });
   const bool scaled_too = [&] {
     for (int k = 0; k < 3; ++k)
       if (profiled_[k] && !profiled_at_tp_[k]) return true;

@@ -32,13 +32,11 @@ class IdleGroup : public comm::Backend {
     out.copy_(in.narrow(0, 0, out.numel()));
     return done(c);
   }
-  comm::WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out,
-                              const Call& c) override {
+  comm::WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     for (int r = 0; r < size(); ++r) out.narrow(0, r * in.numel(), in.numel()).copy_(in);
     return done(c);
   }
-  comm::WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out,
-                              const Call& c) override {
+  comm::WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     out.copy_(in);
     return done(c);
   }

@@ -138,9 +138,9 @@ std::optional<Measured> measure(const Options& o) {
     }
     std::cerr << "loom profile: the same blocks as tp " << t << " shards\n";
     groups.push_back(idle_group(static_cast<int>(t)));
-    shards.push_back(model::build(
-        cfg.model, cfg.train.seed,
-        model::TensorParallel{static_cast<int>(t), 0, groups.back().get(), false}));
+    shards.push_back(
+        model::build(cfg.model, cfg.train.seed,
+                     model::TensorParallel{static_cast<int>(t), 0, groups.back().get(), false}));
     model::Model& sm = shards.back();
     for (int64_t b : o.micro_batch_sizes) {
       torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
@@ -148,7 +148,10 @@ std::optional<Measured> measure(const Options& o) {
       jobs.push_back({"embedding", b, sm.blocks.front().get(), tokens, {}});
       jobs.push_back({"layer", b, sm.blocks[1].get(), act, {}});
       jobs.push_back({"head", b, sm.blocks.back().get(), act, tokens});
-      for (size_t i = jobs.size() - 3; i < jobs.size(); ++i) jobs[i].tp = t;
+      for (size_t i = jobs.size() - 3; i < jobs.size(); ++i) {
+        jobs[i].tp = t;
+        jobs[i].loss = sm.criterion;
+      }
     }
   }
   constexpr int kRounds = 4;
@@ -180,8 +183,8 @@ std::optional<Measured> measure(const Options& o) {
                  "  %-9s tp %lld micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
                  "(I %.3f + W %.3f), keeps %s\n",
                  j.kind, (long long)j.tp, (long long)j.micro_batch, t.forward_s * 1e3,
-                 t.backward_s * 1e3,
-                 t.input_s * 1e3, t.weight_s * 1e3, plan::human_bytes(t.activation_bytes).c_str());
+                 t.backward_s * 1e3, t.input_s * 1e3, t.weight_s * 1e3,
+                 plan::human_bytes(t.activation_bytes).c_str());
   }
 
   std::cerr << "loom profile: AdamW step (the optimizer loom train uses)\n";

@@ -78,13 +78,13 @@ class CoreLoad {
 };
 
 torch::Tensor run_forward(BlockJob& j) {
-  return model::forward_for_timing(*j.block, j.input, j.target);
+  return model::forward_for_timing(*j.block, j.input, j.target, j.loss);
 }
 
 }  // namespace
 
 double forward_backward(BlockJob& j) {
-  return model::time_forward_backward(*j.block, j.input, j.target, j.grad);
+  return model::time_forward_backward(*j.block, j.input, j.target, j.grad, j.loss);
 }
 
 // One round of `budget` seconds: forward with autograd as in training, backward from a random
@@ -118,7 +118,7 @@ void sample_block(BlockJob& j, double budget) {
         model::RecordLinearUses record(&split.uses);
         y = j.block->forward(x);
       }
-      if (j.target.defined()) y = model::Model::loss(y, j.target);
+      if (j.target.defined()) y = j.loss(y, j.target);
       if (!j.grad.defined() && !j.target.defined()) j.grad = torch::randn_like(y);
       const torch::Tensor g = j.target.defined() ? torch::Tensor() : j.grad;
       auto t0 = Clock::now();

@@ -47,6 +47,7 @@ struct BlockJob {
   std::vector<double> fwd{}, both{}, in_s{}, w_s{};
   double activation_bytes = -1;
   int64_t tp = 1;  // a tensor-parallel shard of the block (profile/idle_group.h)
+  model::LossFn loss = &model::Model::loss;  // the head's: the model's criterion
 };
 
 double forward_backward(BlockJob& j);
