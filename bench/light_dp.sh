@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Light data parallelism on a language model (docs/light-dp.md; results in
+# Light data parallelism on a language model (docs/slim-dp.md; results in
 # docs/notes/light-dp-results.md): the byte-level GPT of configs/gpt-fortunes.toml on the fortunes
 # corpus, 4 ranks of pure data parallelism, the same tokens (steps x global batch) and seed for
-# every method: allreduce, slim (two settings), quant 8-bit, powersgd (rank 4, 16), diloco
-# (H = 10, 50) and streaming-diloco, on an EMULATED link (loom delays every communication as
-# such a link would; it is not a network).
+# every method: allreduce, slim (two settings), quant 8-bit and 4-bit entropy-coded, powersgd
+# (rank 4, 16), diloco (H = 10, 50) and streaming-diloco, on an EMULATED link (loom delays every
+# communication as such a link would; it is not a network).
 # usage: bench/light_dp.sh [BUILD_DIR] [STEPS] [OUT_DIR]
 #   prints markdown tables; writes OUT_DIR/results.json and OUT_DIR/light_dp.svg
 # Phase 1: every method's full run (no link emulated): validation loss on the held-out split
@@ -53,7 +53,7 @@ declare -A flags=(
   [streaming-h2-f4-4bit-avg-overlap]="--dp-mode streaming-diloco --diloco.inner_steps 2 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1 --diloco.outer_lr 1 --diloco.outer_momentum 0"
   [streaming-h50-f4-4bit]="--dp-mode streaming-diloco --diloco.inner_steps 50 --diloco.fragments 4 --diloco.outer_bits 4 --diloco.overlap 1"
 )
-read -r -d "" -a order <<<"${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit powersgd-r4
+read -r -d "" -a order <<<"${METHODS:-allreduce slim-c0.2-e0.1 slim-c0.05-e0.05-t4 quant-8bit quant-4bit-ent powersgd-r4
   powersgd-r16 diloco-h10 diloco-h50 diloco-h16-avg streaming-h10-f4-4bit streaming-h50-f4-4bit}" ||
   true
 time_steps=${TIME_STEPS:-100}
