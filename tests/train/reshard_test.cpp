@@ -205,26 +205,47 @@ TEST_P(Reshard, ContinuesLikeOneProcess) {
 INSTANTIATE_TEST_SUITE_P(All, Reshard, ::testing::ValuesIn(moves()),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Slim replicas each hold a model of their own: a checkpoint of slim resumes only into slim
-// with the same dp, and says so in one line.
-TEST(Reshard, SlimRefusesAnotherDpOrMode) {
-  const std::string a = test::shared_tmp("rs-slim");
-  config::Config c = base();
-  on_first(2, [&](comm::Backend& g) {
-    train::Trainer(with_layout(c, {2, 1, 1, "1f1b", "slim"}, a), g).run(3);
-  });
-  on_first(1, [&](comm::Backend& g) {
-    for (const Layout& l : {Layout{1, 1, 1, "1f1b", "slim"}, Layout{1}}) {
-      config::Config r = with_layout(c, l, a + "-again");
-      r.output.resume = a + "/checkpoint";
-      try {
-        train::Trainer t(r, g);
-        ADD_FAILURE() << "resumed a dp=2 slim checkpoint with dp=1 " << l.mode;
-      } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find("slim"), std::string::npos) << e.what();
+// Slim and DiLoCo replicas each hold a model of their own (DiLoCo with H = 10 has not met yet
+// at step 3, so its two replicas differ): resumed with another dp or into a mode with one model,
+// the run starts from their mean, parameters and optimizer moments alike, bit for bit
+// ((a + b) / 2 as the loader sums).
+TEST(Reshard, PerReplicaModesResumeFromTheMeanOfTheirReplicas) {
+  for (const char* mode : {"slim", "diloco"}) {
+    const std::string a = test::shared_tmp(std::string("rs-mean-") + mode);
+    config::Config c = base();
+    c.diloco.inner_steps = 10;
+    on_first(2, [&](comm::Backend& g) {
+      train::Trainer(with_layout(c, {2, 1, 1, "1f1b", mode}, a), g).run(3);
+    });
+    for (const Layout& to : {Layout{1, 1, 1, "1f1b", mode}, Layout{1}}) {
+      const std::string b = a + "-to-" + to.mode;
+      on_first(1, [&](comm::Backend& g) {
+        config::Config r = with_layout(c, to, b);
+        r.output.resume = a + "/checkpoint";
+        train::Trainer(r, g).checkpoint();
+      });
+      if (comm::world().rank() != 0) continue;
+      const auto saved = joined(train::read_whole_checkpoint(a + "/checkpoint"));
+      const auto moved = joined(train::read_whole_checkpoint(b + "/checkpoint"));
+      const int replica = to.mode == std::string(mode) ? 0 : -1;
+      int compared = 0, differed = 0;
+      for (const auto& [key, t] : saved) {
+        const bool state = key.first.rfind("param/", 0) == 0 ||
+                           key.first.rfind("adamw.exp_avg/", 0) == 0 ||
+                           key.first.rfind("adamw.exp_avg_sq/", 0) == 0;
+        if (!state || key.second != 0) continue;
+        const torch::Tensor other = saved.at({key.first, 1});
+        auto it = moved.find({key.first, replica});
+        ASSERT_NE(it, moved.end()) << mode << " -> " << to.mode << ": " << key.first;
+        EXPECT_TRUE(torch::equal(it->second, (t + other) / 2))
+            << mode << " -> " << to.mode << ": " << key.first;
+        ++compared;
+        differed += !torch::equal(t, other);
       }
+      EXPECT_GT(compared, 0) << mode;
+      EXPECT_GT(differed, 0) << mode << ": the replicas were equal, the mean proves nothing";
     }
-  });
+  }
 }
 
 }  // namespace

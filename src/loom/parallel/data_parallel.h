@@ -94,6 +94,7 @@ class DataParallel : public DpHooks {
     return buffer_.layout().slots[i].shape;
   }
   int dp_rank() const { return dp_->rank(); }
+  int dp_size() const { return dp_->size(); }
 
  protected:
   std::vector<torch::Tensor> stage_tensors() const;

@@ -4,6 +4,10 @@
 // ZeRO shard), the optimizer's state over the same pieces ("adamw.exp_avg/<name>", ...,
 // "optimizer.step") and the mode's own state. Loading asks for exactly the pieces this
 // rank's stage and shard hold, whatever layout wrote them.
+// Modes whose replicas each train a model of their own (slim, diloco: per_replica()) save one
+// copy per replica. A run with the same number of such replicas loads its own; any other run
+// (another dp, or a mode with one model) loads their mean, parameters and optimizer state
+// alike, as DiLoCo's replicas take at the end of a run.
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/parallel/state_chunks.h"
@@ -11,7 +15,10 @@
 namespace loom::parallel {
 
 void save_stage_state(DataParallel& mode, const StageOptimizer& opt, ChunkWriter& w);
-// UsageError (one line) when the checkpoint lacks something this stage needs.
-void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader& r);
+// `saved_replicas`: how many models the checkpoint holds per stage (the dp of a per-replica
+// mode that wrote it), 0 for one. UsageError (one line) when the checkpoint lacks something
+// this stage needs.
+void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader& r,
+                      int saved_replicas = 0);
 
 }  // namespace loom::parallel

@@ -269,22 +269,14 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
   }
   if (saved.optimizer != run.optimizer) refuse("train.optimizer", saved.optimizer, run.optimizer);
   if (saved.dtype != run.dtype) refuse("dtype", saved.dtype, run.dtype);
-  // Slim and DiLoCo replicas each train a model of their own (and its optimizer state):
-  // nothing maps them onto other replicas.
+  // Slim and DiLoCo replicas each train a model of their own (and its optimizer state); a run
+  // with another number of such replicas starts from their mean (parallel/stage_state.h).
   auto per_replica = [](const std::string& mode) {
     const auto m = config::parse_choice<config::DpMode>(mode);
     return m && config::per_replica(*m);
   };
   const bool was_own = per_replica(saved.dp_mode), is_own = per_replica(run.dp_mode);
-  if (was_own && saved.dp_mode != run.dp_mode)
-    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = ", saved.dp_mode,
-               ", whose replicas each hold a model of their own; resume it with dp_mode ",
-               saved.dp_mode);
-  if (was_own && saved.dp != run.dp)
-    LOOM_USAGE("checkpoint '", dir, "' was written with parallel.dp_mode = ", saved.dp_mode,
-               " and dp = ", saved.dp, ", this run has dp = ", run.dp, "; ", saved.dp_mode,
-               " keeps one model per replica, so resume it with dp = ", saved.dp,
-               " (pp, loops and the schedule may change)");
+  const bool averaged = was_own && saved.dp > 1 && (!is_own || saved.dp != run.dp);
   const bool reshards = saved.world != run.world || saved.dp != run.dp || saved.pp != run.pp ||
                         saved.tp != run.tp || saved.loops != run.loops ||
                         saved.placement != run.placement || saved.dp_mode != run.dp_mode ||
@@ -294,6 +286,11 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
                                     saved.layout(), " to ", run.layout());
   if (saved.dp_mode == "quant" && (!(run.dp_mode == "quant") || saved.dp != run.dp))
     line += "; the quantization residual starts from zero";
+  if (saved.dp_mode == "powersgd" && (!(run.dp_mode == "powersgd") || saved.dp != run.dp))
+    line += "; PowerSGD's error feedback starts from zero";
+  if (averaged)
+    line += detail::concat("; the ", saved.dp, " ", saved.dp_mode,
+                           " replicas' models and optimizer state are averaged");
   if (is_own && !was_own) line += "; " + run.dp_mode + "'s global copy starts from the parameters";
   return line;
 }

@@ -301,12 +301,23 @@ int64_t Checkpointer::load(const std::string& path) {
       world_.rank() < static_cast<int>(saved.files.size()) ? &saved.files[world_.rank()] : nullptr;
   std::vector<int> mine;
   for (const auto& [s, st] : stages_) mine.push_back(s);
-  const bool same = saved.same_layout(run) && own && own->dp_rank == dp_rank && own->stages == mine;
+  // A per-replica mode's replicas (slim, diloco) load their own model under the same dp and
+  // mode, otherwise the mean of all the saved ones (parallel/stage_state.h).
+  auto per_replica = [](const std::string& mode) {
+    const auto m = config::parse_choice<config::DpMode>(mode);
+    return m && config::per_replica(*m);
+  };
+  const int replicas = per_replica(saved.dp_mode) ? saved.dp : 0;
+  const bool mean = replicas > 0 && !(per_replica(run.dp_mode) && saved.dp == run.dp);
+  const bool same =
+      !mean && saved.same_layout(run) && own && own->dp_rank == dp_rank && own->stages == mine;
   std::vector<size_t> files{static_cast<size_t>(world_.rank())};
   if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
-  // Per-replica state (quant's residual) belongs to a replica of the same dp only.
-  CheckpointReader reader(dir, saved, files, saved.dp == run.dp, run.tp);
-  for (const auto& [s, y] : syncs_) parallel::load_stage_state(*y, *optimizers_.at(s), reader);
+  // Per-replica state (quant's residual) belongs to a replica of the same dp only; the models
+  // of a per-replica mode's replicas are all read when their mean is taken.
+  CheckpointReader reader(dir, saved, files, saved.dp == run.dp || replicas > 0, run.tp);
+  for (const auto& [s, y] : syncs_)
+    parallel::load_stage_state(*y, *optimizers_.at(s), reader, replicas);
   if (same && reader.first_rng().defined()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     gen.set_state(reader.first_rng());
