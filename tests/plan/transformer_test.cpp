@@ -129,19 +129,28 @@ TEST(TransformerModel, ProfiledBlocks) {
 
 // Under tensor parallelism each block's measured (tp = 1) time is scaled by the analytic
 // model's ratio of its tp = 2 part to the whole, and the tp collectives are added as modelled.
-TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
+// One block per stage (embedding, layer, head) of a one-layer model, micro-batches of 2.
+struct OneBlockPerStage {
   const Cluster plain = a100();
-  Transformer m{1, 128, 4, 64, 256, false};
-  const std::vector<int> cut = {0, 1, 2};  // one block per stage: embedding, layer, head
+  const Transformer m{1, 128, 4, 64, 256, false};
+  const std::vector<int> cut = {0, 1, 2};
+  const char* kinds[3] = {"embedding", "layer", "head"};
   Parallel p;
-  p.pp = 3;
-  p.micro_batch = 2;
+  OneBlockPerStage() {
+    p.pp = 3;
+    p.micro_batch = 2;
+  }
+};
+
+TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
+  OneBlockPerStage one_each;
+  const auto& [plain, m, cut, kinds, p_] = one_each;
+  Parallel p = p_;
   const TransformerCostModel one(m, p, plain, "", cut);
   p.tp = 2;
   const TransformerCostModel two(m, p, plain, "", cut);
   Cluster c = plain;
   const double measured_f[] = {0.001, 0.004, 0.002}, measured_b[] = {0.003, 0.009, 0.005};
-  const char* kinds[] = {"embedding", "layer", "head"};
   for (int k = 0; k < 3; ++k)
     c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, measured_f[k], measured_b[k]});
   const TransformerCostModel scaled(m, p, c, "", cut);
@@ -163,17 +172,13 @@ TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
 // collectives on top; tp = 1 blocks of the same shape are then not scaled, and a run at tp = 1
 // does not read the shards.
 TEST(TransformerModel, ProfiledTensorParallelShards) {
-  const Cluster plain = a100();
-  Transformer m{1, 128, 4, 64, 256, false};
-  const std::vector<int> cut = {0, 1, 2};  // one block per stage: embedding, layer, head
-  Parallel p;
-  p.pp = 3;
-  p.micro_batch = 2;
+  OneBlockPerStage one_each;
+  const auto& [plain, m, cut, kinds, p_] = one_each;
+  Parallel p = p_;
   p.tp = 2;
   const TransformerCostModel analytic(m, p, plain, "", cut);
   Cluster c = plain;
   const double shard_f[] = {0.001, 0.004, 0.002}, shard_b[] = {0.003, 0.009, 0.005};
-  const char* kinds[] = {"embedding", "layer", "head"};
   for (int k = 0; k < 3; ++k) {
     c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, 10 * shard_f[k], 10 * shard_b[k]});
     c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, shard_f[k], shard_b[k]});

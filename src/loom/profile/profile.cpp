@@ -115,16 +115,24 @@ std::optional<Measured> measure(const Options& o) {
   // Blocks are timed alone and, unless `alone`, also while the other cores run them.
   const int load_cores = o.alone ? 0 : static_cast<int>(cores) - 1;
   std::cerr << "loom profile: GPT blocks of " << config_path << " (alone)\n";
-  model::Model m = model::build(cfg.model, cfg.train.seed);
   const auto& mc = cfg.model;
   std::vector<BlockJob> jobs;
-  for (int64_t b : o.micro_batch_sizes) {
-    torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
-    torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
-    jobs.push_back({"embedding", b, m.blocks.front().get(), tokens, {}});
-    jobs.push_back({"layer", b, m.blocks[1].get(), act, {}});
-    jobs.push_back({"head", b, m.blocks.back().get(), act, tokens});
-  }
+  // The three kinds of blocks of `m` (a tp shard when tp > 1) at every micro-batch size.
+  auto add_jobs = [&](const model::Model& m, int64_t tp) {
+    for (int64_t b : o.micro_batch_sizes) {
+      torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
+      torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
+      jobs.push_back({"embedding", b, m.blocks.front().get(), tokens, {}});
+      jobs.push_back({"layer", b, m.blocks[1].get(), act, {}});
+      jobs.push_back({"head", b, m.blocks.back().get(), act, tokens});
+      for (size_t i = jobs.size() - 3; i < jobs.size(); ++i) {
+        jobs[i].tp = tp;
+        jobs[i].loss = m.criterion;
+      }
+    }
+  };
+  const model::Model whole = model::build(cfg.model, cfg.train.seed);
+  add_jobs(whole, 1);
   // Tensor-parallel shards of the same blocks (same seed: the parts of the same parameters).
   std::vector<std::unique_ptr<comm::Backend>> groups;
   std::vector<model::Model> shards;
@@ -141,18 +149,7 @@ std::optional<Measured> measure(const Options& o) {
     shards.push_back(
         model::build(cfg.model, cfg.train.seed,
                      model::TensorParallel{static_cast<int>(t), 0, groups.back().get(), false}));
-    model::Model& sm = shards.back();
-    for (int64_t b : o.micro_batch_sizes) {
-      torch::Tensor tokens = torch::randint(mc.vocab, {b, mc.seq_len}, torch::kLong);
-      torch::Tensor act = torch::randn({b, mc.seq_len, mc.width});
-      jobs.push_back({"embedding", b, sm.blocks.front().get(), tokens, {}});
-      jobs.push_back({"layer", b, sm.blocks[1].get(), act, {}});
-      jobs.push_back({"head", b, sm.blocks.back().get(), act, tokens});
-      for (size_t i = jobs.size() - 3; i < jobs.size(); ++i) {
-        jobs[i].tp = t;
-        jobs[i].loss = sm.criterion;
-      }
-    }
+    add_jobs(shards.back(), t);
   }
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round)
@@ -165,20 +162,9 @@ std::optional<Measured> measure(const Options& o) {
   });
   for (const BlockJob& j : jobs) {
     const BlockTimes t = summarize(j);
-    plan::BlockProfile bp;
-    bp.kind = j.kind;
-    bp.width = mc.width;
-    bp.seq_len = mc.seq_len;
-    bp.heads = mc.heads;
-    bp.vocab = mc.vocab;
-    bp.micro_batch = j.micro_batch;
-    bp.tp = j.tp;
-    bp.forward_s = t.forward_s;
-    bp.backward_s = t.backward_s;
-    bp.input_s = t.input_s;
-    bp.weight_s = t.weight_s;
-    bp.activation_bytes = t.activation_bytes;
-    c.blocks.push_back(bp);
+    c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
+                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
+    c.blocks.back().tp = j.tp;
     std::fprintf(stderr,
                  "  %-9s tp %lld micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
                  "(I %.3f + W %.3f), keeps %s\n",
