@@ -12,7 +12,7 @@ torch::Tensor piece_of(const torch::Tensor& t, const DataParallel::Piece& p) {
 // Reads `out` as replica `replica` holds it, or (replica < -1) the mean over `count` replicas,
 // summed in replica order (every rank gets the same bits).
 bool get_or_mean(const ChunkReader& r, const std::string& name, int replica, int count,
-                 int64_t begin, torch::Tensor out) {
+                 int64_t begin, const torch::Tensor& out) {
   if (replica >= -1) return r.get(name, replica, begin, out);
   torch::Tensor one = torch::empty_like(out), sum = torch::zeros_like(out);
   for (int k = 0; k < count; ++k) {
