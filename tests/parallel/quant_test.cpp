@@ -249,6 +249,30 @@ INSTANTIATE_TEST_SUITE_P(All, QuantPipeline,
                                            std::make_pair(std::string("bfs"), 2)),
                          [](const auto& info) { return info.param.first; });
 
+// quant.entropy inside a pipeline whose ranks hold two stages each (bfs, loops 2): both stages'
+// coded exchanges share the data-parallel communicator and its tags, in the same order on every
+// rank; the parameters are those of the uncoded run, bit for bit.
+TEST(QuantSync, EntropyCodingInAPipelineChangesNothing) {
+  if (comm::world().size() < 4) GTEST_SKIP() << "needs 4 ranks";
+  config::Config c = test::tiny("gpt");
+  c.model.layers = 6;
+  c.train.steps = 3;
+  c.parallel.pp = 2;
+  c.parallel.dp = 2;
+  c.parallel.loops = 2;
+  c.parallel.schedule = "bfs";
+  c.train.microbatches = 4;
+  c.train.global_batch = 16;
+  c.parallel.dp_mode = config::DpMode::Quant;
+  c.quant.bits = 4;
+  const test::Params plain = test::train_on(c, 4, "quant-ent-plain");
+  c.quant.entropy = true;
+  const test::Params coded = test::train_on(c, 4, "quant-ent-coded");
+  ASSERT_EQ(plain.size(), coded.size());
+  EXPECT_FALSE(plain.empty());
+  for (const auto& [name, t] : plain) EXPECT_TRUE(torch::equal(t, coded.at(name))) << name;
+}
+
 // A run interrupted after the checkpoint of step 3 and resumed continues bit for bit
 // (checkpoints carry the quant state: the error-feedback residual).
 TEST(QuantSync, ResumeContinuesExactly) {
