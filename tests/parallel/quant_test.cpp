@@ -41,7 +41,23 @@ struct Pair {
     sync =
         std::make_unique<parallel::QuantSync>(parallel::SyncContext{stage.get(), comm.get(), &cfg});
   }
+  // One exchange of `grad` (into the stage's gradient, reduced, finished); the bytes it sent.
+  uint64_t exchange(const torch::Tensor& grad) {
+    vec->w.grad().copy_(grad);  // a view of the stage's gradient buffer
+    const auto before = comm->stats();
+    sync->reduce_grad();
+    sync->finish_grad_sync();
+    return (comm->stats() - before).total_bytes();
+  }
 };
+
+// The tiny MLP's configuration with quant's bits and block size set.
+config::Config quant_config(int64_t bits, int64_t block = 256) {
+  config::Config cfg = test::tiny("mlp");
+  cfg.quant.bits = bits;
+  cfg.quant.block = block;
+  return cfg;
+}
 
 // Ranks 0 and 1, 8 bits, blocks of 2; n = 4 values, so each rank owns a shard of 2.
 // Every scale is a power of two, so each value below is exact:
@@ -55,9 +71,7 @@ struct Pair {
 // leaves the residual (0.03 + (0.03 - 0.03125)) - 0.03125.
 TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
   if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  config::Config cfg = test::tiny("mlp");
-  cfg.quant.bits = 8;
-  cfg.quant.block = 2;
+  const config::Config cfg = quant_config(8, 2);
   Pair two(cfg);
   if (!two.sync) return;  // ranks 2 and up
   const std::vector<float> grad = two.comm->rank() == 0
@@ -66,12 +80,8 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
   const std::vector<float> mean = {1.984375f, -0.25f, 0.28125f, 3.96875f};
   const int64_t chunk = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
   for (int step = 0; step < 2; ++step) {
-    two.vec->w.grad().copy_(torch::tensor(grad));  // a view of the stage's gradient buffer
-    auto before = two.comm->stats();
-    two.sync->reduce_grad();
-    two.sync->finish_grad_sync();
     // An all-to-all and an all-gather, each sending one quantized chunk to the other rank.
-    EXPECT_EQ((two.comm->stats() - before).total_bytes(), uint64_t(2 * chunk));
+    EXPECT_EQ(two.exchange(torch::tensor(grad)), uint64_t(2 * chunk));
     auto g = two.vec->w.grad();
     for (int i = 0; i < 4; ++i)
       EXPECT_EQ(g[i].item<float>(), mean[i]) << "step " << step << " i " << i;
@@ -91,20 +101,16 @@ TEST(QuantSync, HandComputedExchangeAndErrorFeedback) {
 // [1, 0] and [0, 1] are exact in 8 bits too. The bytes: one 2-bit and one 8-bit chunk.
 TEST(QuantSync, GatherInOtherBits) {
   if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  config::Config cfg = test::tiny("mlp");
-  cfg.quant.bits = 2;
+  config::Config cfg = quant_config(2, 2);
   cfg.quant.gather_bits = 8;
-  cfg.quant.block = 2;
   Pair two(cfg);
   if (!two.sync) return;  // ranks 2 and up
-  two.vec->w.grad().copy_(two.comm->rank() == 0 ? torch::tensor({1.0f, -1.0f, 1.0f, 1.0f})
-                                                : torch::tensor({1.0f, 1.0f, -1.0f, 1.0f}));
-  auto before = two.comm->stats();
-  two.sync->reduce_grad();
-  two.sync->finish_grad_sync();
+  const uint64_t sent =
+      two.exchange(two.comm->rank() == 0 ? torch::tensor({1.0f, -1.0f, 1.0f, 1.0f})
+                                         : torch::tensor({1.0f, 1.0f, -1.0f, 1.0f}));
   const uint64_t two_bits = parallel::quant::encoded_bytes(2, {2, 2});    // 4 + 1 bytes
   const uint64_t eight_bits = parallel::quant::encoded_bytes(2, {8, 2});  // 4 + 2 bytes
-  EXPECT_EQ((two.comm->stats() - before).total_bytes(), two_bits + eight_bits);
+  EXPECT_EQ(sent, two_bits + eight_bits);
   const std::vector<float> mean = {1.0f, 0.0f, 0.0f, 1.0f};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(two.vec->w.grad()[i].item<float>(), mean[i]) << "i " << i;
 }
@@ -114,15 +120,11 @@ TEST(QuantSync, GatherInOtherBits) {
 // shard [-1, 1] has RMS 1 = its largest value and is sent exactly.
 TEST(QuantSync, RmsClipScalesTheSentShards) {
   if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  config::Config cfg = test::tiny("mlp");
-  cfg.quant.bits = 3;
-  cfg.quant.block = 2;
+  config::Config cfg = quant_config(3, 2);
   cfg.quant.rms_clip = 1;
   Pair two(cfg);
   if (!two.sync) return;  // ranks 2 and up
-  two.vec->w.grad().copy_(torch::tensor({4.0f, 1.0f, -1.0f, 1.0f}));
-  two.sync->reduce_grad();
-  two.sync->finish_grad_sync();
+  two.exchange(torch::tensor({4.0f, 1.0f, -1.0f, 1.0f}));
   const float s = std::sqrt(8.5f) / 3.0f;
   const std::vector<float> e = {4.0f - 3 * s, 1.0f - s, 0.0f, 0.0f};  // 1 / s = 1.03: code 1
   for (int i = 0; i < 4; ++i) EXPECT_EQ(two.sync->residual()[i], e[i]) << "i " << i;
@@ -133,8 +135,7 @@ TEST(QuantSync, RmsClipScalesTheSentShards) {
 // bit as without it, over two steps (the second with error feedback), in fewer bytes.
 TEST(QuantSync, EntropyCodingSendsFewerBytesForTheSameResult) {
   if (comm::world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  config::Config cfg = test::tiny("mlp");
-  cfg.quant.bits = 4;
+  config::Config cfg = quant_config(4);
   constexpr int64_t n = 4096;
   struct Outcome {
     std::vector<float> mean, residual;
@@ -148,11 +149,7 @@ TEST(QuantSync, EntropyCodingSendsFewerBytesForTheSameResult) {
     torch::manual_seed(11 + two.comm->rank());
     const torch::Tensor grad = torch::randn({n}) * torch::randn({n});
     for (int step = 0; step < 2; ++step) {
-      two.vec->w.grad().copy_(grad);
-      const auto before = two.comm->stats();
-      two.sync->reduce_grad();
-      two.sync->finish_grad_sync();
-      out[coded].bytes += (two.comm->stats() - before).total_bytes();
+      out[coded].bytes += two.exchange(grad);
       const torch::Tensor g = two.vec->w.grad().contiguous();
       out[coded].mean.assign(g.data_ptr<float>(), g.data_ptr<float>() + n);
       out[coded].residual = two.sync->residual();
