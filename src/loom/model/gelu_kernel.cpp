@@ -6,7 +6,8 @@
 
 // One copy per instruction set level (AVX-512, AVX2 with FMA, the baseline), chosen at load time.
 #if defined(__x86_64__) && defined(__GNUC__)
-#define LOOM_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define LOOM_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define LOOM_CPU_CLONES
 #endif
@@ -18,7 +19,7 @@ namespace {
 // to r^8 (relative error below 6e-9), 2^n by the exponent bits. Branch-free, so it vectorizes.
 inline float exp_nonpositive(float y) {
   y = std::max(y, -87.0f);
-  const float n = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(y / ln2)
+  const float n = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f;       // round(y / ln2)
   const float r = (y - n * 0.693145751953125f) - n * 1.428606820309417232e-6f;  // ln2 in two parts
   float p = 1.0f / 40320;
   p = p * r + 1.0f / 5040;
@@ -54,13 +55,12 @@ inline CdfPdf normal_cdf_pdf(float x) {
 
 }  // namespace
 
-LOOM_CPU_CLONES void gelu_forward(
-    const float* __restrict x, float* __restrict y, int64_t n) {
+LOOM_CPU_CLONES void gelu_forward(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * normal_cdf_pdf(x[i]).cdf;
 }
 
-LOOM_CPU_CLONES void gelu_backward(
-    const float* __restrict grad, const float* __restrict x, float* __restrict dx, int64_t n) {
+LOOM_CPU_CLONES void gelu_backward(const float* __restrict grad, const float* __restrict x,
+                                   float* __restrict dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const CdfPdf c = normal_cdf_pdf(x[i]);
     dx[i] = grad[i] * (c.cdf + x[i] * c.pdf);
