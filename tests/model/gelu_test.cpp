@@ -1,18 +1,23 @@
 // loom's GELU kernel against the exact GELU in double precision, and the differentiable gelu()
 // against libtorch's torch::gelu (values, gradients, second derivatives, the fallbacks).
+#include "loom/model/gelu.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <vector>
 
-#include "loom/model/gelu.h"
 #include "loom/model/gelu_kernel.h"
 
 namespace {
 
-double exact_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-double exact_gelu(double x) { return x * exact_cdf(x); }
+double exact_cdf(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+double exact_gelu(double x) {
+  return x * exact_cdf(x);
+}
 double exact_derivative(double x) {
   return exact_cdf(x) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
 }

@@ -52,19 +52,6 @@ TEST(GradBuckets, CapFromMebibytes) {
   EXPECT_EQ(GradBuckets::cap_elements(1.0, 2), 1 << 19);
 }
 
-TEST(GradBuckets, SmallStagesGetSeveralBuckets) {
-  const int64_t cap = 25 * (1 << 20) / 4, mib = (1 << 20) / 4;
-  // The 3.32M-parameter GPT in one stage: eighths of it, not one 25 MiB bucket.
-  EXPECT_EQ(GradBuckets::cap_elements(25.0, 4, 3'320'000), 415'000);
-  // A tiny stage: buckets of 1 MiB at least.
-  EXPECT_EQ(GradBuckets::cap_elements(25.0, 4, 100'000), mib);
-  // A large stage: the configured cap.
-  EXPECT_EQ(GradBuckets::cap_elements(25.0, 4, int64_t(1) << 30), cap);
-  // A configured cap below 1 MiB is kept whatever the stage.
-  EXPECT_EQ(GradBuckets::cap_elements(0.5, 4, 100'000), mib / 2);
-  EXPECT_EQ(GradBuckets::cap_elements(0.5, 4, int64_t(1) << 30), mib / 2);
-}
-
 TEST(GradBuckets, CompleteOnceWhileArmed) {
   GradBuckets g({10, 20, 30, 40}, 50);  // {3}, {2, 1}, {0}
   ASSERT_EQ(g.size(), 3);

@@ -4,13 +4,7 @@
 #include <bit>
 #include <cmath>
 
-// One copy per instruction set level (AVX-512, AVX2 with FMA, the baseline), chosen at load time.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define LOOM_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LOOM_CPU_CLONES
-#endif
+#include "loom/common/cpu_clones.h"
 
 namespace loom::model {
 namespace {

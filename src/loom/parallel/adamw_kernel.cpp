@@ -2,11 +2,14 @@
 
 #include <cmath>
 
+#include "loom/common/cpu_clones.h"
+
 namespace loom::parallel {
 
-void adamw_update(float* __restrict p, const float* __restrict g, float* __restrict m,
-                  float* __restrict v, int64_t n, float decay, float beta1, float beta2,
-                  float step_size, float sqrt_bc2, float eps) {
+LOOM_CPU_CLONES void adamw_update(float* __restrict p, const float* __restrict g,
+                                  float* __restrict m, float* __restrict v, int64_t n, float decay,
+                                  float beta1, float beta2, float step_size, float sqrt_bc2,
+                                  float eps) {
   const float one_m_b1 = 1.0f - beta1, one_m_b2 = 1.0f - beta2;
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];

@@ -22,12 +22,6 @@ int64_t GradBuckets::cap_elements(double cap_mib, int64_t element_bytes) {
   return std::max<int64_t>(1, int64_t(cap_mib * (1 << 20)) / element_bytes);
 }
 
-int64_t GradBuckets::cap_elements(double cap_mib, int64_t element_bytes, int64_t total) {
-  const int64_t cap = cap_elements(cap_mib, element_bytes);
-  const int64_t smallest = std::min(cap, kMinBucketBytes / element_bytes);
-  return std::clamp((total + kMinBuckets - 1) / kMinBuckets, smallest, cap);
-}
-
 void GradBuckets::arm() {
   armed_ = true;
   std::fill(ready_.begin(), ready_.end(), 0);

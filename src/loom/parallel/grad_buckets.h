@@ -26,12 +26,6 @@ class GradBuckets {
   GradBuckets(const std::vector<int64_t>& numels, int64_t cap);
   // parallel.bucket_mib in elements of `element_bytes` (at least 1).
   static int64_t cap_elements(double cap_mib, int64_t element_bytes);
-  // The cap for a stage of `total` elements: cap_elements, lowered so that the stage has at
-  // least kMinBuckets buckets but not below kMinBucketBytes. Only the last bucket's reduction
-  // waits after the backward: with a 13 MB stage in one 25 MiB bucket, all of it did.
-  static int64_t cap_elements(double cap_mib, int64_t element_bytes, int64_t total);
-  static constexpr int kMinBuckets = 8;
-  static constexpr int64_t kMinBucketBytes = 1 << 20;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int size() const { return static_cast<int>(buckets_.size()); }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <numeric>
 
 #include "loom/common/error.h"
 
@@ -81,8 +80,7 @@ ParamBuffer::ParamBuffer(Stage& stage, comm::Backend& dp, const BufferOptions& o
   if (o.buckets) {
     std::vector<int64_t> numels;
     for (const auto& s : layout_.slots) numels.push_back(s.numel);
-    const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
-    plan_ = GradBuckets(numels, GradBuckets::cap_elements(o.bucket_mib, kFloat, total));
+    plan_ = GradBuckets(numels, GradBuckets::cap_elements(o.bucket_mib, kFloat));
     bucket_work_.resize(plan_.size());
     bucket_bf16_.resize(plan_.size());
     if (d_ > 1)
