@@ -18,7 +18,7 @@
 #     2) + zero3 against ScheduleLoopedBFS + FSDP2 on a 2-D DeviceMesh.
 # Every system is launched by the venv's torchrun (loom with --no-python, --comm gloo), each
 # rank through bench/peers/maxrss.py or reporting itself (bench/peers/common.py), so that both
-# sides have the same measures: tokens/s = tokens per step / mean step time over STEPS steps
+# sides have the same measures: tokens/s = tokens per step / median step time over STEPS steps
 # after 3 warm-up steps (loom's per-step wall times from metrics.jsonl), and peak memory per
 # rank = the rank process's maximum resident set size (getrusage ru_maxrss; loom's includes
 # its final evaluation and checkpoint, the peers' ends with the last step).
@@ -74,12 +74,12 @@ run_loom() {  # world flags... -> "tokens/s peak_rss_mib rss_per_rank"
     return
   }
   python3 - "$dir/metrics.jsonl" "$warmup" "$out" "$world" "$@" <<'PY'
-import json, sys
+import json, statistics, sys
 path, warmup, out, world, flags = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 gb = int(flags[flags.index("--global_batch") + 1])
 rows = [r for r in map(json.loads, open(path)) if "loss" in r and "step_s" in r][warmup:]
 rss = [int(open(f"{out}/rss.{r}").read()) for r in range(world)]
-print(f"{gb * 128 * len(rows) / sum(r['step_s'] for r in rows):.1f} {max(rss)} "
+print(f"{gb * 128 / statistics.median(r['step_s'] for r in rows):.1f} {max(rss)} "
       + ",".join(map(str, rss)))
 PY
 }

@@ -1,10 +1,11 @@
 """What every CPU peer of loom shares: the GPT's shape flags, one compute thread per rank, the
-synthetic data (random bytes), the timing (mean step time over --steps steps after --warmup
-steps, as bench/ddp_compare.sh reads loom's metrics) and the report line, which carries the peak
+synthetic data (random bytes), the timing (median step time over --steps steps after --warmup
+steps, as bench/peers_compare.sh reads loom's metrics) and the report line, which carries the peak
 memory of every rank: its maximum resident set size (getrusage's ru_maxrss), the measure
 bench/peers/maxrss.py takes of loom's ranks."""
 import argparse
 import resource
+import statistics
 import time
 
 import torch
@@ -50,14 +51,15 @@ def adamw(params, a):
     return torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
 
 
-def mean_step_s(a, step):
-    """Runs step() warmup + steps times; the mean wall time of the last `steps`."""
+def median_step_s(a, step):
+    """Runs step() warmup + steps times; the median wall time of the last `steps` (a burst of
+    load on the shared machine moves a mean, hardly a median)."""
     times = []
     for _ in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return sum(times[a.warmup:]) / a.steps
+    return statistics.median(times[a.warmup:])
 
 
 def max_rss_mib():

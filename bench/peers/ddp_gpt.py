@@ -28,7 +28,7 @@ def main():
             (common.loss_fn(ddp(xm), ym) / a.microbatches).backward()
         opt.step()
 
-    common.report("ddp", a, world, common.mean_step_s(a, step), backend=a.backend)
+    common.report("ddp", a, world, common.median_step_s(a, step), backend=a.backend)
 
 
 if __name__ == "__main__":

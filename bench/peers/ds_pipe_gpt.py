@@ -47,7 +47,7 @@ def main():
         x, y = common.batch(a, gen)
         return iter(zip(x.chunk(a.microbatches), y.chunk(a.microbatches)))
 
-    common.report("deepspeed-pipe", a, 1, common.mean_step_s(
+    common.report("deepspeed-pipe", a, 1, common.median_step_s(
         a, lambda: engine.train_batch(data_iter=micro_batches())), pp=world,
         microbatches=a.microbatches)
 

@@ -40,7 +40,7 @@ def main():
             (common.loss_fn(model(xm), ym) / a.microbatches).backward()
         opt.step()
 
-    common.report("fsdp2", a, world, common.mean_step_s(a, step), zero=a.zero)
+    common.report("fsdp2", a, world, common.median_step_s(a, step), zero=a.zero)
 
 
 if __name__ == "__main__":

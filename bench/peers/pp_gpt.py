@@ -98,7 +98,7 @@ def main():
         sched.step(*([x] if has_first else []), target=y if has_last else None)
         opt.step()
 
-    common.report(f"pp-{a.schedule}", a, a.dp, common.mean_step_s(a, step), pp=pp, dp=a.dp,
+    common.report(f"pp-{a.schedule}", a, a.dp, common.median_step_s(a, step), pp=pp, dp=a.dp,
                   stages_per_rank=per_rank, microbatches=a.microbatches,
                   **({"workaround": "skip_self_p2p"} if workaround else {}))
 
