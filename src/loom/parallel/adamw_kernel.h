@@ -1,6 +1,7 @@
 #pragma once
 // The element-wise AdamW update of one float32 tensor (no libtorch: compiled with
-// -fno-math-errno so that the loop, sqrt included, vectorizes). Used by FusedAdamW.
+// -fno-math-errno so that the loop, sqrt included, vectorizes, once per instruction-set level,
+// common/cpu_clones.h). Used by FusedAdamW.
 #include <cstdint>
 
 namespace loom::parallel {
