@@ -217,12 +217,8 @@ INSTANTIATE_TEST_SUITE_P(All, QuantBound,
                                   std::to_string(info.param.block);
                          });
 
-// Per stage inside a pipeline (pp = 2 x dp = 2): 1f1b, and bfs with two stages per rank.
-class QuantPipeline : public ::testing::TestWithParam<std::pair<std::string, int>> {};
-
-TEST_P(QuantPipeline, CloseToAllReduce) {
-  auto [schedule, loops] = GetParam();
-  if (comm::world().size() < 4) GTEST_SKIP() << "needs 4 ranks";
+// The 6-layer GPT in quant mode on pp = 2 x dp = 2, 4 micro-batches of 4, 3 steps.
+config::Config quant_pipeline(const std::string& schedule, int64_t loops) {
   config::Config c = test::tiny("gpt");
   c.model.layers = 6;
   c.train.steps = 3;
@@ -233,6 +229,16 @@ TEST_P(QuantPipeline, CloseToAllReduce) {
   c.train.microbatches = 4;
   c.train.global_batch = 16;
   c.parallel.dp_mode = config::DpMode::Quant;
+  return c;
+}
+
+// Per stage inside a pipeline (pp = 2 x dp = 2): 1f1b, and bfs with two stages per rank.
+class QuantPipeline : public ::testing::TestWithParam<std::pair<std::string, int>> {};
+
+TEST_P(QuantPipeline, CloseToAllReduce) {
+  auto [schedule, loops] = GetParam();
+  if (comm::world().size() < 4) GTEST_SKIP() << "needs 4 ranks";
+  config::Config c = quant_pipeline(schedule, loops);
   auto [quant, ref] = test::train_and_allreduce(c, 4, "quant-pipe");
   double diff = test::max_update_diff(quant, ref, test::initial_params(c));
   if (comm::world().rank() == 0)
@@ -251,16 +257,7 @@ INSTANTIATE_TEST_SUITE_P(All, QuantPipeline,
 // rank; the parameters are those of the uncoded run, bit for bit.
 TEST(QuantSync, EntropyCodingInAPipelineChangesNothing) {
   if (comm::world().size() < 4) GTEST_SKIP() << "needs 4 ranks";
-  config::Config c = test::tiny("gpt");
-  c.model.layers = 6;
-  c.train.steps = 3;
-  c.parallel.pp = 2;
-  c.parallel.dp = 2;
-  c.parallel.loops = 2;
-  c.parallel.schedule = "bfs";
-  c.train.microbatches = 4;
-  c.train.global_batch = 16;
-  c.parallel.dp_mode = config::DpMode::Quant;
+  config::Config c = quant_pipeline("bfs", 2);
   c.quant.bits = 4;
   const test::Params plain = test::train_on(c, 4, "quant-ent-plain");
   c.quant.entropy = true;
