@@ -74,11 +74,19 @@ wait_all() {
 
 # no_processes: no process is left in any host of the bed.
 no_processes() {
-  local ns left=""
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$LOOM_HOSTS_PREFIX-" || true); do
-    left+=$(ip netns pids "$ns")
+  local ns left try
+  # A process killed a moment ago (SIGKILL) may still be exiting: up to 5 s for it to go.
+  for ((try = 0; try < 50; ++try)); do
+    left=""
+    for ns in $(ip netns list | awk '{print $1}' | grep "^$LOOM_HOSTS_PREFIX-" || true); do
+      left+=" $(ip netns pids "$ns" | tr '\n' ' ')"
+    done
+    [[ -z ${left// /} ]] && return 0
+    sleep 0.1
   done
-  [[ -z $left ]]
+  # shellcheck disable=SC2086 # one pid a word
+  echo "left on the hosts: $(ps -o pid=,args= -p "$(echo $left | tr ' ' ',')" 2>/dev/null)" >&2
+  return 1
 }
 
 # expect_one_process NAME RUN_DIR: the run's checkpoint against the single-process run's

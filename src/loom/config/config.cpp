@@ -350,6 +350,10 @@ const std::vector<Field>& schema() {
        "fp32, or bf16 compute (autocast) with fp32 master weights, gradients and optimizer "
        "state",
        {}},
+      {LOOM_FIELD(train, cpu_gemm),
+       "float32 matrix products on the CPU: auto (onednn where the CPU has AVX-512, else blas), "
+       "blas (libtorch's: MKL in the x86 wheel) or onednn (faster than MKL on AMD processors)",
+       {}},
 
       {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / (pp x tp)", int_range(0)},
       {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1)},

@@ -49,6 +49,10 @@ enum class Precision { Fp32, Bf16 };
 // model.attention: the attention core as explicit softmax(q k^T) v, or one fused kernel
 // (scaled_dot_product_attention: flash attention where the device has it).
 enum class Attention { Standard, Flash };
+// train.cpu_gemm: the library of float32 matrix products on the CPU (model/cpu_gemm.h): auto
+// (oneDNN where it has float32 AVX-512 kernels, else the BLAS), the BLAS libtorch links (MKL
+// in the x86 wheel), or oneDNN.
+enum class CpuGemm { Auto, Blas, Onednn };
 // parallel.placement: how the mesh numbers its ranks, tensor-parallel groups innermost
 // (consecutive ranks, inside a machine), then
 //   dp-inside        r = (pp_rank * dp + dp_rank) * tp + tp_rank: a dp group's ranks are
@@ -112,6 +116,11 @@ struct Names<Precision> {
 template <>
 struct Names<Attention> {
   static constexpr std::array<std::string_view, 2> list{"standard", "flash"};
+};
+
+template <>
+struct Names<CpuGemm> {
+  static constexpr std::array<std::string_view, 3> list{"auto", "blas", "onednn"};
 };
 
 template <>
@@ -210,6 +219,7 @@ struct TrainConfig {
   NanPolicy on_nan = NanPolicy::Stop;
   Device device = Device::Cpu;
   Precision precision = Precision::Fp32;
+  CpuGemm cpu_gemm = CpuGemm::Auto;
 
   bool operator==(const TrainConfig&) const = default;
 };

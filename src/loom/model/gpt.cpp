@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "loom/common/error.h"
+#include "loom/model/attention_core.h"
+#include "loom/model/cpu_gemm.h"
 #include "loom/model/gelu.h"
 #include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
@@ -90,13 +92,10 @@ class TransformerLayer : public RecomputableLayer {
           .reshape({b, t, heads * hd});
     auto q = qkv[0].reshape({b * heads, t, hd}), k = qkv[1].reshape({b * heads, t, hd}),
          v = qkv[2].reshape({b * heads, t, hd});
-    // softmax(mask + q k^T / sqrt(hd)) in one baddbmm: the same values as the reference's
-    // matmul, divide and masked_fill, without two passes over the t x t scores (and their
-    // backward), about 12% of the attention's time.
-    auto att = torch::baddbmm(mask_.slice(0, 0, t).slice(1, 0, t), q, k.transpose(1, 2),
-                              /*beta=*/1.0, /*alpha=*/1.0 / std::sqrt(double(hd)))
-                   .softmax(-1);
-    return torch::bmm(att, v).view({b, heads, t, hd}).transpose(1, 2).reshape({b, t, heads * hd});
+    return attention_core(q, k, v, mask_.slice(0, 0, t).slice(1, 0, t), 1.0 / std::sqrt(double(hd)))
+        .view({b, heads, t, hd})
+        .transpose(1, 2)
+        .reshape({b, t, heads * hd});
   }
 
   int64_t seq_len_, width_, heads_;
@@ -121,7 +120,7 @@ class Head : public TpBlock {
   torch::Tensor forward(const torch::Tensor& x) override {
     const torch::Tensor n = enter_split(layer_norm(x, lnf_, tp_), tp_);
     // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
-    return tied_.defined() ? F::linear(n, tied_) : apply_linear(n, head_);
+    return tied_.defined() ? model::linear(n, tied_, {}) : apply_linear(n, head_);
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }

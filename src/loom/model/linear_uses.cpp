@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "loom/common/error.h"
+#include "loom/model/cpu_gemm.h"
 
 namespace loom::model {
 namespace {
@@ -21,7 +22,7 @@ RecordLinearUses::~RecordLinearUses() {
 
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias) {
-  torch::Tensor y = torch::nn::functional::linear(x, weight, bias);
+  torch::Tensor y = linear(x, weight, bias);
   if (recording && weight.requires_grad() && torch::GradMode::is_enabled())
     recording->push_back({x, weight, y});
   return y;
@@ -76,9 +77,18 @@ void SplitBackward::weight_grads() {
     if (!dy.defined()) continue;  // the product did not reach the output
     const LinearUse& u = uses[k];
     const int64_t out = dy.size(-1), in = u.x.size(-1);
-    // dy^T x over every leading dimension: the call autograd makes for a linear's weight.
-    accumulate_grad(u.weight,
-                    dy.reshape({-1, out}).t().mm(u.x.reshape({-1, in}).to(dy.scalar_type())));
+    // dy^T x over every leading dimension: the product autograd makes for a linear's weight,
+    // added straight into a gradient of the same type.
+    const torch::Tensor dyt = dy.reshape({-1, out}).t(),
+                        x = u.x.reshape({-1, in}).to(dy.scalar_type());
+    const torch::Tensor& grad = u.weight.grad();
+    if (grad.defined() && grad.scalar_type() == dy.scalar_type()) {
+      gemm_into(dyt, x, grad, 1.f);
+    } else {
+      torch::Tensor g = torch::empty({out, in}, dy.options());
+      gemm_into(dyt, x, g, 0.f);
+      accumulate_grad(u.weight, g);
+    }
   }
   uses.clear();
   dys_.clear();

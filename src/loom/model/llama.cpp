@@ -8,14 +8,13 @@
 #include <utility>
 
 #include "loom/common/error.h"
+#include "loom/model/cpu_gemm.h"
 #include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
 #include "loom/model/transformer_parts.h"
 
 namespace loom::model {
 namespace {
-
-namespace F = torch::nn::functional;
 
 constexpr double kNormEps = 1e-5;  // exported as rms_norm_eps
 
@@ -172,7 +171,7 @@ class LlamaHead : public TpBlock {
   torch::Tensor forward(const torch::Tensor& x) override {
     const torch::Tensor n = enter_split(rms_norm(x, norm_, tp_), tp_);
     // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
-    return tied_.defined() ? F::linear(n, tied_) : apply_linear(n, head_);
+    return tied_.defined() ? model::linear(n, tied_, {}) : apply_linear(n, head_);
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }

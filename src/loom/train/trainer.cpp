@@ -6,6 +6,7 @@
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
+#include "loom/model/cpu_gemm.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
 #include "loom/parallel/boundary_specs.h"
@@ -74,6 +75,7 @@ struct Trainer::Impl {
 void Trainer::Impl::setup() {
   r = preflight(cfg, base.size(), /*check_output=*/base.rank() == 0);
   torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  model::use_cpu_gemm(cfg.train.cpu_gemm);
   compute = model::compute_of(cfg, model::local_rank());
   parallel::MemoryTracker::install();
   if (compute.device.is_cuda()) parallel::MemoryTracker::track_device(compute.device.index());
@@ -172,7 +174,8 @@ void Trainer::Impl::announce(RunMetrics& metrics) const {
                : std::string(),
       " (loops ", r.loops, ", schedule ", schedule_name(), ", ", r.m, " micro-batches of ",
       r.micro_batch, "), dp-mode ", cfg.parallel.dp_mode, ", comm ",
-      comm::backend_name(base.kind()), ", ", compute.device.is_cuda() ? "cuda" : "cpu",
+      comm::backend_name(base.kind()), ", ",
+      compute.device.is_cuda() ? "cuda" : "cpu (" + model::cpu_gemm_in_use() + " products)",
       compute.bf16 ? " bf16" : "",
       start_step ? detail::concat(", resumed at step ", start_step) : std::string()));
   if (comm::link_emulation().active())

@@ -1,0 +1,97 @@
+#include "loom/model/attention_core.h"
+
+#include <torch/torch.h>
+
+#include "loom/model/cpu_gemm.h"
+
+namespace loom::model {
+namespace {
+
+// libtorch's ops: what the node computes, and what autograd can differentiate twice.
+torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask, double scale) {
+  // One baddbmm: the scores scaled and masked without two more passes over them.
+  return torch::bmm(torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0, scale).softmax(-1), v);
+}
+
+// The reference's values with the products through gemm_into; the softmax into *att.
+torch::Tensor forward_products(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& mask, double scale,
+                               torch::Tensor* att) {
+  const int64_t b = q.size(0), t = q.size(1);
+  torch::Tensor scores = torch::empty({b, t, t}, q.options());
+  scores.copy_(mask.expand({b, t, t}));
+  gemm_into(q, k.transpose(1, 2), scores, 1.f, static_cast<float>(scale));
+  *att = scores.softmax(-1);
+  scores = torch::Tensor();
+  torch::Tensor y = torch::empty_like(v, at::MemoryFormat::Contiguous);
+  gemm_into(*att, v, y, 0.f);
+  return y;
+}
+
+struct Core : torch::autograd::Function<Core> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                               const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& mask, double scale) {
+    torch::Tensor att;
+    torch::Tensor y = forward_products(q, k, v, mask, scale, &att);
+    ctx->save_for_backward({q, k, v, att, mask});
+    ctx->saved_data["scale"] = scale;
+    return y;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const torch::Tensor &q = s[0], &k = s[1], &v = s[2], &att = s[3], &mask = s[4];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const torch::Tensor dy = grads[0].contiguous();
+    if (torch::GradMode::is_enabled()) {
+      // A second derivative: the reference again from the saved inputs, under autograd.
+      std::vector<torch::Tensor> wrt;
+      for (const torch::Tensor* t : {&q, &k, &v})
+        if (t->requires_grad()) wrt.push_back(*t);
+      auto g = torch::autograd::grad({reference(q, k, v, mask, scale)}, wrt, {dy},
+                                     /*retain_graph=*/true, /*create_graph=*/true);
+      torch::autograd::tensor_list out(5);
+      size_t i = 0;
+      for (size_t j = 0; j < 3; ++j)
+        if (s[j].requires_grad()) out[j] = g[i++];
+      return out;
+    }
+    torch::Tensor dq, dk, dv;
+    if (ctx->needs_input_grad(2)) {
+      dv = torch::empty_like(v, at::MemoryFormat::Contiguous);
+      gemm_into(att.transpose(1, 2), dy, dv, 0.f);
+    }
+    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+      torch::Tensor datt = torch::empty_like(att);
+      gemm_into(dy, v.transpose(1, 2), datt, 0.f);
+      const torch::Tensor ds = torch::_softmax_backward_data(datt, att, -1, att.scalar_type());
+      datt = torch::Tensor();
+      const float a = static_cast<float>(scale);
+      if (ctx->needs_input_grad(0)) {
+        dq = torch::empty_like(q, at::MemoryFormat::Contiguous);
+        gemm_into(ds, k, dq, 0.f, a);
+      }
+      if (ctx->needs_input_grad(1)) {
+        dk = torch::empty_like(k, at::MemoryFormat::Contiguous);
+        gemm_into(ds.transpose(1, 2), q, dk, 0.f, a);
+      }
+    }
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& mask, double scale) {
+  if (!onednn_takes(q, k, v) || !onednn_takes(mask, mask)) return reference(q, k, v, mask, scale);
+  if (torch::GradMode::is_enabled() &&
+      (q.requires_grad() || k.requires_grad() || v.requires_grad()))
+    return Core::apply(q.contiguous(), k.contiguous(), v.contiguous(), mask, scale);
+  torch::Tensor att;
+  return forward_products(q.contiguous(), k.contiguous(), v.contiguous(), mask, scale, &att);
+}
+
+}  // namespace loom::model
