@@ -4,6 +4,8 @@
 # vocabulary 256, AdamW lr 3e-4 (no weight decay), synthetic random bytes, one thread per rank.
 # usage: bench/peers_compare.sh [BUILD_DIR] [STEPS] [ROUNDS]
 #        ONLY="gpipe 1f1b" bench/peers_compare.sh ...   (only the configurations named)
+#        LOOM_EXTRA="--cpu_gemm blas" bench/peers_compare.sh ...   (flags added to every loom
+#        run; this one gives loom the peers' MKL products instead of oneDNN's)
 #
 # Configurations (one group each; loom and its peers of the group run in a rotated order every
 # round, ABBA as bench/ddp_compare.sh does):
@@ -65,10 +67,11 @@ run_loom() {  # world flags... -> "tokens/s peak_rss_mib rss_per_rank"
   local world=$1 dir=$out/loom
   shift
   rm -rf "$dir" "$out"/rss.*
+  # shellcheck disable=SC2086 # LOOM_EXTRA: one flag or value a word
   torchrun "$world" --no-python python3 "$peers/maxrss.py" "$out" \
     "$loom" train --comm gloo --model.kind gpt --width 256 --layers 4 --heads 4 --seq_len 128 \
     --data.kind synthetic --data.synthetic_size 1024 --optimizer adamw --lr 3e-4 \
-    --lr_schedule constant --steps $((steps + warmup)) --eval_batches 1 "$@" \
+    --lr_schedule constant --steps $((steps + warmup)) --eval_batches 1 "$@" ${LOOM_EXTRA:-} \
     --output.dir "$dir" --overwrite --progress false >"$out/loom.log" 2>&1 || {
     echo "- - loom-failed"
     return

@@ -22,6 +22,7 @@
 #include "loom/comm/node_store.h"
 #include "loom/comm/world.h"
 #include "loom/flags/flags.h"
+#include "loom/model/cpu_gemm.h"
 
 namespace loom::cli {
 namespace {
@@ -50,14 +51,15 @@ std::string loaded_blas() {
          " (linked into libtorch)";
 }
 
+// Through the library training's products take (model/cpu_gemm.h, train.cpu_gemm = auto).
 double matmul_gflops(int n) {
-  auto a = torch::randn({n, n}), b = torch::randn({n, n});
-  torch::mm(a, b);
+  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  model::gemm_into(a, b, c, 0.f);
   int reps = 0;
   auto t0 = std::chrono::steady_clock::now();
   double el = 0;
   while (el < 0.5) {
-    auto c = torch::mm(a, b);
+    model::gemm_into(a, b, c, 0.f);
     ++reps;
     el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -138,7 +140,8 @@ int doctor_command(const std::vector<std::string>& args) {
             << "  threads per rank    " << torch::get_num_threads()
             << " (OMP_NUM_THREADS=" << (omp ? omp : "unset")
             << ", MKL_NUM_THREADS=" << (mkl ? mkl : "unset") << ")\n"
-            << "  matmul 512x512      " << gf << " GFLOP/s on one thread\n";
+            << "  matmul 512x512      " << gf << " GFLOP/s on one thread ("
+            << model::cpu_gemm_in_use() << "; train.cpu_gemm = auto)\n";
   int warnings = 0;
   if (blas.find("openblas") == std::string::npos && blas.find("mkl") == std::string::npos) {
     std::cout << "warning: the BLAS in use (" << blas
