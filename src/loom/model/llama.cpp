@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "loom/common/error.h"
+#include "loom/model/attention_core.h"
 #include "loom/model/cpu_gemm.h"
 #include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
@@ -140,6 +141,11 @@ class LlamaLayer : public RecomputableLayer {
     if (flash_) {
       y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                            /*is_causal=*/true);
+    } else if (q.scalar_type() == torch::kFloat32) {  // softmax in the inputs' type
+      y = attention_core(q.reshape({b * h, t, hd_}), k.reshape({b * h, t, hd_}),
+                         v.reshape({b * h, t, hd_}), mask_.slice(0, 0, t).slice(1, 0, t),
+                         1.0 / std::sqrt(double(hd_)))
+              .view({b, h, t, hd_});
     } else {
       auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(hd_)) +
                     mask_.slice(0, 0, t).slice(1, 0, t);
