@@ -47,15 +47,17 @@ struct Core : torch::autograd::Function<Core> {
     const torch::Tensor dy = grads[0].contiguous();
     if (torch::GradMode::is_enabled()) {
       // A second derivative: the reference again from the saved inputs, under autograd.
+      std::vector<size_t> inputs;  // of q, k, v: those with a gradient
       std::vector<torch::Tensor> wrt;
-      for (const torch::Tensor* t : {&q, &k, &v})
-        if (t->requires_grad()) wrt.push_back(*t);
+      for (size_t j = 0; j < 3; ++j)
+        if (s[j].requires_grad()) {
+          inputs.push_back(j);
+          wrt.push_back(s[j]);
+        }
       auto g = torch::autograd::grad({reference(q, k, v, mask, scale)}, wrt, {dy},
                                      /*retain_graph=*/true, /*create_graph=*/true);
       torch::autograd::tensor_list out(5);
-      size_t i = 0;
-      for (size_t j = 0; j < 3; ++j)
-        if (s[j].requires_grad()) out[j] = g[i++];
+      for (size_t i = 0; i < inputs.size(); ++i) out[inputs[i]] = g[i];
       return out;
     }
     torch::Tensor dq, dk, dv;
@@ -86,7 +88,7 @@ struct Core : torch::autograd::Function<Core> {
 
 at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& mask, double scale) {
-  if (!onednn_takes(q, k, v) || !onednn_takes(mask, mask)) return reference(q, k, v, mask, scale);
+  if (!onednn_takes(q, k, v) || !onednn_takes(mask, {})) return reference(q, k, v, mask, scale);
   if (torch::GradMode::is_enabled() &&
       (q.requires_grad() || k.requires_grad() || v.requires_grad()))
     return Core::apply(q.contiguous(), k.contiguous(), v.contiguous(), mask, scale);

@@ -49,6 +49,14 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   return y.view(shape);
 }
 
+// The forward of both nodes below: keeps what linear_grads needs.
+torch::Tensor linear_forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                             const torch::Tensor& w, const torch::Tensor& bias) {
+  const torch::Tensor xc = x.contiguous();
+  ctx->save_for_backward({xc, w});
+  return product(xc, w, bias);
+}
+
 // x w^T (+ bias)'s gradients: dx = dy w, dw = dy^T x, dbias = the sum of dy over the rows;
 // only those autograd asks for (the split backward's I asks for no dw). `first`: the index of
 // x among the node's inputs (w follows it).
@@ -85,9 +93,7 @@ torch::autograd::tensor_list linear_grads(torch::autograd::AutogradContext* ctx,
 struct Linear : torch::autograd::Function<Linear> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& bias,
                                const torch::Tensor& x, const torch::Tensor& w) {
-    const torch::Tensor xc = x.contiguous();
-    ctx->save_for_backward({xc, w});
-    return product(xc, w, bias);
+    return linear_forward(ctx, x, w, bias);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
@@ -98,9 +104,7 @@ struct Linear : torch::autograd::Function<Linear> {
 struct LinearNoBias : torch::autograd::Function<LinearNoBias> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w) {
-    const torch::Tensor xc = x.contiguous();
-    ctx->save_for_backward({xc, w});
-    return product(xc, w, {});
+    return linear_forward(ctx, x, w, {});
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
