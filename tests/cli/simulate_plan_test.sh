@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # loom simulate and loom plan agree on what they accept and say what they find in one line:
 # uneven looped splits refused by both, --json's fits field, plan's exit code when nothing
-# fits, --gpus with --from-config, the recompute and attention choices, the warning for a
+# fits, --gpus and model flags with --from-config, the recompute and attention choices, the warning for a
 # profile of another processor.
 # usage: simulate_plan_test.sh LOOM_BINARY SOURCE_DIR
 set -u
@@ -51,6 +51,16 @@ if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$a
   --json >"$tmp/stdout" 2>"$tmp/stderr" && grep -q '"configuration":"dp=4 pp=1' "$tmp/stdout"; then
   ok "from_config_gpus"
 else fail "from_config_gpus"; fi
+
+# Model flags and --micro-batch-size override the file's model and batch under --from-config.
+if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$a100" --gpus 8 \
+  --pp 8 --layers 12 --microbatches 8 --micro-batch-size 4 --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"configuration":"dp=1 pp=8 tp=1 1f1b m=8 b=4"' "$tmp/stdout"; then
+  ok "from_config_model_flags"
+else fail "from_config_model_flags"; fi
+expect_exit2 from_config_batch_three "give two of the three" -- simulate --from-config \
+  "$src/configs/gpt-fortunes.toml" --cluster "$a100" --microbatches 2 --micro-batch-size 4 \
+  --global-batch 64
 
 # Selective recomputation keeps less than none and more than full.
 kept() {

@@ -47,7 +47,8 @@ peak memory per rank, by simulating the lowered schedule every rank runs.
 model:  --model gpt --layers L --width H --heads A --seq-len S [--vocab V (51200)]
         [--no-dropout] [--precision bf16|fp16|fp32 (the cluster's)]
         or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
-        dp-mode and the trainer's own model cut); the flags below override it
+        dp-mode and the trainer's own model cut); the model flags given and the flags
+        below override it
 configuration:
         --gpus N  --dp D  --pp P  --tp T  (dp = N / (pp tp) when only --gpus is given)
         --loops V  --schedule gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev (the last two:
@@ -214,6 +215,15 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   if (cfg.model.kind != config::ModelKind::Gpt)
     LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind,
                "'");
+  // The model flags override the file's model, as the configuration flags do.
+  if (a.has("model") && a.get("model") != "gpt")
+    LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '", a.get("model"),
+               "'");
+  if (a.has("layers")) cfg.model.layers = to_int64("layers", a.get("layers"), 1, 1 << 20);
+  if (a.has("width")) cfg.model.width = to_int64("width", a.get("width"), 1, 1 << 24);
+  if (a.has("heads")) cfg.model.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
+  if (a.has("seq-len")) cfg.model.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
+  if (a.has("vocab")) cfg.model.vocab = to_int64("vocab", a.get("vocab"), 1, int64_t(1) << 30);
   if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
   if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
   if (a.has("tp")) cfg.parallel.tp = to_int("tp", a.get("tp"), 1, 1 << 10);
@@ -236,6 +246,21 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   if (a.has("gpus") && dp * tp_pp != to_int("gpus", a.get("gpus"), 1, 1 << 24))
     LOOM_USAGE("dp x pp x tp = ", dp * tp_pp, " but --gpus is ", a.get("gpus"),
                "; drop --dp or fix one of them");
+  if (a.has("micro-batch-size")) {
+    // Two of global batch, micro-batch count and micro-batch size make the third.
+    const int64_t b = to_int64("micro-batch-size", a.get("micro-batch-size"), 1, 1 << 20);
+    if (!a.has("global-batch")) {
+      cfg.train.global_batch = dp * cfg.train.microbatches * b;
+    } else if (!a.has("microbatches")) {
+      if (cfg.train.global_batch % (dp * b))
+        LOOM_USAGE("--global-batch ", cfg.train.global_batch,
+                   " is not divisible by dp x micro-batch-size = ", dp * b);
+      cfg.train.microbatches = cfg.train.global_batch / (dp * b);
+    } else if (cfg.train.global_batch != dp * cfg.train.microbatches * b) {
+      LOOM_USAGE("dp x microbatches x micro-batch-size = ", dp * cfg.train.microbatches * b,
+                 " but --global-batch is ", cfg.train.global_batch, "; give two of the three");
+    }
+  }
   train::Resolved r = train::preflight(cfg, dp * tp_pp, false);
   *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
         cfg.model.seq_len, cfg.model.vocab, false};
