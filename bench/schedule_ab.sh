@@ -6,11 +6,18 @@
 # activation bytes per rank. zbv and dualpipev run with loops 2 (their V of 4 stages), the
 # others with 1.
 # usage: bench/schedule_ab.sh [BUILD_DIR] [ROUNDS] [STEPS] [SCHEDULE...]   (default: 1f1b zb-h1)
+#   PP (2), LAYERS (6), MICROBATCHES (8) and GLOBAL_BATCH (32) change the shape: deeper
+#   pipelines need as many cores as ranks (e.g. PP=8 LAYERS=16 MICROBATCHES=8 on 8+ cores).
+#   Ranks talk through Open MPI where loom was built with it, else through Gloo.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-4}
 steps=${3:-60}
 shift $(($# < 3 ? $# : 3))
+pp=${PP:-2}
+layers=${LAYERS:-6}
+microbatches=${MICROBATCHES:-8}
+global_batch=${GLOBAL_BATCH:-32}
 schedules=("$@")
 [[ ${#schedules[@]} -gt 0 ]] || schedules=(1f1b zb-h1)
 out=$(mktemp -d)
@@ -23,8 +30,9 @@ for ((r = 0; r < rounds; ++r)); do
     rm -rf "$out/run"
     loops=1
     [[ $s == zbv || $s == dualpipev ]] && loops=2
-    "$build/bin/loom" train --config configs/gpt-fortunes.toml --layers 6 --nproc 2 --pp 2 \
-      --schedule "$s" --loops "$loops" --microbatches 8 --steps "$steps" --eval_every 0 --eval_batches 1 \
+    "$build/bin/loom" train --config configs/gpt-fortunes.toml --layers "$layers" --nproc "$pp" \
+      --pp "$pp" --schedule "$s" --loops "$loops" --microbatches "$microbatches" \
+      --global_batch "$global_batch" --steps "$steps" --eval_every 0 --eval_batches 1 \
       --output.dir "$out/run" --overwrite --progress false >/dev/null 2>&1
     python3 - "$out/run/metrics.jsonl" "$r" "$s" <<'PY' | tee -a "$out/rows"
 import json, sys

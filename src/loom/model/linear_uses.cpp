@@ -1,5 +1,8 @@
 #include "loom/model/linear_uses.h"
 
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+
 #include <unordered_set>
 
 #include "loom/common/error.h"
@@ -9,6 +12,14 @@ namespace loom::model {
 namespace {
 
 thread_local std::vector<LinearUse>* recording = nullptr;
+
+// Where autograd delivers t's gradient (as torch::autograd::grad finds it): its grad_fn, or a
+// leaf's accumulator; a leaf no graph reaches gets an edge nothing flows into (no gradient).
+torch::autograd::Edge gradient_edge_of(const torch::Tensor& t) {
+  if (t.grad_fn()) return torch::autograd::impl::gradient_edge(t);
+  if (auto acc = torch::autograd::impl::try_get_grad_accumulator(t)) return {acc, 0};
+  return {std::make_shared<torch::autograd::Identity>(), 0};
+}
 
 }  // namespace
 
@@ -24,7 +35,7 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias) {
   torch::Tensor y = linear(x, weight, bias);
   if (recording && weight.requires_grad() && torch::GradMode::is_enabled())
-    recording->push_back({x, weight, y});
+    recording->push_back({x, weight, torch::autograd::impl::gradient_edge(y)});
   return y;
 }
 
@@ -45,27 +56,31 @@ torch::Tensor SplitBackward::input_grad(const torch::Tensor& output,
   input_done_ = true;
   std::unordered_set<const void*> recorded;
   for (const auto& u : uses) recorded.insert(u.weight.unsafeGetTensorImpl());
-  std::vector<torch::Tensor> wrt, own;
-  if (input.defined()) wrt.push_back(input);
+  torch::autograd::edge_list wrt;
+  std::vector<torch::Tensor> own;
+  if (input.defined()) wrt.push_back(gradient_edge_of(input));
   for (const auto& p : params)
     if (p.requires_grad() && !recorded.count(p.unsafeGetTensorImpl())) {
-      wrt.push_back(p);
+      wrt.push_back(gradient_edge_of(p));
       own.push_back(p);
     }
   for (const auto& u : uses) wrt.push_back(u.y);
   torch::Tensor dx;
   if (!wrt.empty()) {
-    auto grads = torch::autograd::grad({output}, wrt, {grad_output}, /*retain_graph=*/false,
-                                       /*create_graph=*/false, /*allow_unused=*/true);
+    // torch::autograd::grad without its tensors: the recorded outputs are edges.
+    const torch::Tensor g = grad_output.defined() ? grad_output : torch::ones_like(output);
+    auto grads = torch::autograd::Engine::get_default_engine().execute(
+        {torch::autograd::impl::gradient_edge(output)}, {g}, /*keep_graph=*/false,
+        /*create_graph=*/false, /*accumulate_grad=*/false, wrt);
     size_t k = 0;
     if (input.defined()) dx = grads[k++];
     for (const auto& p : own) {
-      const torch::Tensor& g = grads[k++];
-      if (g.defined()) accumulate_grad(p, g);
+      const torch::Tensor& gp = grads[k++];
+      if (gp.defined()) accumulate_grad(p, gp);
     }
     dys_.assign(grads.begin() + static_cast<std::ptrdiff_t>(k), grads.end());
   }
-  for (auto& u : uses) u.y = torch::Tensor();  // the outputs: I is done with them
+  for (auto& u : uses) u.y = {};  // I is done with the outputs' edges
   return dx;
 }
 

@@ -17,7 +17,10 @@ namespace loom::model {
 struct LinearUse {
   torch::Tensor x;       // the product's input
   torch::Tensor weight;  // the parameter
-  torch::Tensor y;       // the output (dropped once I has its gradient)
+  // Where autograd delivers the output's gradient: the edge, not the output itself, which
+  // nothing else may keep (a qkv output that the attention copies; a residual branch).
+  // Dropped once I has the gradient.
+  torch::autograd::Edge y;
 };
 
 // Records into `into` while alive (one scope per thread at a time; scopes nest).
