@@ -68,6 +68,8 @@ torch::Tensor SplitBackward::input_grad(const torch::Tensor& output,
   torch::Tensor dx;
   if (!wrt.empty()) {
     // torch::autograd::grad without its tensors: the recorded outputs are edges.
+    LOOM_CHECK(grad_output.defined() || output.numel() == 1,
+               "I of a non-scalar output without its gradient");
     const torch::Tensor g = grad_output.defined() ? grad_output : torch::ones_like(output);
     auto grads = torch::autograd::Engine::get_default_engine().execute(
         {torch::autograd::impl::gradient_edge(output)}, {g}, /*keep_graph=*/false,

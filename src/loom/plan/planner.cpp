@@ -26,7 +26,7 @@ double bubble_factor(const std::string& name, int p, int v, int m) {
     return double(p * v + m - 1) / (v * m);
   }
   if (name == "interleaved") return double(v * m + p - 1) / (v * m);
-  if (name == "zb-h1") return (m + (p - 1) * 2.0 / 3.0) / m;
+  if (name == "zb-h1") return (3.0 * m + p - 1) / (3.0 * m);
   if (name == "zbv") return std::max(6.0 * m + p - 1, 4.0 * m + 4 * p - 2) / (6.0 * m);
   if (name == "dualpipev") return (6.0 * m + p - 1) / (6.0 * m);
   return double(m + p - 1) / m;
