@@ -282,7 +282,9 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
   model::Model built = model::build(cfg.model, cfg.train.seed);
   std::vector<double> costs;
   for (auto& b : built.blocks) costs.push_back(b->flops_per_sample());
-  *cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition).first;
+  *cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition,
+                          r.shape().placement == schedule::Placement::V)
+             .first;
 }
 
 std::string json_line(const plan::Evaluation& e) {

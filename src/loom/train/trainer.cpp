@@ -117,7 +117,8 @@ void Trainer::Impl::setup() {
 void Trainer::Impl::build_stages() {
   std::vector<double> costs;
   for (auto& b : model.blocks) costs.push_back(b->flops_per_sample());
-  cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition);
+  cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition,
+                         r.shape().placement == schedule::Placement::V);
   for (int s : r.shape().stages_of(mesh.pp_rank)) {
     std::vector<std::shared_ptr<model::Block>> blocks(model.blocks.begin() + cut.begin(s),
                                                       model.blocks.begin() + cut.end(s));
