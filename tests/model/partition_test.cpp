@@ -57,26 +57,19 @@ double max_v_memory(const Partition& p, const std::vector<double>& c) {
   return worst;
 }
 
-// Exhaustive minimum over every cut of c into `stages` stages of the largest V rank load,
-// then of the largest rank memory among the cuts that reach it, then of the largest stage.
+// Exhaustive search over every cut of c into `stages` stages: the least largest V rank load
+// L; among the cuts at L, the least largest rank memory M; among those within 5 % of M, the
+// least largest stage S.
 std::tuple<double, double, double> brute_force_v(const std::vector<double>& c, int stages) {
   const int n = int(c.size());
-  std::tuple<double, double, double> best{1e300, 1e300, 1e300};
+  std::vector<std::tuple<double, double, double>> all;
   std::vector<int> first(stages, 0);
   std::function<void(int, int)> place = [&](int s, int from) {
     if (s == stages) {
       Partition p;
       p.blocks = n;
       p.first = first;
-      const double here[3] = {max_v_rank_cost(p, c), max_v_memory(p, c), max_stage_cost(p, c)};
-      const double was[3] = {std::get<0>(best), std::get<1>(best), std::get<2>(best)};
-      for (int k = 0; k < 3; ++k) {
-        if (here[k] < was[k] - 1e-9) {
-          best = {here[0], here[1], here[2]};
-          break;
-        }
-        if (here[k] > was[k] + 1e-9) break;
-      }
+      all.emplace_back(max_v_rank_cost(p, c), max_v_memory(p, c), max_stage_cost(p, c));
       return;
     }
     for (int at = from; at <= n - (stages - s); ++at) {
@@ -84,9 +77,14 @@ std::tuple<double, double, double> brute_force_v(const std::vector<double>& c, i
       place(s + 1, at + 1);
     }
   };
-  first[0] = 0;
   place(1, 1);
-  return best;
+  double L = 1e300, M = 1e300, S = 1e300;
+  for (const auto& [l, m, st] : all) L = std::min(L, l);
+  for (const auto& [l, m, st] : all)
+    if (l < L + 1e-9) M = std::min(M, m);
+  for (const auto& [l, m, st] : all)
+    if (l < L + 1e-9 && m < 1.05 * M + 1e-9) S = std::min(S, st);
+  return {L, M, S};
 }
 
 }  // namespace
@@ -130,8 +128,8 @@ TEST(Partition, ClearErrors) {
 // V placement: the first and the last stage share rank 0, so balanced stages can leave it far
 // less work than the others (a GPT of 6 layers on 2 ranks: [0,2) [2,4) [4,6) [6,8) gives rank 0
 // one layer, the embedding, one layer and the head, rank 1 four layers). The V cut minimizes
-// the largest rank load, then the largest rank memory, then the largest stage, as an exhaustive
-// search does.
+// the largest rank load, then (within 5 %) the largest rank memory, then the largest stage,
+// as an exhaustive search does.
 TEST(Partition, VPlacementBalancesRanks) {
   const std::vector<double> gpt = {0.01, 1, 1, 1, 1, 1, 1, 0.15};
   const Partition v = partition(gpt, 4, "flops", /*v_placement=*/true);
@@ -141,6 +139,10 @@ TEST(Partition, VPlacementBalancesRanks) {
   // 1.15); and of those the one with the smaller largest stage (2.15, not [0,1) ... [4,8)).
   EXPECT_NEAR(max_v_memory(v, gpt), 6.0, 1e-9) << v.describe();
   EXPECT_NEAR(max_stage_cost(v, gpt), 2.15, 1e-9) << v.describe();
+  // 4 layers: the even cut holds 2 % more memory on rank 0 ((3 x 1 + 1.08) / 4) than
+  // [0,1) [1,2) [2,3) [3,6), whose last stage is twice the others.
+  const std::vector<double> four = {0.0, 1, 1, 1, 1, 0.08};
+  EXPECT_EQ(partition(four, 4, "flops", true).describe(), "[0,2) [2,3) [3,4) [4,6)");
   EXPECT_NEAR(max_v_rank_cost(partition(gpt, 4, "flops"), gpt), 4.0, 1e-9);
   const std::vector<std::vector<double>> cases = {gpt,
                                                   {5, 3, 3, 3, 3, 3, 3, 3, 8},
@@ -155,7 +157,7 @@ TEST(Partition, VPlacementBalancesRanks) {
       const auto [rank, memory, stage] = brute_force_v(c, stages);
       EXPECT_NEAR(max_v_rank_cost(p, c), rank, 1e-6 * c.size())
           << stages << " stages: " << p.describe();
-      EXPECT_NEAR(max_v_memory(p, c), memory, 1e-5 * c.size())
+      EXPECT_LE(max_v_memory(p, c), 1.05 * memory + 1e-5 * c.size())
           << stages << " stages: " << p.describe();
       EXPECT_NEAR(max_stage_cost(p, c), stage, 1e-6 * c.size())
           << stages << " stages: " << p.describe();
