@@ -169,6 +169,21 @@ TEST(Simulator, PeakMemoryByCategory) {
   }
 }
 
+// zb-h1 (pp 2, m 4): from its I a micro-batch keeps only W's inputs when the model knows them
+// (4 here against an activation of 10). Rank 1 runs F0 I0 F1 I1 W0 F2 ...: one activation and
+// one W's inputs at most (14), where it would hold two activations (20) if they stayed to W;
+// rank 0 (W right after I) peaks at two activations either way.
+TEST(Simulator, WeightInputsFromIToW) {
+  for (double w_inputs : {4.0, -1.0}) {
+    ConstantCostModel c(2);
+    c.mem.activation = 10;
+    c.mem.weight_inputs = w_inputs;
+    SimResult r = run(lowered("zb-h1", {2, 1, 4}), c);
+    EXPECT_DOUBLE_EQ(r.ranks[0].peak_kept, 20.0) << w_inputs;
+    EXPECT_DOUBLE_EQ(r.ranks[1].peak_kept, w_inputs < 0 ? 20.0 : 14.0) << w_inputs;
+  }
+}
+
 // zero3 memory: the gathered parameters count while the stage computes.
 TEST(Simulator, GatheredParametersAndGradientBuffer) {
   ConstantCostModel c(1);

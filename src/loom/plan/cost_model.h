@@ -21,7 +21,10 @@ struct StageMemory {
   double gathered = 0;     // zero3: full parameters between UNSHARD and RESHARD
   double grad_buffer = 0;  // zero2/3: full gradients from the first backward to REDUCE_GRAD
   double activation = 0;   // kept per in-flight micro-batch, from F to its B (or W)
-  double working = 0;      // transient inside one backward (recomputed layer, logits)
+  // Kept per micro-batch from its I to its W (the split backward: the products' inputs and
+  // output gradients); < 0 when the model does not know: the activation then stays to W.
+  double weight_inputs = -1;
+  double working = 0;  // transient inside one backward (recomputed layer, logits)
 };
 
 class CostModel {

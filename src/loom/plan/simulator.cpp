@@ -32,6 +32,7 @@ struct RankState {
   std::map<int, double> gathered_since;  // stage -> its current UNSHARD start
   std::map<int, double> buffer_since;    // stage -> first backward start (grad buffer)
   std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
+  std::map<std::pair<int, int>, double> w_since;    // (stage, mb) -> I end (W's inputs kept)
   std::vector<MemEvent> mem;
   bool optimized = false;  // the optimizer step after the list has run
   double opt_start = 0, opt_end = 0;
@@ -249,11 +250,21 @@ class Sim {
     if ((a.kind == Kind::B || a.kind == Kind::W) && m.grad_buffer > 0 &&
         buffer_started_.insert(a.stage).second)
       st.buffer_since[a.stage] = t0;
-    if (a.kind == Kind::B || a.kind == Kind::W) {
+    // I releases the activation but W's inputs (when the model knows them), W those.
+    const bool keeps_w_inputs = a.kind == Kind::I && m.weight_inputs >= 0;
+    if (a.kind == Kind::B || a.kind == Kind::W || keeps_w_inputs) {
       auto it = st.act_since.find(key);
       if (it != st.act_since.end()) {
         mem(r, it->second, t1, m.activation, 2, 1);
         st.act_since.erase(it);
+      }
+    }
+    if (keeps_w_inputs) st.w_since[key] = t1;
+    if (a.kind == Kind::W) {
+      auto it = st.w_since.find(key);
+      if (it != st.w_since.end()) {
+        mem(r, it->second, t1, m.weight_inputs, 2, 1);
+        st.w_since.erase(it);
       }
     }
   }
@@ -274,6 +285,8 @@ class Sim {
     for (auto& [s, since] : st.gathered_since) mem(r, since, t, c_.memory(s).gathered, 0);
     for (auto& [s, since] : st.buffer_since) mem(r, since, t, c_.memory(s).grad_buffer, 1);
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
+    for (auto& [key, since] : st.w_since)
+      mem(r, since, t, c_.memory(key.first).weight_inputs, 2, 1);
     // Optimizer, then (zero1 / zero2) the all-gather of the updated parameters.
     if (record_ && st.opt_end > st.opt_start)
       rr.events.push_back({"optimizer", "optimizer", Stream::Compute, st.opt_start, st.opt_end});

@@ -41,6 +41,7 @@ void TransformerCostModel::Cost::add(const Cost& o) {
   i_comm += o.i_comm;
   params += o.params;
   activation += o.activation;
+  weight_inputs += o.weight_inputs;
   working = std::max(working, o.working);
   loaded += o.loaded;
 }
@@ -141,6 +142,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       profiled_[k] = true;
     } else if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
+      measured.weight_inputs = block_[k].weight_inputs;  // not measured: the model's
       if (measured.activation < 0 || (k == kLayer && p.recompute == Recompute::Full)) {
         // not measured, or a recomputed layer (only its input is kept); the embedding and
         // the head are never recomputed: their measured bytes stand
@@ -245,6 +247,9 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.params = layer_params(m_) / t;
     c.activation = layer_kept_bytes(m_, b, run);
     c.working = layer_working_bytes(m_, b, run);
+    // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, 4h/t) and output
+    // gradients (3h/t, h, 4h/t, h). A recomputed layer gives its weight gradients in I.
+    c.weight_inputs = run.recompute == Recompute::Full ? 0 : M * e * h * (4 + 12.0 / t);
   } else if (kind == kHead) {
     const double logits = 4 * M * V / t;  // fp32 logits for the softmax / loss
     const double gemm = gemm_s(M, V / t, h);
@@ -256,6 +261,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.params = head_params(m_) / t;
     c.activation = logits + M * h * e;
     c.working = logits;
+    c.weight_inputs = M * h * e + M * V / t * e;  // its input and the logits' gradient
   } else {
     const double elem = elementwise_s(3 * M * h * e);
     c.f_comm = tp_ar;
@@ -382,6 +388,7 @@ StageMemory TransformerCostModel::memory(int stage) const {
   mem.optimizer = P * prec_.optimizer;
   mem.activation = c.activation;
   mem.working = c.working;
+  mem.weight_inputs = std::min(c.weight_inputs, c.activation);
   if (p_.dp > 1) {
     switch (p_.dp_mode) {
       case DpMode::AllReduce:  // full state on every replica
