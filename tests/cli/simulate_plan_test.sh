@@ -58,6 +58,8 @@ if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$a
   grep -q '"configuration":"dp=1 pp=8 tp=1 1f1b m=8 b=4"' "$tmp/stdout"; then
   ok "from_config_model_flags"
 else fail "from_config_model_flags"; fi
+expect_exit2 batch_not_divisible "not divisible by dp x micro-batch-size = 4" -- simulate \
+  "${gpt[@]}" --gpus 1 --global-batch 10 --micro-batch-size 4
 expect_exit2 from_config_batch_three "give two of the three" -- simulate --from-config \
   "$src/configs/gpt-fortunes.toml" --cluster "$a100" --microbatches 2 --micro-batch-size 4 \
   --global-batch 64

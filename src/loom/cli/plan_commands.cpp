@@ -138,6 +138,29 @@ plan::Cluster cluster_from_flags(const flags::Parsed& a) {
   return c;
 }
 
+// Global batch G = dp x m x b: derives the part named (from the two others, given as flags or
+// taken from defaults or a file); with none to derive, checks that the three agree.
+enum class BatchPart { None, Global, Count, Size };
+void complete_batch(int64_t dp, BatchPart derive, int64_t& G, int64_t& m, int64_t& b) {
+  switch (derive) {
+    case BatchPart::Global: G = dp * m * b; break;
+    case BatchPart::Count:
+      if (G % (dp * b))
+        LOOM_USAGE("--global-batch ", G, " is not divisible by dp x micro-batch-size = ", dp * b);
+      m = G / (dp * b);
+      break;
+    case BatchPart::Size:
+      if (G % (dp * m))
+        LOOM_USAGE("--global-batch ", G, " is not divisible by dp x microbatches = ", dp * m);
+      b = G / (dp * m);
+      break;
+    case BatchPart::None:
+      if (G != dp * m * b)
+        LOOM_USAGE("dp x microbatches x micro-batch-size = ", dp * m * b, " but --global-batch is ",
+                   G, "; give two of the three");
+  }
+}
+
 // Configuration flags on top of `p` (from a config file or defaults).
 void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_config) {
   if (a.has("pp")) p.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
@@ -182,27 +205,18 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
   if (gpus && p.gpus() != gpus)
     LOOM_USAGE("dp x pp x tp = ", p.dp, " x ", p.pp, " x ", p.tp, " = ", p.gpus(),
                " but --gpus is ", gpus, "; drop --dp or fix one of them");
-  const int64_t G = a.has("global-batch")
-                        ? to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40)
-                        : 0;
   const bool has_m = a.has("microbatches"), has_b = a.has("micro-batch-size");
   if (has_m) p.microbatches = to_int("microbatches", a.get("microbatches"), 1, 1 << 20);
   if (has_b) p.micro_batch = to_int64("micro-batch-size", a.get("micro-batch-size"), 1, 1 << 20);
-  if (G) {
-    if (has_m && has_b && p.global_batch() != G)
-      LOOM_USAGE("dp x microbatches x micro-batch-size = ", p.global_batch(),
-                 " but --global-batch is ", G, "; give two of the three");
-    if (!has_b && has_m) {
-      if (G % (int64_t(p.dp) * p.microbatches))
-        LOOM_USAGE("--global-batch ", G,
-                   " is not divisible by dp x microbatches = ", p.dp * p.microbatches);
-      p.micro_batch = G / (int64_t(p.dp) * p.microbatches);
-    } else if (!has_m) {
-      if (G % (int64_t(p.dp) * p.micro_batch))
-        LOOM_USAGE("--global-batch ", G,
-                   " is not divisible by dp x micro-batch-size = ", p.dp * p.micro_batch);
-      p.microbatches = static_cast<int>(G / (int64_t(p.dp) * p.micro_batch));
-    }
+  if (a.has("global-batch")) {
+    int64_t G = to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40),
+            m = p.microbatches;
+    complete_batch(p.dp,
+                   has_m && has_b ? BatchPart::None
+                   : has_m        ? BatchPart::Size
+                                  : BatchPart::Count,
+                   G, m, p.micro_batch);
+    p.microbatches = static_cast<int>(m);
   } else if (!has_m) {
     p.microbatches = p.pp;  // the smallest count that fills the pipeline
   }
@@ -247,19 +261,12 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
     LOOM_USAGE("dp x pp x tp = ", dp * tp_pp, " but --gpus is ", a.get("gpus"),
                "; drop --dp or fix one of them");
   if (a.has("micro-batch-size")) {
-    // Two of global batch, micro-batch count and micro-batch size make the third.
-    const int64_t b = to_int64("micro-batch-size", a.get("micro-batch-size"), 1, 1 << 20);
-    if (!a.has("global-batch")) {
-      cfg.train.global_batch = dp * cfg.train.microbatches * b;
-    } else if (!a.has("microbatches")) {
-      if (cfg.train.global_batch % (dp * b))
-        LOOM_USAGE("--global-batch ", cfg.train.global_batch,
-                   " is not divisible by dp x micro-batch-size = ", dp * b);
-      cfg.train.microbatches = cfg.train.global_batch / (dp * b);
-    } else if (cfg.train.global_batch != dp * cfg.train.microbatches * b) {
-      LOOM_USAGE("dp x microbatches x micro-batch-size = ", dp * cfg.train.microbatches * b,
-                 " but --global-batch is ", cfg.train.global_batch, "; give two of the three");
-    }
+    int64_t b = to_int64("micro-batch-size", a.get("micro-batch-size"), 1, 1 << 20);
+    complete_batch(dp,
+                   !a.has("global-batch")   ? BatchPart::Global
+                   : !a.has("microbatches") ? BatchPart::Count
+                                            : BatchPart::None,
+                   cfg.train.global_batch, cfg.train.microbatches, b);
   }
   train::Resolved r = train::preflight(cfg, dp * tp_pp, false);
   *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
