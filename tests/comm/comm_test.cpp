@@ -6,8 +6,10 @@
 #include <numeric>
 #include <vector>
 
+#include "loom/comm/mpi_engine.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
+#include "loom/common/thread_slice.h"
 
 using namespace loom::comm;
 
@@ -265,4 +267,19 @@ TEST(Comm, TimeoutNamesRankCommunicatorAndOperation) {
   if (r) r->wait();
   if (s) s->wait();
   if (w.rank() == 0) EXPECT_FLOAT_EQ(x, 3.f + from);
+}
+
+// Ranks that time-share the cores (CTest runs up to 4 on CI's 2): the MPI engine's thread asks
+// for a long scheduler slice; with a core per rank it keeps the kernel's default.
+TEST(Comm, EngineSliceFollowsCoreSharing) {
+  Backend& w = world();
+  if (w.kind() != BackendKind::Mpi) GTEST_SKIP() << "the MPI engine only";
+  w.barrier()->wait();  // the engine thread has run
+  const auto seen = Engine::instance().thread_slice();
+  if (seen.count() == 0) GTEST_SKIP() << "this kernel reports no slice";
+  const bool shared = w.size() > loom::usable_cores();  // every rank of a test on one machine
+  if (shared)
+    EXPECT_EQ(seen, std::chrono::milliseconds(10));
+  else
+    EXPECT_NE(seen, std::chrono::milliseconds(10));
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "loom/common/error.h"
+#include "loom/common/thread_slice.h"
 
 namespace loom::comm {
 
@@ -40,6 +42,17 @@ std::chrono::steady_clock::time_point EngineWork::completion_time() {
   return done_at_;
 }
 
+namespace {
+
+// 10 ms unless LOOM_ENGINE_SLICE_US says otherwise (0: the kernel's default; for A/B runs).
+std::chrono::microseconds engine_slice() {
+  if (const char* v = std::getenv("LOOM_ENGINE_SLICE_US"); v && *v)
+    return std::chrono::microseconds(std::atoll(v));
+  return std::chrono::milliseconds(10);
+}
+
+}  // namespace
+
 Engine& Engine::instance() {
   static Engine e;
   return e;
@@ -50,10 +63,11 @@ std::atomic<int>& Engine::waiters() {
   return w;
 }
 
-void Engine::start() {
+void Engine::start(bool time_shared) {
   std::lock_guard<std::mutex> lock(mu_);
   if (running_) return;
   running_ = true;
+  time_shared_ = time_shared;
   stopping_ = false;
   thread_ = std::thread([this] { loop(); });
 }
@@ -101,6 +115,8 @@ void Engine::loop() {
   // ms per wait, made 2-rank steps 10-14% slower than 50 yields did); sleeps did not.
   constexpr int kWaitSpins = 50;
   int idle_us = kIdleMinUs;
+  if (time_shared_) set_thread_slice(engine_slice());
+  slice_us_ = loom::thread_slice().count();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);

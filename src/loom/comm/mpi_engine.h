@@ -8,10 +8,16 @@
 //     collectives only inside MPI calls). While some thread waits on a Work it polls eagerly;
 //     otherwise it sleeps briefly between polls so it does not steal the compute core.
 //  4. On completion it marks the Work done.
+// When this machine's ranks outnumber its cores, the engine thread takes a long scheduler slice
+// (thread_slice.h): its polls then wait for the next scheduling point instead of preempting a
+// rank that computes. 4 ranks on 2 cores stepped 8-12% faster so (docs/architecture.md); with
+// a core per rank it made pipeline steps 3-5% slower, so it is left out there.
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -44,7 +50,13 @@ class EngineWork : public Work {
 class Engine {
  public:
   static Engine& instance();
-  void start();
+  // `time_shared`: more ranks on this machine than cores.
+  void start(bool time_shared = false);
+  // The engine thread's scheduler slice as the kernel reports it once the thread runs (0
+  // before, or where the kernel does not say).
+  std::chrono::microseconds thread_slice() const {
+    return std::chrono::microseconds(slice_us_.load());
+  }
   void stop();
 
   struct Op {
@@ -68,6 +80,8 @@ class Engine {
   std::condition_variable cv_;
   std::deque<Op> queue_;
   bool running_ = false;
+  bool time_shared_ = false;
+  std::atomic<int64_t> slice_us_{0};
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -8,10 +8,22 @@
 #include "loom/comm/mpi_backend.h"
 #include "loom/comm/mpi_engine.h"
 #include "loom/common/error.h"
+#include "loom/common/thread_slice.h"
 
 namespace loom::comm::mpi {
 namespace {
 bool g_initialized = false;  // by us
+
+// The ranks on this rank's machine (those that share its memory).
+int local_ranks() {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int n = 1;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  return n;
+}
+
 }  // namespace
 
 bool available() {
@@ -35,7 +47,7 @@ void init(int* argc, char*** argv) {
 
 std::unique_ptr<Backend> make_world() {
   auto w = std::make_unique<MpiBackend>(MPI_COMM_WORLD, "world", false);
-  Engine::instance().start();
+  Engine::instance().start(local_ranks() > usable_cores());
   return w;
 }
 
