@@ -235,7 +235,19 @@ TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
   std::ifstream in_file(cal.output.dir + "/metrics.jsonl");
   std::string line;
   int lines = 0;
+  auto number = [&](const std::string& key) {
+    const size_t at = line.find("\"" + key + "\": ");
+    return at == std::string::npos ? -1.0 : std::stod(line.substr(at + key.size() + 4));
+  };
+  int steps = 0;
   while (std::getline(in_file, line)) {
+    if (line.rfind("{\"step\": ", 0) == 0 && line.find("\"step_s\"") != std::string::npos) {
+      // The world's CPU in the step: all of it, at least that of its F/B/I/W, which is > 0.
+      ++steps;
+      const double all = number("world_cpu_s"), compute = number("world_compute_cpu_s");
+      EXPECT_GT(compute, 0.0) << line;
+      EXPECT_GE(all, compute) << line;
+    }
     if (line.find("calib_micro_batch") == std::string::npos) continue;
     ++lines;
     EXPECT_NE(line.find("\"calib_micro_batch\": 8"), std::string::npos) << line;  // 16 / 2
@@ -249,6 +261,7 @@ TEST(Calibration, RecordsEveryRankAndLeavesTrainingUnchanged) {
       }
   }
   EXPECT_EQ(lines, 3);  // after steps 1, 2 and 3; none after the last
+  EXPECT_EQ(steps, 4);
 }
 
 // The measured trace lines the ranks up on one clock: a stage's forward of a micro-batch

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "loom/common/cpu_time.h"
 #include "loom/common/error.h"
 
 namespace loom::parallel {
@@ -98,6 +99,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
       sync->on_last_backward();
     double t0 = now_us();
+    const double cpu0 = thread_cpu_s();
     // Sharded parameters: wait for the stage's all-gather (started by UNSHARD) right before the
     // first compute that needs it. Counted as data-parallel wait, not compute.
     double dp_wait_us = 0;
@@ -160,6 +162,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     double t1 = now_us();
     if (schedule::is_compute(a.kind)) {
       rep.compute_s += (t1 - t0 - wait_us - dp_wait_us) * 1e-6;
+      rep.compute_cpu_s += thread_cpu_s() - cpu0;  // blocked waits take none
       int64_t act = 0;
       int live = 0;
       for (auto& [s, stg] : stages_) {

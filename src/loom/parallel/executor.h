@@ -30,8 +30,10 @@ namespace loom::parallel {
 using TraceEvent = trace::Event;  // name "2F0", cat: the kind
 
 struct StepReport {
-  double compute_s = 0;   // time in F/B/I/W
-  double p2p_wait_s = 0;  // blocked on pipeline receives/sends
+  double compute_s = 0;      // time in F/B/I/W
+  double compute_cpu_s = 0;  // CPU time of this thread in F/B/I/W (less than compute_s when
+                             // ranks outnumber the cores and wait for one)
+  double p2p_wait_s = 0;     // blocked on pipeline receives/sends
   int64_t peak_activation_bytes = 0;
   int peak_live_microbatches = 0;
   // Data-parallel transient buffers (DpHooks::working_bytes summed over the rank's stages)

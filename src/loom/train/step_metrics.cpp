@@ -86,8 +86,11 @@ void RunMetrics::write(const std::string& line) {
 }
 
 void RunMetrics::step(const StepSample& s, TrainResult* res) {
-  // Measured bubble: the share of the step that an average rank did not spend computing.
-  const double bubble = 1.0 - comm::sum_over(world_, s.compute_s) / world_.size() / s.step_s;
+  // Measured bubble: the share of the step that an average rank did not spend computing. And
+  // the CPU the world's ranks used in the step: all of it, and in F/B/I/W (one all-reduce).
+  double sums[3] = {s.compute_s, s.cpu_s, s.compute_cpu_s};
+  world_.all_reduce(sums, 3, comm::DType::Float64)->wait();
+  const double bubble = 1.0 - sums[0] / world_.size() / s.step_s;
   const double dp_hidden = std::max(0.0, s.dp.busy_s - s.dp_exposed_s);
   steps_time_ += s.step_s;
   compute_s_ += s.compute_s;
@@ -113,6 +116,8 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
         .num(gpt_ ? "tokens_per_s" : "samples_per_s", items_per_step_ / s.step_s)
         .num("compute_s", s.compute_s)
         .num("bubble", bubble)
+        .num("world_cpu_s", sums[1])
+        .num("world_compute_cpu_s", sums[2])
         .num("p2p_wait_s", s.p2p_wait_s)
         .num("dp_wait_s", s.dp_exposed_s)
         .integer("dp_bytes", (dp_comm_.stats() - dp0_).total_bytes())

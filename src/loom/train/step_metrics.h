@@ -51,9 +51,11 @@ struct StepSample {
   double grad_norm = NAN;  // reported with train.clip only
   bool skipped = false;    // non-finite loss or gradient norm: no update (train.on_nan = skip)
   double compute_s = 0, p2p_wait_s = 0;
-  double dp_exposed_s = 0;  // ExposedDpWait
-  comm::Stats dp;           // the DP communicator's operations in the step
-  comm::Stats tp;           // the TP communicator's (tensor parallelism)
+  double cpu_s = 0;          // CPU time of the whole process (every thread) in the step
+  double compute_cpu_s = 0;  // of that, the computing thread's in F/B/I/W
+  double dp_exposed_s = 0;   // ExposedDpWait
+  comm::Stats dp;            // the DP communicator's operations in the step
+  comm::Stats tp;            // the TP communicator's (tensor parallelism)
   int64_t peak_activation_bytes = 0, peak_working_bytes = 0, peak_transient_bytes = 0;
   int64_t peak_bytes = 0;                                    // allocator peak (MemoryTracker)
   std::vector<std::pair<std::string, double>> sync_metrics;  // "name.stage" -> value

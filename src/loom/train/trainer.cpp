@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "loom/comm/world.h"
+#include "loom/common/cpu_time.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 #include "loom/model/cpu_gemm.h"
@@ -193,6 +194,7 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   maybe_inject_fault(base.rank(), step);
   StepSample s;
   s.step = step + 1;
+  const double cpu0 = process_cpu_s();
   s.lr = learning_rate(cfg.train.lr_schedule, cfg.train.lr, cfg.train.min_lr, cfg.train.warmup,
                        cfg.train.steps, step);
   MicroBatches mb;
@@ -238,6 +240,7 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   s.step_s = std::chrono::duration<double>(t_end - *t0).count();
   *t0 = t_end;
   s.compute_s = rep.compute_s;
+  s.compute_cpu_s = rep.compute_cpu_s;
   s.p2p_wait_s = rep.p2p_wait_s;
   s.peak_activation_bytes = rep.peak_activation_bytes;
   s.peak_working_bytes = rep.peak_working_bytes;
@@ -246,6 +249,7 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   for (auto& [st, y] : syncs)
     for (auto& [k, v] : y->step_metrics())
       s.sync_metrics.push_back({k + "." + std::to_string(st), v});
+  s.cpu_s = process_cpu_s() - cpu0;
   return s;
 }
 
