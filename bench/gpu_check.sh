@@ -7,6 +7,8 @@
 #   (a) throughput: a GPT (width 1024, 12 layers, sequence 1024, bf16, flash attention) trained
 #       by loom on one GPU beside the plain PyTorch eager loop of bench/peers/eager_gpt.py (the
 #       same model, autocast bf16, fused AdamW), tokens/s and MFU of each;
+#   (c) `loom profile --device cuda` over clusters/h200.toml, and loom simulate's prediction of
+#       (a)'s loom step from that file against the measured step;
 #   (b) equivalence: 3 AdamW steps of a small GPT with pp=2 (two ranks sharing the GPU, so Gloo
 #       through host memory: NCCL refuses two ranks on one GPU) and dp=2 in every dp-mode,
 #       parameters against one process on the GPU (slim and quant, which are not meant to equal
@@ -87,6 +89,27 @@ print(f"(a) loom:          {loom:.0f} tokens/s, MFU {loom * flops / peak:.1%}")
 print(f"(a) loom / eager = {loom / eager if eager else 0:.3f} (target >= 0.95); "
       f"{n / 1e6:.1f}M parameters, {flops / 1e9:.2f} GFLOP per token, peak {peak / 1e12:.0f} TFLOP/s")
 PY
+
+# ---- (c) the GPU profiled, and (a)'s loom run predicted from it ------------------------------
+if [ "$device" = cuda ]; then
+  if "$loom" profile --device cuda --base clusters/h200.toml --out "$out/h200-measured.toml" \
+      --seconds 0.5 >"$out/profile.txt" 2>&1; then
+    grep -v '^wrote' "$out/profile.txt" | tail -1 | sed 's/^/(c) profile: /' | tee -a "$report"
+    "$loom" simulate "${model[@]/--model.kind/--model}" --gpus 1 --microbatches "$m" \
+      --micro-batch-size "$mb" --precision bf16 --cluster "$out/h200-measured.toml" --json \
+      >"$out/predicted.json" 2>"$out/simulate.txt" || say "(c) simulate failed: $(tail -1 "$out/simulate.txt")"
+    "$py" - "$out/predicted.json" "$out/a-loom/metrics.jsonl" "$warm" <<'PY' | tee -a "$report"
+import json, statistics, sys
+pred = json.load(open(sys.argv[1]))["step_s"]
+rows = [r for r in map(json.loads, open(sys.argv[2])) if "step_s" in r and "step" in r][int(sys.argv[3]):]
+meas = statistics.median(r["step_s"] for r in rows)
+print(f"(c) (a)'s loom step: predicted {pred * 1e3:.1f} ms, measured {meas * 1e3:.1f} ms, "
+      f"error {pred / meas - 1:+.1%} (target within 10%)")
+PY
+  else
+    say "(c) profile failed: $(tail -1 "$out/profile.txt")"
+  fi
+fi
 
 # ---- (b) equivalence -------------------------------------------------------------------------
 small=(--model.kind gpt --vocab 256 --seq-len 64 --width 128 --layers 4 --heads 4

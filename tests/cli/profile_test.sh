@@ -32,4 +32,22 @@ grep -q "compute costs *profiled; 2 rank(s) share $(getconf _NPROCESSORS_ONLN) c
   --cluster "$tmp/c.toml" > "$tmp/sim-tp" 2>&1 || { cat "$tmp/sim-tp"; fail "loom simulate --tp 2 failed"; }
 grep -q "compute costs *profiled as tp 2 shards" "$tmp/sim-tp" ||
   { cat "$tmp/sim-tp"; fail "simulate --tp 2 does not use the profiled shards"; }
+# --device: cuda needs a GPU (one line and exit 2 without), other values are refused, and
+# --base only goes with it.
+one_line_2() {  # expected-text command...
+  local want=$1
+  shift
+  "$@" > "$tmp/out" 2>&1
+  local rc=$?
+  [[ $rc == 2 ]] || { cat "$tmp/out"; fail "$* exited with $rc, not 2"; }
+  [[ $(grep -c . "$tmp/out") == 1 ]] || { cat "$tmp/out"; fail "$*: more than one line"; }
+  grep -q -- "$want" "$tmp/out" || { cat "$tmp/out"; fail "$*: no '$want'"; }
+}
+if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
+  one_line_2 "sees no GPU" "$loom" profile --device cuda --base "$src/clusters/h200.toml" --out "$tmp/g.toml"
+  [[ -e $tmp/g.toml ]] && fail "a GPU profile without a GPU wrote a file"
+fi
+one_line_2 "must be cpu or cuda" "$loom" profile --device tpu
+one_line_2 "add --device cuda" "$loom" profile --base "$src/clusters/h200.toml"
+one_line_2 "not found" "$loom" profile --device cuda --base "$tmp/none.toml"
 echo "ok: profile -> $blocks blocks; simulate: $(grep 'step time' "$tmp/sim")"

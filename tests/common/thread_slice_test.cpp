@@ -9,7 +9,8 @@ using namespace std::chrono_literals;
 
 TEST(ThreadSlice, SetReadBackInheritAndRestore) {
   const auto before = loom::thread_slice();
-  if (!loom::set_thread_slice(10ms)) GTEST_SKIP() << "this kernel has no per-thread slices";
+  if (!loom::set_thread_slice(10ms) || loom::thread_slice() == 0us)
+    GTEST_SKIP() << "this kernel has no per-thread slices (before 6.12 it takes none)";
   EXPECT_EQ(loom::thread_slice(), 10ms);
   std::chrono::microseconds child{0};
   std::thread([&] { child = loom::thread_slice(); }).join();

@@ -1,11 +1,14 @@
 // loom profile: the flags; the measurements and the cluster file are src/loom/profile/.
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
+#include "loom/plan/cluster.h"
+#include "loom/profile/device_profile.h"
 #include "loom/profile/profile.h"
 
 namespace loom::cli {
@@ -15,6 +18,7 @@ const char* kProfileHelp =
     R"(usage: loom profile [--out clusters/this-machine.toml] [--config configs/gpt-fortunes.toml]
                     [--micro-batch-sizes 1,2,4,8,16] [--tp 2] [--seconds 1] [--no-comm]
                     [--alone]
+       loom profile --device cuda [--base clusters/h200.toml] [--out FILE] [--seconds 1]
 
 Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
 model at each micro-batch size, the AdamW step, and point-to-point latency and bandwidth
@@ -26,7 +30,26 @@ block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an otherwise
 machine: what else runs is measured too. --tp lists tensor-parallel degrees whose shard of
 each block is timed too (the shard's compute alone; the simulator adds the collectives):
 degrees that do not divide the model's heads and width are skipped, 1 times none.
+
+--device cuda measures GPU 0 instead: bf16 matrix products by size (the GEMM efficiency
+curve, against the base file's bf16 peak), a large copy (elementwise, against its memory
+bandwidth), the fused causal attention kernel forward and backward, and the AdamW step; it
+writes the base file (default clusters/h200.toml: the specification, node and links a single
+GPU cannot measure) with those replaced, to --out (default: the base's name + "-measured").
 )";
+
+// clusters/h200.toml -> clusters/h200-measured.toml
+std::string measured_name(const std::string& base) {
+  const size_t dot = base.rfind(".toml");
+  return (dot == std::string::npos ? base : base.substr(0, dot)) + "-measured.toml";
+}
+
+std::string today() {
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  return date;
+}
 
 }  // namespace
 
@@ -40,6 +63,8 @@ int profile_command(const std::vector<std::string>& args) {
                            {"seconds", "1"},
                            {"no-comm", ""},
                            {"alone", ""},
+                           {"device", "cpu|cuda"},
+                           {"base", "clusters/h200.toml"},
                            // internal: the ranks of the link measurement (profile::LinkChild)
                            {"comm-child", "FILE", true},
                            {"slowdown-mb", "4", true}}});
@@ -56,6 +81,29 @@ int profile_command(const std::vector<std::string>& args) {
       if (a.has("seconds")) child.seconds = config::parse_duration(a.get("seconds"));
     }
     profile::run_link_child(child);
+    return 0;
+  }
+  const std::string device = a.get("device", "cpu");
+  if (device != "cpu" && device != "cuda")
+    LOOM_USAGE("--device must be cpu or cuda, got '", device, "'");
+  if (device == "cpu" && a.has("base"))
+    LOOM_USAGE("--base is the specification a GPU profile starts from; add --device cuda");
+  if (device == "cuda") {
+    const std::string base_path = a.get("base", "clusters/h200.toml");
+    plan::Cluster base = plan::load_cluster(base_path);  // first: a bad file fails fast
+    const std::string out_path = a.get("out", measured_name(base_path));
+    const double budget = a.has("seconds") ? config::parse_duration(a.get("seconds")) : 1.0;
+    profile::require_gpu();
+    std::cerr << "loom profile: bf16 products, a copy, the attention kernel and AdamW on GPU 0\n";
+    const profile::DeviceMeasurements m = profile::measure_cuda(budget);
+    const plan::Cluster c = profile::device_cluster(std::move(base), m, today());
+    profile::write_cluster(c, out_path);
+    std::printf(
+        "%s: bf16 products %.0f%% of peak at n = %.0f, copy %.0f%% of %.0f GB/s, "
+        "attention %.0f%% / %.0f%% of peak\nwrote %s\n",
+        m.device.c_str(), 100 * c.gemm_efficiency.back(), c.gemm_size.back(),
+        100 * c.elementwise_efficiency, c.memory_bandwidth / 1e9, 100 * c.attention_forward,
+        100 * c.attention_backward, out_path.c_str());
     return 0;
   }
   profile::Options o;

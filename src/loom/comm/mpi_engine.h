@@ -10,7 +10,7 @@
 //  4. On completion it marks the Work done.
 // When this machine's ranks outnumber its cores, the engine thread takes a long scheduler slice
 // (thread_slice.h): its polls then wait for the next scheduling point instead of preempting a
-// rank that computes. 4 ranks on 2 cores stepped 8-12% faster so (docs/architecture.md); with
+// rank that computes. 4 ranks on 2 cores stepped about 8% faster so (docs/architecture.md); with
 // a core per rank it made pipeline steps 3-5% slower, so it is left out there.
 #include <mpi.h>
 
