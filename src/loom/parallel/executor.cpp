@@ -75,7 +75,7 @@ torch::Tensor Executor::take(const Key& k, bool* waited) {
   return t;
 }
 
-void Executor::deliver(int to_stage, int mb, int dir, torch::Tensor t) {
+void Executor::deliver(int to_stage, int mb, int dir, const torch::Tensor& t) {
   Key k{to_stage, mb, dir};
   if (shape_.rank_of(to_stage) == pp_rank_)
     mailbox_[k] = t.detach();

@@ -82,7 +82,7 @@ class Executor {
   int tag(const Key& k) const;
   void post_recv(const schedule::Action& a);
   torch::Tensor take(const Key& k, bool* waited = nullptr);
-  void deliver(int to_stage, int mb, int dir, torch::Tensor t);
+  void deliver(int to_stage, int mb, int dir, const torch::Tensor& t);
   double now_us() const;
 
   std::vector<schedule::Action> actions_;
