@@ -1,6 +1,5 @@
 // loom profile: the flags; the measurements and the cluster file are src/loom/profile/.
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 
 #include "loom/cli/commands.h"
@@ -42,13 +41,6 @@ GPU cannot measure) with those replaced, to --out (default: the base's name + "-
 std::string measured_name(const std::string& base) {
   const size_t dot = base.rfind(".toml");
   return (dot == std::string::npos ? base : base.substr(0, dot)) + "-measured.toml";
-}
-
-std::string today() {
-  std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
-  return date;
 }
 
 }  // namespace
@@ -96,7 +88,7 @@ int profile_command(const std::vector<std::string>& args) {
     profile::require_gpu();
     std::cerr << "loom profile: bf16 products, a copy, the attention kernel and AdamW on GPU 0\n";
     const profile::DeviceMeasurements m = profile::measure_cuda(budget);
-    const plan::Cluster c = profile::device_cluster(std::move(base), m, today());
+    const plan::Cluster c = profile::device_cluster(std::move(base), m, profile::profile_date());
     profile::write_cluster(c, out_path);
     std::printf(
         "%s: bf16 products %.0f%% of peak at n = %.0f, copy %.0f%% of %.0f GB/s, "

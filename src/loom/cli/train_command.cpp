@@ -1,7 +1,6 @@
 // loom train: parse the configuration, check it, and either start the ranks (--nproc outside
 // a launcher: mpirun for the mpi backend, the built-in launcher for gloo and nccl) or train on
 // the ranks a launcher (mpirun, srun, torchrun, loom) started.
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "loom/comm/rank_hosts.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
+#include "loom/common/thread_slice.h"
 #include "loom/common/wall_clock.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
@@ -142,10 +142,8 @@ int run_with_restarts(
 
 // More ranks than cores still trains, slowly: one line says so.
 void warn_oversubscribed(int nproc) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (cores > 0 && nproc > cores)
+  const int cores = usable_cores();
+  if (nproc > cores)
     std::fprintf(stderr, "loom: warning: %d ranks on %d core%s; every step will be slower\n", nproc,
                  cores, cores == 1 ? "" : "s");
 }

@@ -99,7 +99,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
       sync->on_last_backward();
     double t0 = now_us();
-    const double cpu0 = thread_cpu_s();
+    const double cpu0 = schedule::is_compute(a.kind) ? thread_cpu_s() : 0;
     // Sharded parameters: wait for the stage's all-gather (started by UNSHARD) right before the
     // first compute that needs it. Counted as data-parallel wait, not compute.
     double dp_wait_us = 0;

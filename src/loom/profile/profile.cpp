@@ -223,11 +223,8 @@ std::optional<Measured> measure(const Options& o) {
   }
   c.inter = c.intra;  // one machine
 
-  std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
   std::ostringstream note;
-  note << "measured by loom profile on " << date << ": " << cpu_model() << ", " << cores
+  note << "measured by loom profile on " << profile_date() << ": " << cpu_model() << ", " << cores
        << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
        << TORCH_VERSION << "; blocks of " << config_path
        << (load_cores ? detail::concat(" timed alone; loaded_slowdown: the layer with the other ",
@@ -252,6 +249,13 @@ std::optional<Measured> measure(const Options& o) {
   else
     std::snprintf(summary + n, sizeof summary - n, "links not measured");
   return Measured{std::move(c), summary};
+}
+
+std::string profile_date() {
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  return date;
 }
 
 void write_cluster(const plan::Cluster& c, const std::string& path) {

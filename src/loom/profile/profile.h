@@ -31,6 +31,9 @@ struct Measured {
 // between them first; then only rank 0 goes on, the others return nullopt.
 std::optional<Measured> measure(const Options& o);
 
+// The local date and minute a profile's note names ("2026-12-02 18:00").
+std::string profile_date();
+
 // Writes `c` to `path` (folders created, replaced atomically) after checking it reads back.
 void write_cluster(const plan::Cluster& c, const std::string& path);
 
