@@ -21,6 +21,7 @@
 
 #include "loom/common/error.h"
 #include "loom/config/text.h"
+#include "loom/config/toml_parse.h"
 #include "loom/flags/flags.h"
 
 namespace loom::config {
@@ -647,14 +648,6 @@ void set_from_node(Config& c, const Field& f, const toml::node& node, const std:
   check_rule(c, f, where);
 }
 
-std::string one_line(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) {
-    if (ch == '\n' || ch == '\r') ch = ' ';
-  }
-  return out;
-}
-
 // ---- flags ----------------------------------------------------------------------------------
 
 void set_from_text(Config& c, const Field& f, const std::string& text, const std::string& where) {
@@ -772,14 +765,7 @@ Config load_file(const std::string& path) {
 }
 
 Config from_toml_string(const std::string& text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    const auto& at = e.source().begin;
-    LOOM_USAGE("cannot parse ", origin, " at line ", at.line, ", column ", at.column, ": ",
-               one_line(e.description()), "; fix the TOML syntax there");
-  }
+  const toml::table root = parse_toml(text, origin);
   Config c;
   for (const auto& [key, node] : root) {
     const std::string section(key.str());

@@ -10,15 +10,10 @@
 #include <sstream>
 
 #include "loom/common/error.h"
+#include "loom/config/toml_parse.h"
 
 namespace loom::plan {
 namespace {
-
-std::string one_line(std::string_view s) {
-  std::string out(s);
-  std::replace(out.begin(), out.end(), '\n', ' ');
-  return out;
-}
 
 // Reads keys of one table and names the file and key in every error.
 class Reader {
@@ -158,14 +153,7 @@ double Cluster::peak(const std::string& p) const {
 }
 
 Cluster parse_cluster(const std::string& text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    const auto& at = e.source().begin;
-    LOOM_USAGE("cannot parse ", origin, " at line ", at.line, ", column ", at.column, ": ",
-               one_line(e.description()), "; fix the TOML syntax there");
-  }
+  const toml::table root = config::parse_toml(text, origin);
   for (const auto& entry : root) {
     static const char* known[] = {"name",  "note",  "node",  "device",   "efficiency",
                                   "intra", "inter", "block", "optimizer"};
