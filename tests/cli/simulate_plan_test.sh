@@ -72,6 +72,25 @@ kept() {
 if python3 -c "import sys; n, s, f = map(float, sys.argv[1:]); sys.exit(not n > s > f)" \
   "$(kept none)" "$(kept selective)" "$(kept full)"; then ok "recompute_order"; else fail "recompute_order"; fi
 
+# Llama: simulated and planned; its flags refused for a GPT, a tied head across stages refused.
+llama=(--model llama --layers 8 --width 1024 --heads 16 --kv-heads 4 --seq-len 1024 --vocab 32000
+  --cluster "$a100")
+if "$loom" simulate "${llama[@]}" --gpus 2 --tp 2 --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"fits":true' "$tmp/stdout"; then ok "llama_simulate"; else fail "llama_simulate"; fi
+if "$loom" plan "${llama[@]}" --gpus 8 --global-batch 16 --time-budget 5s --json \
+  >"$tmp/stdout" 2>"$tmp/stderr" && grep -q '"configuration"' "$tmp/stdout"; then
+  ok "llama_plan"
+else fail "llama_plan"; fi
+if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --model llama --kv-heads 2 \
+  --cluster "$a100" --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"fits":true' "$tmp/stdout"; then ok "llama_from_config"; else fail "llama_from_config"; fi
+expect_exit2 kv_heads_for_gpt "describes a llama" -- simulate "${gpt[@]}" --gpus 1 --kv-heads 4
+expect_exit2 kv_heads_over_tp "must divide kv-heads (4)" -- simulate "${llama[@]}" --gpus 8 --tp 8
+expect_exit2 tied_across_stages "--pp 1 --loops 1" -- simulate "${llama[@]}" --gpus 2 --pp 2 \
+  --tie-embeddings
+expect_exit2 model_kind "--model must be gpt or llama" -- simulate "${gpt[@]}" --gpus 1 \
+  --model mlp
+
 # A shared cluster profiled on another processor: one warning line naming both.
 sed 's/^shared = true$/shared = true\ncpu = "Imaginary CPU 1"/' "$src/clusters/this-machine.toml" |
   grep -v '^cpu = "Intel' >"$tmp/other.toml"

@@ -29,9 +29,10 @@ using flags::to_int64;
 
 // The model and the cluster, for simulate and plan.
 const std::vector<Flag> kModelFlags = {
-    {"model", "gpt"},   {"layers", "24"},      {"width", "2048"},
-    {"heads", "16"},    {"seq-len", "2048"},   {"vocab", "51200"},
-    {"no-dropout", ""}, {"precision", "bf16"}, {"cluster", "clusters/a100-80gb.toml"}};
+    {"model", "gpt"},   {"layers", "24"},       {"width", "2048"},
+    {"heads", "16"},    {"seq-len", "2048"},    {"vocab", "51200"},
+    {"no-dropout", ""}, {"precision", "bf16"},  {"cluster", "clusters/a100-80gb.toml"},
+    {"kv-heads", "8"},  {"ffn-width", "11008"}, {"tie-embeddings", ""}};
 
 std::vector<Flag> with_model_flags(std::vector<Flag> own) {
   own.insert(own.begin(), kModelFlags.begin(), kModelFlags.end());
@@ -41,11 +42,13 @@ std::vector<Flag> with_model_flags(std::vector<Flag> own) {
 const char* kSimulateHelp =
     R"(usage: loom simulate --cluster FILE (model flags | --from-config FILE) [configuration]
 
-Predicts one training step of a GPT: step time, pipeline bubble, exposed communication and
-peak memory per rank, by simulating the lowered schedule every rank runs.
+Predicts one training step of a GPT or a Llama: step time, pipeline bubble, exposed
+communication and peak memory per rank, by simulating the lowered schedule every rank runs.
 
-model:  --model gpt --layers L --width H --heads A --seq-len S [--vocab V (51200)]
-        [--no-dropout] [--precision bf16|fp16|fp32 (the cluster's)]
+model:  --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V (51200)]
+        [--no-dropout (gpt)] [--kv-heads K --ffn-width F (llama: key/value heads, SwiGLU
+        units; default the heads and a multiple of 64 >= 8H/3)] [--tie-embeddings]
+        [--precision bf16|fp16|fp32 (the cluster's)]
         or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
         dp-mode and the trainer's own model cut); the model flags given and the flags
         below override it
@@ -85,7 +88,8 @@ Searches dp x pp x tp (tp inside a node), micro-batch size, micro-batch count, l
 schedule, dp-mode and recomputation; drops what does not fit in memory; ranks the rest by
 simulated step time and explains why the winner wins.
 
-model:   --model gpt --layers L --width H --heads A --seq-len S [--vocab V] [--no-dropout]
+model:   --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V]
+         [--no-dropout] [--kv-heads K --ffn-width F (llama)] [--tie-embeddings]
          [--precision bf16|fp16|fp32]
 options: --top K (10)  --time-budget 30s  --memory-limit GB (90% of the device's)
          --schedules a,b  --dp-modes a,b  --micro-batch-sizes 1,2,4,8  --loops 1,2,4,8
@@ -111,19 +115,39 @@ void write_file(const std::string& path, const std::string& text, const std::str
   std::cerr << "wrote " << path << "\n";
 }
 
-plan::Transformer model_from_flags(const flags::Parsed& a) {
-  if (a.get("model", "gpt") != "gpt")
-    LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '", a.get("model"),
+// gpt or llama, from --model (default gpt).
+plan::Arch arch_from_flag(const flags::Parsed& a) {
+  const std::string kind = a.get("model", "gpt");
+  if (kind != "gpt" && kind != "llama")
+    LOOM_USAGE("--model must be gpt or llama (the transformers the simulator models), got '", kind,
                "'");
+  return kind == "gpt" ? plan::Arch::Gpt : plan::Arch::Llama;
+}
+
+// --kv-heads, --ffn-width and --tie-embeddings on top of `m`.
+void apply_llama_flags(const flags::Parsed& a, plan::Transformer& m) {
+  if (m.arch != plan::Arch::Llama)
+    for (const char* k : {"kv-heads", "ffn-width"})
+      if (a.has(k)) LOOM_USAGE("--", k, " describes a llama; add --model llama or drop it");
+  if (a.has("kv-heads")) m.kv_heads = to_int64("kv-heads", a.get("kv-heads"), 1, 1 << 16);
+  if (a.has("ffn-width")) m.ffn = to_int64("ffn-width", a.get("ffn-width"), 1, 1 << 26);
+  if (a.has("tie-embeddings")) m.tied = true;
+}
+
+plan::Transformer model_from_flags(const flags::Parsed& a) {
+  const plan::Arch arch = arch_from_flag(a);
   for (const char* k : {"layers", "width", "heads", "seq-len"})
     if (!a.has(k)) LOOM_USAGE("--", k, " is required (or use --from-config FILE)");
   plan::Transformer m;
+  m.arch = arch;
   m.layers = to_int64("layers", a.get("layers"), 1, 1 << 20);
   m.hidden = to_int64("width", a.get("width"), 1, 1 << 24);
   m.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
   m.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
   m.vocab = to_int64("vocab", a.get("vocab", "51200"), 1, int64_t(1) << 30);
-  m.dropout = !a.has("no-dropout");
+  // loom's Llama has no dropout; Megatron's GPT (the published rows) has.
+  m.dropout = arch == plan::Arch::Gpt && !a.has("no-dropout");
+  apply_llama_flags(a, m);
   return m;
 }
 
@@ -226,18 +250,24 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
 void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p,
                  std::vector<int>* cut) {
   config::Config cfg = config::load_file(a.get("from-config"));
-  if (cfg.model.kind != config::ModelKind::Gpt)
-    LOOM_USAGE("--from-config needs a gpt model (model.kind = \"gpt\"), got '", cfg.model.kind,
-               "'");
   // The model flags override the file's model, as the configuration flags do.
-  if (a.has("model") && a.get("model") != "gpt")
-    LOOM_USAGE("--model must be gpt (the simulator models GPT transformers), got '", a.get("model"),
-               "'");
+  if (a.has("model"))
+    cfg.model.kind =
+        arch_from_flag(a) == plan::Arch::Gpt ? config::ModelKind::Gpt : config::ModelKind::Llama;
+  if (!config::is_transformer(cfg.model.kind))
+    LOOM_USAGE("--from-config needs a gpt or llama model (model.kind), got '", cfg.model.kind, "'");
   if (a.has("layers")) cfg.model.layers = to_int64("layers", a.get("layers"), 1, 1 << 20);
   if (a.has("width")) cfg.model.width = to_int64("width", a.get("width"), 1, 1 << 24);
   if (a.has("heads")) cfg.model.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
   if (a.has("seq-len")) cfg.model.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
   if (a.has("vocab")) cfg.model.vocab = to_int64("vocab", a.get("vocab"), 1, int64_t(1) << 30);
+  {
+    plan::Transformer flagged = plan::transformer_of(cfg.model);
+    apply_llama_flags(a, flagged);
+    cfg.model.kv_heads = flagged.kv_heads;
+    if (a.has("ffn-width")) cfg.model.ffn_width = flagged.ffn;
+    cfg.model.tie_embeddings = flagged.tied;
+  }
   if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
   if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
   if (a.has("tp")) cfg.parallel.tp = to_int("tp", a.get("tp"), 1, 1 << 10);
@@ -269,8 +299,7 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
                    cfg.train.global_batch, cfg.train.microbatches, b);
   }
   train::Resolved r = train::preflight(cfg, dp * tp_pp, false);
-  *m = {cfg.model.layers,  cfg.model.width, cfg.model.heads,
-        cfg.model.seq_len, cfg.model.vocab, false};
+  *m = plan::transformer_of(cfg.model);
   p->dp = r.dp;
   p->pp = r.pp;
   p->tp = r.tp;
@@ -403,18 +432,27 @@ int simulate_command(const std::vector<std::string>& args) {
 // The `loom train` command line that runs a candidate (model, batch and layout).
 std::string train_command_line(const plan::PlanRequest& req, const plan::Candidate& c) {
   const plan::Parallel& p = c.par;
+  const plan::Transformer& m = req.model;
   std::ostringstream os;
-  os << "loom train --layers " << req.model.layers << " --width " << req.model.hidden << " --heads "
-     << req.model.heads << " --seq-len " << req.model.seq_len << " --vocab " << req.model.vocab
-     << " --global-batch " << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp
-     << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops << " --microbatches "
-     << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
-     << config::name_of(p.dp_mode) << " --recompute " << config::name_of(p.recompute)
-     << (p.sequence_parallel ? " --sequence-parallel" : "");
+  os << "loom train";
+  if (m.arch == plan::Arch::Llama) {
+    os << " --model.kind llama";
+    if (m.kv_heads) os << " --kv-heads " << m.kv_heads;
+    if (m.ffn) os << " --ffn-width " << m.ffn;
+  }
+  if (m.tied) os << " --tie-embeddings";
+  os << " --layers " << m.layers << " --width " << m.hidden << " --heads " << m.heads
+     << " --seq-len " << m.seq_len << " --vocab " << m.vocab << " --global-batch "
+     << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp << " --pp " << p.pp
+     << " --tp " << p.tp << " --loops " << p.loops << " --microbatches " << p.microbatches
+     << " --schedule " << p.schedule << " --dp-mode " << config::name_of(p.dp_mode)
+     << " --recompute " << config::name_of(p.recompute)
+     << (p.sequence_parallel ? " --sequence-parallel" : "")
+     << (p.attention == plan::Attention::Flash ? " --attention flash" : "");
   // GPU features loom's runtime does not have: say so rather than drop them silently.
-  if (p.attention == plan::Attention::Flash || p.tp_comm_overlap || p.distributed_optimizer)
-    os << "  # loom train has no flash attention, tp overlap or distributed optimizer: "
-          "the simulated run is Megatron-Core's";
+  if (p.tp_comm_overlap || p.distributed_optimizer)
+    os << "  # loom train has no tp overlap or distributed optimizer: the simulated run is "
+          "Megatron-Core's";
   return os.str();
 }
 
@@ -518,12 +556,17 @@ int plan_command(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  const plan::Transformer& m = req.model;
+  std::string shape = detail::concat(m.arch == plan::Arch::Gpt ? "GPT" : "Llama", " l=", m.layers,
+                                     " h=", m.hidden, " a=", m.heads);
+  if (m.arch == plan::Arch::Llama)
+    shape += detail::concat(" kv=", m.kv_heads ? m.kv_heads : m.heads,
+                            " f=", int64_t(plan::ffn_width(m)));
   std::printf(
-      "loom plan: GPT l=%lld h=%lld a=%lld s=%lld V=%lld on %d devices of %s, global "
-      "batch %lld, memory limit %s\n\n",
-      (long long)req.model.layers, (long long)req.model.hidden, (long long)req.model.heads,
-      (long long)req.model.seq_len, (long long)req.model.vocab, req.gpus, cluster.name.c_str(),
-      (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
+      "loom plan: %s s=%lld V=%lld%s on %d devices of %s, global batch %lld, memory limit "
+      "%s\n\n",
+      shape.c_str(), (long long)m.seq_len, (long long)m.vocab, m.tied ? " tied" : "", req.gpus,
+      cluster.name.c_str(), (long long)req.global_batch, plan::human_bytes(r.memory_limit).c_str());
   std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
   if (!r.ranked.empty())
     std::cout << "\nthe best as a loom train command (--nproc: on one machine; or mpirun -n N):\n  "

@@ -189,6 +189,13 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// llama's SwiGLU width: model.ffn_width, or the smallest multiple of 64 >= 8 * width / 3.
+inline int64_t llama_ffn_width(const ModelConfig& c) {
+  if (c.ffn_width) return c.ffn_width;
+  const int64_t units = (8 * c.width + 2) / 3;  // ceil(8 * width / 3)
+  return (units + 63) / 64 * 64;
+}
+
 struct DataConfig {
   DataKind kind = DataKind::Text;
   std::string path;       // text: file or folder; fashion-mnist: folder; "" = default

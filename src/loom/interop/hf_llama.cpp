@@ -43,7 +43,7 @@ json to_config(const config::ModelConfig& c) {
           {"model_type", "llama"},
           {"vocab_size", c.vocab},
           {"hidden_size", c.width},
-          {"intermediate_size", model::llama_ffn_width(c)},
+          {"intermediate_size", config::llama_ffn_width(c)},
           {"num_hidden_layers", c.layers},
           {"num_attention_heads", c.heads},
           {"num_key_value_heads", c.kv_heads ? c.kv_heads : c.heads},

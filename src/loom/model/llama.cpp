@@ -39,13 +39,6 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-halves[1], halves[0]}, -1);
 }
 
-// model.ffn_width, or the smallest multiple of 64 >= 8 * width / 3.
-int64_t ffn_width_of(const config::ModelConfig& c) {
-  if (c.ffn_width) return c.ffn_width;
-  const int64_t units = (8 * c.width + 2) / 3;  // ceil(8 * width / 3)
-  return (units + 63) / 64 * 64;
-}
-
 class LlamaLayer : public RecomputableLayer {
  public:
   LlamaLayer(const config::ModelConfig& c, const TensorParallel& tp, config::Recompute recompute)
@@ -55,7 +48,7 @@ class LlamaLayer : public RecomputableLayer {
         heads_(c.heads),
         kv_heads_(c.kv_heads ? c.kv_heads : c.heads),
         hd_(c.width / c.heads),
-        ffn_(ffn_width_of(c)),
+        ffn_(config::llama_ffn_width(c)),
         flash_(c.attention == config::Attention::Flash) {
     norm1_ = register_module("norm1", RmsNorm(width_));
     q_ = register_module("q", no_bias_linear(width_, heads_ * hd_));
@@ -191,15 +184,12 @@ class LlamaHead : public TpBlock {
 
 }  // namespace
 
-int64_t llama_ffn_width(const config::ModelConfig& c) {
-  return ffn_width_of(c);
-}
-
 Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
                   config::Recompute recompute) {
   const int64_t kv = c.kv_heads ? c.kv_heads : c.heads;
-  LOOM_CHECK(kv % tp.size == 0 && c.vocab % tp.size == 0 && ffn_width_of(c) % tp.size == 0, "tp ",
-             tp.size, " must divide kv_heads, ffn_width and vocab (preflight checks it)");
+  LOOM_CHECK(
+      kv % tp.size == 0 && c.vocab % tp.size == 0 && config::llama_ffn_width(c) % tp.size == 0,
+      "tp ", tp.size, " must divide kv_heads, ffn_width and vocab (preflight checks it)");
   Model m;
   m.name = "llama";
   // Token vectors of N(0, 0.02), as Hugging Face initializes a Llama: torch's N(0, 1) would make

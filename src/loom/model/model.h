@@ -62,9 +62,6 @@ Model build(const config::ModelConfig& cfg, uint64_t seed, const TensorParallel&
 // mlp / cnn [micro_batch, 1, 28, 28] images (float).
 TensorSpec input_spec(const config::ModelConfig& cfg, int64_t micro_batch);
 
-// SwiGLU hidden units of a llama: model.ffn_width, or the smallest multiple of 64 >= 8w/3.
-int64_t llama_ffn_width(const config::ModelConfig& cfg);
-
 // Parameter name of block `index`'s parameter `local`: "blocks.3.qkv.weight".
 std::string param_name(size_t block_index, const std::string& local);
 

@@ -116,9 +116,9 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
 
   std::vector<Pending> pending;
   for (int tp : divisors(req.gpus)) {
-    if ((tp > c.devices_per_node && !c.shared) || m.heads % tp || m.hidden % tp) continue;
+    if ((tp > c.devices_per_node && !c.shared) || !splits_over(m, tp)) continue;
     for (int pp : divisors(req.gpus / tp)) {
-      if (pp > m.layers) continue;
+      if (pp > m.layers || (m.tied && pp > 1)) continue;
       const int dp = req.gpus / tp / pp;
       if (req.global_batch % dp) continue;
       const int64_t replica = req.global_batch / dp;
@@ -127,6 +127,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
         const int mb = static_cast<int>(replica / b);
         for (int v : loops) {
           if (pp * v > m.layers || (v > 1 && (pp == 1 || m.layers % (pp * v)))) continue;
+          if (m.tied && v > 1) continue;
           for (const std::string& name : schedules) {
             if ((name == "interleaved" && v == 1) || (name == "gpipe" && v > 1)) continue;
             if (!schedule::unsupported_reason(name, {pp, v, mb}).empty()) continue;

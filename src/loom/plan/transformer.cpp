@@ -4,17 +4,61 @@
 
 namespace loom::plan {
 
+Transformer transformer_of(const config::ModelConfig& c) {
+  if (!config::is_transformer(c.kind))
+    LOOM_USAGE("the simulator models gpt and llama transformers, got model.kind '", c.kind, "'");
+  if (c.head_bias)
+    LOOM_USAGE("the simulator models heads without a bias; drop model.head_bias to simulate");
+  Transformer m{c.layers, c.width, c.heads, c.seq_len, c.vocab, false};
+  if (c.kind == config::ModelKind::Llama) {
+    m.arch = Arch::Llama;
+    m.kv_heads = c.kv_heads;
+    m.ffn = config::llama_ffn_width(c);
+  }
+  m.tied = c.tie_embeddings;
+  return m;
+}
+
+double kv_width(const Transformer& m) {
+  if (m.arch == Arch::Gpt || m.kv_heads == 0) return double(m.hidden);
+  return double(m.kv_heads) * double(m.hidden / m.heads);
+}
+
+double ffn_width(const Transformer& m) {
+  if (m.arch == Arch::Gpt) return 4.0 * double(m.hidden);
+  if (m.ffn > 0) return double(m.ffn);
+  config::ModelConfig c;
+  c.width = m.hidden;
+  return double(config::llama_ffn_width(c));
+}
+
+bool splits_over(const Transformer& m, int tp) {
+  if (m.heads % tp || m.hidden % tp) return false;
+  if (m.arch == Arch::Gpt) return true;
+  const int64_t kv = m.kv_heads ? m.kv_heads : m.heads;
+  return kv % tp == 0 && int64_t(ffn_width(m)) % tp == 0 && m.vocab % tp == 0;
+}
+
+double layer_matrix_params(const Transformer& m) {
+  const double h = double(m.hidden);
+  if (m.arch == Arch::Gpt) return 12 * h * h;
+  return h * (2 * h + 2 * kv_width(m)) + 3 * h * ffn_width(m);
+}
+
 double layer_params(const Transformer& m) {
   const double h = double(m.hidden);
-  return 12 * h * h + 13 * h;
+  if (m.arch == Arch::Gpt) return layer_matrix_params(m) + 13 * h;  // biases, 2 LayerNorms
+  return layer_matrix_params(m) + 2 * h;                            // 2 RMSNorm weights
 }
 
 double embedding_params(const Transformer& m) {
-  return double(m.vocab) * m.hidden + double(m.seq_len) * m.hidden;
+  const double positions = m.arch == Arch::Gpt ? double(m.seq_len) * m.hidden : 0;
+  return double(m.vocab) * m.hidden + positions;
 }
 
 double head_params(const Transformer& m) {
-  return double(m.vocab) * m.hidden + 2.0 * m.hidden;
+  const double norm = (m.arch == Arch::Gpt ? 2.0 : 1.0) * m.hidden;
+  return norm + (m.tied ? 0 : double(m.vocab) * m.hidden);
 }
 
 double total_params(const Transformer& m) {
@@ -23,7 +67,7 @@ double total_params(const Transformer& m) {
 
 double layer_forward_flops(const Transformer& m, double b) {
   const double s = double(m.seq_len), h = double(m.hidden);
-  return 24 * b * s * h * h + 4 * b * s * s * h;
+  return 2 * b * s * layer_matrix_params(m) + 4 * b * s * s * h;
 }
 
 double head_forward_flops(const Transformer& m, double b) {
@@ -33,6 +77,8 @@ double head_forward_flops(const Transformer& m, double b) {
 double iteration_flops(const Transformer& m, double B, bool recompute) {
   const double s = double(m.seq_len), h = double(m.hidden), l = double(m.layers),
                V = double(m.vocab);
+  if (m.arch != Arch::Gpt)  // the same count by parts: 3 passes, 4 with the recomputation
+    return (recompute ? 4 : 3) * l * layer_forward_flops(m, B) + 3 * head_forward_flops(m, B);
   if (recompute) return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
   return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
 }
@@ -46,8 +92,27 @@ double attention_square_bytes(const Transformer& m, double b, const LayerRun& r)
 
 namespace {
 
+// Llama's per-layer bytes other than the attention core's (transformer.h).
+double llama_linear_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double h = double(m.hidden), sb = double(m.seq_len) * b, t = r.tp;
+  // The two RMSNorms' input, normalized and weighted values; with sequence parallelism the
+  // first two are this rank's part and the weighted one is gathered whole for q/k/v and
+  // gate/up (the products keep their input).
+  const double norms = r.sequence_parallel ? 4 * h / t + 2 * h : 6 * h;
+  const double split = 2 * h + 2 * kv_width(m) + 4 * ffn_width(m);
+  const double per_token = norms + split / t;
+  return sb * per_token * r.elem_bytes;
+}
+
+// Key/value heads repeated for the query heads (grouped-query attention), kept by the core.
+double repeated_kv_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double h = double(m.hidden);
+  return double(m.seq_len) * b * 2 * (h - kv_width(m)) / r.tp * r.elem_bytes;
+}
+
 // Per-layer bytes other than the s² terms, for the three layouts (Korthikanti Table 2).
 double linear_bytes(const Transformer& m, double b, const LayerRun& r) {
+  if (m.arch != Arch::Gpt) return llama_linear_bytes(m, b, r);
   const double sbh = double(m.seq_len) * b * double(m.hidden), t = r.tp;
   const double c_h = m.dropout ? 34 : 32;     // per s·b·h
   const double unsplit = m.dropout ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
@@ -57,10 +122,12 @@ double linear_bytes(const Transformer& m, double b, const LayerRun& r) {
   return sbh * (unsplit + (c_h - unsplit) / t) * scale;
 }
 
-// Flash keeps the log-sum-exp of each head and token in fp32 for its backward.
+// Flash keeps the log-sum-exp of each head and token in fp32 for its backward; loom's Llama
+// also keeps the kernel's output, whose heads-to-tokens reshape is a copy (measured).
 double flash_stats_bytes(const Transformer& m, double b, const LayerRun& r) {
   if (r.attention != Attention::Flash) return 0;
-  return 4 * double(m.heads) * double(m.seq_len) * b / r.tp;
+  const double output = m.arch == Arch::Llama ? double(m.hidden) * r.elem_bytes : 0;
+  return (4 * double(m.heads) + output) * double(m.seq_len) * b / r.tp;
 }
 
 }  // namespace
@@ -70,7 +137,9 @@ double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
     const double sbh = double(m.seq_len) * b * double(m.hidden);
     return 2 * sbh * r.elem_bytes / 2 / (r.sequence_parallel ? r.tp : 1);
   }
-  const double core = r.recompute == Recompute::Selective ? 0 : attention_square_bytes(m, b, r);
+  const double core = r.recompute == Recompute::Selective
+                          ? 0
+                          : attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r);
   return linear_bytes(m, b, r) + core + flash_stats_bytes(m, b, r);
 }
 
@@ -80,7 +149,8 @@ double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
     kept.recompute = Recompute::None;
     return layer_kept_bytes(m, b, kept);
   }
-  if (r.recompute == Recompute::Selective) return attention_square_bytes(m, b, r);
+  if (r.recompute == Recompute::Selective)
+    return attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r);
   return 0;
 }
 

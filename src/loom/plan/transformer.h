@@ -1,6 +1,8 @@
 #pragma once
-// Closed forms for a GPT (pre-LayerNorm blocks, MLP 4h, untied head) with l layers, width h,
-// a heads, sequence s, vocabulary V; b samples per micro-batch, t tensor-parallel ranks.
+// Closed forms for a GPT (pre-LayerNorm blocks, MLP 4h, untied head) or a Llama (RMSNorm,
+// q/k/v/o with kv key/value heads of width h/a, SwiGLU with f units, no biases, rotary
+// positions) with l layers, width h, a heads, sequence s, vocabulary V; b samples per
+// micro-batch, t tensor-parallel ranks.
 //  - FLOPs (Narayanan et al. 2021; a multiply-add = 2): forward of one layer
 //    24·b·s·h² + 4·b·s²·h, of the head 2·b·s·h·V. Per iteration of B samples, backward = 2x
 //    forward: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) without recomputation; with full
@@ -18,6 +20,13 @@
 //    Flash attention (Dao et al. 2022) never stores the s² values either: it keeps Q, K, V
 //    and the output (already in the 34) plus the softmax statistics, one fp32 value per
 //    head and token (4·a·s·b/t bytes), and recomputes the scores in its own backward.
+//  - Llama: the products' FLOPs are 2·b·s times the layer's matrix parameters (d_kv = kv·h/a):
+//    h·(2h + 2·d_kv) + 3·h·f. Its activations are what loom's runtime keeps (model/llama.cpp;
+//    measured, docs/notes/planner-validation.md), in values per token: each RMSNorm its
+//    input, normalized and weighted outputs (3h, unsplit under tp), q/k/v (h + 2·d_kv), the
+//    attention output (h), SwiGLU's gate, silu, up and product (4f); the standard core keeps
+//    a·s probabilities (no dropout), and key/value heads repeated for the query heads
+//    (2·(h − d_kv)) while the core is kept.
 #include <cstdint>
 #include <string>
 
@@ -25,14 +34,31 @@
 
 namespace loom::plan {
 
+enum class Arch { Gpt, Llama };
+
 struct Transformer {
   int64_t layers = 1, hidden = 1, heads = 1, seq_len = 1, vocab = 51200;
-  bool dropout = true;  // Megatron's GPT has dropout; loom's GPT has none
+  bool dropout = true;  // Megatron's GPT has dropout; loom's GPT and Llama have none
+  Arch arch = Arch::Gpt;
+  int64_t kv_heads = 0;  // llama: key/value heads; 0 = heads
+  int64_t ffn = 0;       // llama: SwiGLU units; 0 = a multiple of 64 >= 8h/3
+  bool tied = false;     // the head is the token embedding (one stage holds both)
 };
 
-double layer_params(const Transformer& m);      // 12h² + 13h
-double embedding_params(const Transformer& m);  // V·h + s·h (tokens + positions)
-double head_params(const Transformer& m);       // V·h + 2h (final norm, untied head, no bias)
+// A gpt or llama model of a `loom train` configuration (UsageError for the other kinds).
+Transformer transformer_of(const config::ModelConfig& c);
+double kv_width(const Transformer& m);   // h for a GPT, kv·h/a for a Llama
+double ffn_width(const Transformer& m);  // 4h for a GPT
+// The matrices' parameters of one layer (what its products multiply by).
+double layer_matrix_params(const Transformer& m);
+
+// Whether tensor parallelism of degree tp splits the model: heads and width (a Llama also its
+// key/value heads, SwiGLU width and vocabulary).
+bool splits_over(const Transformer& m, int tp);
+
+double layer_params(const Transformer& m);      // GPT 12h² + 13h; Llama matrices + 2h
+double embedding_params(const Transformer& m);  // V·h, + s·h positions for a GPT
+double head_params(const Transformer& m);       // final norm (2h GPT, h Llama) + V·h untied
 double total_params(const Transformer& m);
 
 double layer_forward_flops(const Transformer& m, double b);

@@ -62,6 +62,17 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     LOOM_USAGE("dp, pp, tp, loops, microbatches and micro-batch size must all be >= 1");
   if (m.heads % p.tp != 0 || m.hidden % p.tp != 0)
     LOOM_USAGE("tp=", p.tp, " must divide heads (", m.heads, ") and width (", m.hidden, ")");
+  if (m.arch == Arch::Llama) {
+    const int64_t kv = m.kv_heads ? m.kv_heads : m.heads;
+    if (kv < 1 || m.heads % kv != 0)
+      LOOM_USAGE("kv-heads ", kv, " must divide heads (", m.heads, ")");
+    if (!splits_over(m, p.tp))
+      LOOM_USAGE("tp=", p.tp, " must divide kv-heads (", kv, "), the SwiGLU width (",
+                 int64_t(ffn_width(m)), ") and vocab (", m.vocab, ")");
+  }
+  if (m.tied && p.pp * p.loops > 1)
+    LOOM_USAGE("a head tied to the token embedding needs both on one stage (as loom ties them); ",
+               "use --pp 1 --loops 1, or drop --tie-embeddings");
   if (p.tp > c.devices_per_node && !c.shared)
     LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '", c.name,
                "'; tensor parallelism stays inside a node");
@@ -138,6 +149,11 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       b.i = scaled(b.i - extra, b.i_comm, measured.i, one_i) + scaled(extra, 0, measured.f, one.f);
       b.f = scaled(b.f, b.f_comm, measured.f, one.f);
       b.w = scaled(b.w, 0, measured.w, one.w);
+      // The embedding's measured bytes (its output, h per token) stand: tensor parallelism
+      // sums its output over the group, every rank keeps all of it (a 1/t share with sequence
+      // parallelism).
+      if (k == kEmbedding && measured.activation >= 0)
+        b.activation = measured.activation / (p.sequence_parallel ? p.tp : 1);
       slowdown = measured.loaded;
       profiled_[k] = true;
     } else if (p.tp == 1 && profiled(k, &measured)) {
@@ -155,6 +171,15 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
         measured.working = square;
         const double f = block_[k].f;
         measured.i += f > 0 ? measured.f * selective_extra_s() / f : 0;
+      } else if (k == kLayer && p.attention == Attention::Flash) {
+        // The profile runs standard attention: its layer without the s² values, with flash's
+        // statistics (the model's bytes differ by exactly these).
+        LayerRun standard = layer_run();
+        standard.attention = Attention::Standard;
+        const double b = double(p.micro_batch);
+        measured.activation = std::max(
+            0.0, measured.activation - layer_kept_bytes(m_, b, standard) + block_[k].activation);
+        measured.working = 0;
       } else {
         measured.working = k == kHead ? block_[k].working : 0;
       }
@@ -173,6 +198,12 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
+    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp). The
+    // GPT's profiled blocks include their outputs, and Megatron (the published GPT rows) frees
+    // it once sent; the Llama, always analytic, adds it.
+    if (m.arch == Arch::Llama && s + 1 < S)
+      sum.activation += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
+                        prec_.activation / (p.sequence_parallel ? p.tp : 1);
     stage_.push_back(sum);
   }
 }
@@ -222,8 +253,10 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
   const double tp_ar = net_.collective_s(Collective::AllReduce, M * h * e, tp_group);
   Cost c;
   if (kind == kLayer) {
-    const double linear = gemm_s(M, 3 * h / t, h) + gemm_s(M, h, h / t) + gemm_s(M, 4 * h / t, h) +
-                          gemm_s(M, h, 4 * h / t);
+    const double kv = kv_width(m_), f = ffn_width(m_);
+    const double gated = m_.arch == Arch::Llama ? 2 : 1;  // SwiGLU: gate and up
+    const double linear = gemm_s(M, (h + 2 * kv) / t, h) + gemm_s(M, h, h / t) +
+                          gated * gemm_s(M, f / t, h) + gemm_s(M, h, f / t);
     const Attn core = attention(b);
     const LayerRun run = layer_run();
     LayerRun kept_all = run;
@@ -247,9 +280,12 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.params = layer_params(m_) / t;
     c.activation = layer_kept_bytes(m_, b, run);
     c.working = layer_working_bytes(m_, b, run);
-    // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, 4h/t) and output
-    // gradients (3h/t, h, 4h/t, h). A recomputed layer gives its weight gradients in I.
-    c.weight_inputs = run.recompute == Recompute::Full ? 0 : M * e * h * (4 + 12.0 / t);
+    // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, f/t) and output
+    // gradients ((h + 2kv)/t, h, gated·f/t, h). A recomputed layer gives its weight gradients
+    // in I.
+    c.weight_inputs = run.recompute == Recompute::Full
+                          ? 0
+                          : M * e * (4 * h + (2 * h + 2 * kv + (1 + gated) * f) / t);
   } else if (kind == kHead) {
     const double logits = 4 * M * V / t;  // fp32 logits for the softmax / loss
     const double gemm = gemm_s(M, V / t, h);
@@ -259,7 +295,13 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.i = gemm + 2 * elem + c.i_comm;
     c.w = gemm;
     c.params = head_params(m_) / t;
-    c.activation = logits + M * h * e;
+    // The final norm: the GPT's keeps its input; the Llama's RMSNorm keeps its input, the
+    // normalized and the weighted values (with sequence parallelism this rank's part of the
+    // first two, the gathered whole of the third). The vocabulary-parallel loss keeps two fp32
+    // [M, V/t] values, exp's output and the shifted logits (gather's backward reads them); the
+    // unsplit loss one, log-softmax's. (Measured against the runtime: planner-validation.md.)
+    const double norm = m_.arch == Arch::Gpt ? 1 : p_.sequence_parallel ? 1 + 2 / t : 3;
+    c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h * e;
     c.working = logits;
     c.weight_inputs = M * h * e + M * V / t * e;  // its input and the logits' gradient
   } else {
@@ -274,6 +316,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
 }
 
 bool TransformerCostModel::profiled(int kind, Cost* out, int64_t tp) const {
+  if (m_.arch != Arch::Gpt) return false;  // loom profile measures GPT blocks
   std::vector<const BlockProfile*> match;
   for (const BlockProfile& bp : c_.blocks) {
     if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len) continue;

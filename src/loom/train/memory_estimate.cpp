@@ -50,9 +50,8 @@ double available_bytes() {
 }  // namespace
 
 double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
-  if (cfg.model.kind != config::ModelKind::Gpt) return 0;
-  const plan::Transformer m{cfg.model.layers,  cfg.model.width, cfg.model.heads,
-                            cfg.model.seq_len, cfg.model.vocab, false};
+  if (!config::is_transformer(cfg.model.kind) || cfg.model.head_bias) return 0;
+  const plan::Transformer m = plan::transformer_of(cfg.model);
   plan::Parallel p;
   p.dp = r.dp;
   p.pp = r.pp;

@@ -8,7 +8,8 @@
 
 namespace loom::train {
 
-// Estimated peak bytes of the largest rank (GPT models; 0 for the others, which are small).
+// Estimated peak bytes of the largest rank (GPT and Llama models; 0 for the others, which are
+// small, and for a GPT head with a bias).
 double estimate_rank_bytes(const config::Config& cfg, const Resolved& r);
 
 // UsageError (one line) when `nproc` ranks of this configuration are estimated to need more

@@ -83,7 +83,7 @@ void check_tensor_parallel(const config::Config& cfg, int tp) {
                "of ",
                tp);
   if (m.kind == config::ModelKind::Llama) {
-    const int64_t kv = m.kv_heads ? m.kv_heads : m.heads, ffn = model::llama_ffn_width(m);
+    const int64_t kv = m.kv_heads ? m.kv_heads : m.heads, ffn = config::llama_ffn_width(m);
     if (kv % tp != 0)
       LOOM_USAGE("parallel.tp (", tp, ") must divide model.kv_heads (", kv,
                  "): each tensor-parallel rank computes whole key/value heads");
