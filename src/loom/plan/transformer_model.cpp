@@ -198,9 +198,10 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
-    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp). The
-    // GPT's profiled blocks include their outputs, and Megatron (the published GPT rows) frees
-    // it once sent; the Llama, always analytic, adds it.
+    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp): the
+    // Llama, always analytic, adds it. The GPT's profiled blocks match the runtime without it
+    // (docs/notes/planner-validation.md), and Megatron (the published GPT rows) frees it once
+    // sent.
     if (m.arch == Arch::Llama && s + 1 < S)
       sum.activation += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
                         prec_.activation / (p.sequence_parallel ? p.tp : 1);
