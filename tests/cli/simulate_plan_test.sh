@@ -84,6 +84,13 @@ else fail "llama_plan"; fi
 if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --model llama --kv-heads 2 \
   --cluster "$a100" --json >"$tmp/stdout" 2>"$tmp/stderr" &&
   grep -q '"fits":true' "$tmp/stdout"; then ok "llama_from_config"; else fail "llama_from_config"; fi
+# plan --from-config: the file's model and global batch; the command runs on the file.
+if "$loom" plan --from-config "$src/configs/gpt-fortunes.toml" --model llama --kv-heads 2 \
+  --cluster "$a100" --gpus 2 --time-budget 5s --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"command":"loom train --config [^ ]*gpt-fortunes.toml --model.kind llama --kv-heads 2 ' \
+    "$tmp/stdout" && grep -q -- '--global-batch 32 ' "$tmp/stdout"; then
+  ok "plan_from_config"
+else fail "plan_from_config"; fi
 expect_exit2 kv_heads_for_gpt "describes a llama" -- simulate "${gpt[@]}" --gpus 1 --kv-heads 4
 expect_exit2 kv_heads_over_tp "must divide kv-heads (4)" -- simulate "${llama[@]}" --gpus 8 --tp 8
 expect_exit2 tied_across_stages "--pp 1 --loops 1" -- simulate "${llama[@]}" --gpus 2 --pp 2 \

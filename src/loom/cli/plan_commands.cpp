@@ -83,6 +83,7 @@ example:
 
 const char* kPlanHelp =
     R"(usage: loom plan --cluster FILE --gpus N --global-batch G (model flags) [options]
+       loom plan --cluster FILE --gpus N --from-config FILE [model flags] [options]
 
 Searches dp x pp x tp (tp inside a node), micro-batch size, micro-batch count, loops,
 schedule, dp-mode and recomputation; drops what does not fit in memory; ranks the rest by
@@ -91,6 +92,8 @@ simulated step time and explains why the winner wins.
 model:   --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V]
          [--no-dropout] [--kv-heads K --ffn-width F (llama)] [--tie-embeddings]
          [--precision bf16|fp16|fp32]
+         or --from-config FILE: the model and global batch of a `loom train` TOML (the
+         flags given override them; the best configuration is printed as a command on it)
 options: --top K (10)  --time-budget 30s  --memory-limit GB (90% of the device's)
          --schedules a,b  --dp-modes a,b  --micro-batch-sizes 1,2,4,8  --loops 1,2,4,8
          --recompute none,selective,full (all three)  --attention standard,flash (standard)
@@ -246,9 +249,8 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
   }
 }
 
-// A `loom train` configuration resolved as the trainer resolves it.
-void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p,
-                 std::vector<int>* cut) {
+// The `loom train` configuration of --from-config with the model flags given on top.
+config::Config config_with_model_flags(const flags::Parsed& a) {
   config::Config cfg = config::load_file(a.get("from-config"));
   // The model flags override the file's model, as the configuration flags do.
   if (a.has("model"))
@@ -268,6 +270,13 @@ void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p
     if (a.has("ffn-width")) cfg.model.ffn_width = flagged.ffn;
     cfg.model.tie_embeddings = flagged.tied;
   }
+  return cfg;
+}
+
+// A `loom train` configuration resolved as the trainer resolves it.
+void from_config(const flags::Parsed& a, plan::Transformer* m, plan::Parallel* p,
+                 std::vector<int>* cut) {
+  config::Config cfg = config_with_model_flags(a);
   if (a.has("pp")) cfg.parallel.pp = to_int("pp", a.get("pp"), 1, 1 << 16);
   if (a.has("dp")) cfg.parallel.dp = to_int("dp", a.get("dp"), 1, 1 << 16);
   if (a.has("tp")) cfg.parallel.tp = to_int("tp", a.get("tp"), 1, 1 << 10);
@@ -430,11 +439,14 @@ int simulate_command(const std::vector<std::string>& args) {
 }
 
 // The `loom train` command line that runs a candidate (model, batch and layout).
-std::string train_command_line(const plan::PlanRequest& req, const plan::Candidate& c) {
+// config: the --from-config file the model came from, or empty.
+std::string train_command_line(const plan::PlanRequest& req, const plan::Candidate& c,
+                               const std::string& config) {
   const plan::Parallel& p = c.par;
   const plan::Transformer& m = req.model;
   std::ostringstream os;
   os << "loom train";
+  if (!config.empty()) os << " --config " << config;  // the flags below override it
   if (m.arch == plan::Arch::Llama) {
     os << " --model.kind llama";
     if (m.kv_heads) os << " --kv-heads " << m.kv_heads;
@@ -480,6 +492,7 @@ int plan_command(const std::vector<std::string>& args) {
                                                     {"attention", "standard,flash"},
                                                     {"tp-comm-overlap", "both"},
                                                     {"distributed-optimizer", "both"},
+                                                    {"from-config", "configs/gpt-fortunes.toml"},
                                                     {"json", ""}})});
   if (a.help) {
     std::cout << kPlanHelp;
@@ -487,11 +500,20 @@ int plan_command(const std::vector<std::string>& args) {
   }
   plan::Cluster cluster = cluster_from_flags(a);
   plan::PlanRequest req;
-  req.model = model_from_flags(a);
-  if (!a.has("gpus") || !a.has("global-batch"))
-    LOOM_USAGE("loom plan needs --gpus N and --global-batch G");
+  int64_t file_batch = 0;
+  if (a.has("from-config")) {
+    const config::Config cfg = config_with_model_flags(a);
+    req.model = plan::transformer_of(cfg.model);
+    file_batch = cfg.train.global_batch;
+  } else {
+    req.model = model_from_flags(a);
+  }
+  if (!a.has("gpus") || (!a.has("global-batch") && !file_batch))
+    LOOM_USAGE("loom plan needs --gpus N and --global-batch G (or --from-config FILE)");
   req.gpus = to_int("gpus", a.get("gpus"), 1, 1 << 24);
-  req.global_batch = to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40);
+  req.global_batch = a.has("global-batch")
+                         ? to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40)
+                         : file_batch;
   req.precision = a.get("precision");
   req.time_budget_s = config::parse_duration(a.get("time-budget", "30s"));
   if (a.has("memory-limit")) {
@@ -552,7 +574,8 @@ int plan_command(const std::vector<std::string>& args) {
           c.bubble, c.exposed_s, c.peak_bytes, c.par.dp, c.par.pp, c.par.tp, c.par.loops,
           c.par.microbatches, (long long)c.par.micro_batch, c.par.schedule.c_str(),
           config::name_of(c.par.dp_mode).c_str(), config::name_of(c.par.recompute).c_str(),
-          plan::name_of(c.par.attention).c_str(), train_command_line(req, c).c_str());
+          plan::name_of(c.par.attention).c_str(),
+          train_command_line(req, c, a.get("from-config")).c_str());
     }
     return 0;
   }
@@ -570,7 +593,7 @@ int plan_command(const std::vector<std::string>& args) {
   std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
   if (!r.ranked.empty())
     std::cout << "\nthe best as a loom train command (--nproc: on one machine; or mpirun -n N):\n  "
-              << train_command_line(req, r.ranked[0]) << "\n";
+              << train_command_line(req, r.ranked[0], a.get("from-config")) << "\n";
   std::printf("(searched in %.1f s)\n", r.elapsed_s);
   return 0;
 }

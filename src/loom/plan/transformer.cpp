@@ -19,6 +19,10 @@ Transformer transformer_of(const config::ModelConfig& c) {
   return m;
 }
 
+bool has_dropout(const Transformer& m) {
+  return m.dropout && m.arch == Arch::Gpt;
+}
+
 double kv_width(const Transformer& m) {
   if (m.arch == Arch::Gpt || m.kv_heads == 0) return double(m.hidden);
   return double(m.kv_heads) * double(m.hidden / m.heads);
@@ -86,7 +90,7 @@ double iteration_flops(const Transformer& m, double B, bool recompute) {
 double attention_square_bytes(const Transformer& m, double b, const LayerRun& r) {
   if (r.attention == Attention::Flash) return 0;
   const double s = double(m.seq_len), a = double(m.heads);
-  const double c_a = m.dropout ? 5 : 2;  // per a·s²·b at 2-byte values
+  const double c_a = has_dropout(m) ? 5 : 2;  // per a·s²·b at 2-byte values
   return c_a * a * s * s * b / r.tp * r.elem_bytes / 2;
 }
 
@@ -114,8 +118,8 @@ double repeated_kv_bytes(const Transformer& m, double b, const LayerRun& r) {
 double linear_bytes(const Transformer& m, double b, const LayerRun& r) {
   if (m.arch != Arch::Gpt) return llama_linear_bytes(m, b, r);
   const double sbh = double(m.seq_len) * b * double(m.hidden), t = r.tp;
-  const double c_h = m.dropout ? 34 : 32;     // per s·b·h
-  const double unsplit = m.dropout ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
+  const double c_h = has_dropout(m) ? 34 : 32;     // per s·b·h
+  const double unsplit = has_dropout(m) ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
   const double scale = r.elem_bytes / 2;
   if (r.tp <= 1) return sbh * c_h * scale;
   if (r.sequence_parallel) return sbh / t * c_h * scale;

@@ -38,7 +38,7 @@ enum class Arch { Gpt, Llama };
 
 struct Transformer {
   int64_t layers = 1, hidden = 1, heads = 1, seq_len = 1, vocab = 51200;
-  bool dropout = true;  // Megatron's GPT has dropout; loom's GPT and Llama have none
+  bool dropout = true;  // Megatron's GPT has dropout; loom's GPT has none (a Llama: ignored)
   Arch arch = Arch::Gpt;
   int64_t kv_heads = 0;  // llama: key/value heads; 0 = heads
   int64_t ffn = 0;       // llama: SwiGLU units; 0 = a multiple of 64 >= 8h/3
@@ -47,6 +47,7 @@ struct Transformer {
 
 // A gpt or llama model of a `loom train` configuration (UsageError for the other kinds).
 Transformer transformer_of(const config::ModelConfig& c);
+bool has_dropout(const Transformer& m);  // a GPT with dropout
 double kv_width(const Transformer& m);   // h for a GPT, kv·h/a for a Llama
 double ffn_width(const Transformer& m);  // 4h for a GPT
 // The matrices' parameters of one layer (what its products multiply by).

@@ -311,7 +311,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.f = elem + c.f_comm;
     c.i = 2 * elem;  // no matrix product: the whole backward is in I
     c.params = embedding_params(m_) / t;
-    c.activation = m_.dropout ? M * h : 0;  // dropout mask
+    c.activation = has_dropout(m_) ? M * h : 0;  // dropout mask
   }
   return c;
 }
