@@ -32,6 +32,19 @@ grep -q "compute costs *profiled; 2 rank(s) share $(getconf _NPROCESSORS_ONLN) c
   --cluster "$tmp/c.toml" > "$tmp/sim-tp" 2>&1 || { cat "$tmp/sim-tp"; fail "loom simulate --tp 2 failed"; }
 grep -q "compute costs *profiled as tp 2 shards" "$tmp/sim-tp" ||
   { cat "$tmp/sim-tp"; fail "simulate --tp 2 does not use the profiled shards"; }
+# A Llama's blocks: marked as its own, and used for a Llama of that shape only.
+sed 's/^kind = "gpt"/kind = "llama"\nkv_heads = 2/' "$src/configs/gpt-fortunes.toml" >"$tmp/llama.toml"
+"$loom" profile --out "$tmp/l.toml" --config "$tmp/llama.toml" --seconds 0.05 \
+  --micro-batch-sizes 2 --tp 1 --no-comm --alone > "$tmp/stdout" 2> "$tmp/stderr" ||
+  { cat "$tmp/stderr"; fail "loom profile of a llama exited with $?"; }
+[[ $(grep -c '^model = "llama"$' "$tmp/l.toml") == 3 ]] || fail "expected 3 llama blocks"
+grep -q '^ffn_width = 384$' "$tmp/l.toml" || fail "no SwiGLU width in the llama blocks"
+"$loom" simulate --from-config "$tmp/llama.toml" --cluster "$tmp/l.toml" > "$tmp/sim-l" 2>&1 &&
+  grep -q "compute costs *profiled" "$tmp/sim-l" ||
+  { cat "$tmp/sim-l"; fail "simulate does not use the llama's profiled blocks"; }
+"$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$tmp/l.toml" \
+  > "$tmp/sim-g" 2>&1 && grep -q "compute costs *analytic" "$tmp/sim-g" ||
+  { cat "$tmp/sim-g"; fail "a GPT used the llama's blocks"; }
 # --device: cuda needs a GPU (one line and exit 2 without), other values are refused, and
 # --base only goes with it.
 one_line_2() {  # expected-text command...

@@ -11,6 +11,15 @@
 namespace loom::plan {
 namespace {
 
+std::string error_of(const std::string& text) {
+  try {
+    parse_cluster(text, "x.toml");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 Transformer llama(int64_t layers, int64_t h, int64_t heads, int64_t kv, int64_t ffn, int64_t vocab,
                   int64_t seq = 4096) {
   Transformer m{layers, h, heads, seq, vocab, false};
@@ -90,6 +99,65 @@ TEST(Llama, RefusesWhatTheRuntimeRefuses) {
   EXPECT_THROW(TransformerCostModel(tied, p, c), UsageError);
   p.pp = 1;
   EXPECT_NO_THROW(TransformerCostModel(tied, p, c));
+}
+
+// A cluster file with one measured block of each kind for a model (loom profile's format).
+std::string profiled_cluster(const std::string& model_lines) {
+  std::string text = R"(
+name = "tiny"
+[node]
+devices = 2
+shared = true
+[device]
+memory_gb = 16
+memory_bandwidth_gbs = 100
+precision = "fp32"
+peak_tflops = { fp32 = 1.0 }
+[efficiency]
+gemm_size = [64, 1024]
+gemm = [0.5, 1.0]
+elementwise = 1.0
+[intra]
+bandwidth_gbs = 10
+latency_us = 2
+[inter]
+bandwidth_gbs = 1
+latency_us = 20
+)";
+  for (const char* kind : {"embedding", "layer", "head"})
+    text += std::string("[[block]]\nkind = \"") + kind + "\"\n" + model_lines +
+            "width = 128\nseq_len = 64\nheads = 4\nvocab = 256\nmicro_batch = 1\n"
+            "forward_ms = 1\nbackward_ms = 2\nactivation_mb = 0.5\n";
+  return text;
+}
+
+TEST(Llama, ProfiledBlocksAreItsOwn) {
+  const Cluster gpt_blocks = parse_cluster(profiled_cluster(""), "gpt.toml");
+  const Cluster llama_blocks = parse_cluster(
+      profiled_cluster("model = \"llama\"\nkv_heads = 2\nffn_width = 384\n"), "llama.toml");
+  EXPECT_EQ(llama_blocks.blocks[1].model, "llama");
+  EXPECT_EQ(llama_blocks.blocks[1].kv_heads, 2);
+  // Written back as read.
+  const Cluster again = parse_cluster(to_toml(llama_blocks), "again.toml");
+  EXPECT_EQ(again.blocks[1].model, "llama");
+  EXPECT_EQ(again.blocks[1].ffn_width, 384);
+
+  Parallel p;
+  const Transformer lm = llama(4, 128, 4, 2, 384, 256, 64);
+  Transformer gpt{4, 128, 4, 64, 256, false};
+  EXPECT_EQ(TransformerCostModel(lm, p, llama_blocks).compute_source(), "profiled");
+  EXPECT_EQ(TransformerCostModel(lm, p, gpt_blocks).compute_source(), "analytic");
+  EXPECT_EQ(TransformerCostModel(gpt, p, llama_blocks).compute_source(), "analytic");
+  EXPECT_EQ(TransformerCostModel(gpt, p, gpt_blocks).compute_source(), "profiled");
+  // Another key/value head count or SwiGLU width is another block.
+  EXPECT_EQ(
+      TransformerCostModel(llama(4, 128, 4, 4, 384, 256, 64), p, llama_blocks).compute_source(),
+      "analytic");
+  EXPECT_EQ(
+      TransformerCostModel(llama(4, 128, 4, 2, 512, 256, 64), p, llama_blocks).compute_source(),
+      "analytic");
+  EXPECT_NE(std::string(error_of(profiled_cluster("model = \"bert\"\n"))).find("gpt or llama"),
+            std::string::npos);
 }
 
 }  // namespace

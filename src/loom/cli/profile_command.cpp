@@ -19,9 +19,10 @@ const char* kProfileHelp =
                     [--alone]
        loom profile --device cuda [--base clusters/h200.toml] [--out FILE] [--seconds 1]
 
-Measures this machine (matrix products, memory bandwidth, the GPT blocks of the config's
-model at each micro-batch size, the AdamW step, and point-to-point latency and bandwidth
-between two ranks via `mpirun -n 2`) and writes a cluster file for loom simulate and loom plan.
+Measures this machine (matrix products, memory bandwidth, the gpt or llama blocks of the
+config's model at each micro-batch size, the AdamW step, and point-to-point latency and
+bandwidth between two ranks via `mpirun -n 2`) and writes a cluster file for loom simulate
+and loom plan.
 Blocks are timed alone; then the layer, in windows of seconds, alone and while every other
 core runs it too (as the other ranks of a training run do: they share memory bandwidth,
 caches and, on a virtual machine, maybe the physical core); the ratio is written as each

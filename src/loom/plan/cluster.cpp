@@ -215,6 +215,13 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
       p.kind = r.text("kind");
       if (p.kind != "embedding" && p.kind != "layer" && p.kind != "head")
         r.fail("kind", "must be embedding, layer or head, got '" + p.kind + "'");
+      p.model = r.text("model", std::string("gpt"));
+      if (p.model != "gpt" && p.model != "llama")
+        r.fail("model", "must be gpt or llama, got '" + p.model + "'");
+      if (p.model == "llama") {
+        p.kv_heads = r.integer("kv_heads", 1, 1 << 16);
+        p.ffn_width = r.integer("ffn_width", 1, 1 << 26);
+      }
       p.width = r.integer("width", 1, 1 << 24);
       p.seq_len = r.integer("seq_len", 1, 1 << 24);
       p.heads = r.integer("heads", 1, 1 << 16);
@@ -310,9 +317,13 @@ std::string to_toml(const Cluster& c) {
   if (c.optimizer_s_per_param > 0)
     os << "\n[optimizer]\nns_per_param = " << num(c.optimizer_s_per_param * 1e9) << "\n";
   for (const BlockProfile& b : c.blocks)
-    os << "\n[[block]]\nkind = " << quoted(b.kind) << "\nwidth = " << b.width
-       << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads << "\nvocab = " << b.vocab
-       << "\nmicro_batch = " << b.micro_batch
+    os << "\n[[block]]\nkind = " << quoted(b.kind)
+       << (b.model != "gpt"
+               ? "\nmodel = " + quoted(b.model) + "\nkv_heads = " + std::to_string(b.kv_heads) +
+                     "\nffn_width = " + std::to_string(b.ffn_width)
+               : std::string())
+       << "\nwidth = " << b.width << "\nseq_len = " << b.seq_len << "\nheads = " << b.heads
+       << "\nvocab = " << b.vocab << "\nmicro_batch = " << b.micro_batch
        << (b.tp != 1 ? "\ntp = " + std::to_string(b.tp) : std::string())
        << "\nforward_ms = " << num(b.forward_s * 1e3)
        << "\nbackward_ms = " << num(b.backward_s * 1e3) << "\n"

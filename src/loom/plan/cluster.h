@@ -73,6 +73,8 @@ struct BlockProfile {
   // This rank's share of the block under tensor parallelism of degree tp (its compute only:
   // the profile runs it with a group in which nothing moves; the collectives are modelled).
   int64_t tp = 1;
+  std::string model = "gpt";            // gpt | llama: whose block
+  int64_t kv_heads = 0, ffn_width = 0;  // llama: key/value heads and SwiGLU units (gpt: 0)
 };
 
 struct Cluster {

@@ -198,11 +198,11 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
-    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp): the
-    // Llama, always analytic, adds it. The GPT's profiled blocks match the runtime without it
-    // (docs/notes/planner-validation.md), and Megatron (the published GPT rows) frees it once
-    // sent.
-    if (m.arch == Arch::Llama && s + 1 < S)
+    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp). The
+    // Llama's analytic layers count their inputs, not their outputs: they add it. A profiled
+    // block's bytes include its output (the profile allocates its input outside), and the
+    // GPT's analytic form is Megatron's, which frees the output once sent.
+    if (m.arch == Arch::Llama && !profiled_[kLayer] && s + 1 < S)
       sum.activation += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
                         prec_.activation / (p.sequence_parallel ? p.tp : 1);
     stage_.push_back(sum);
@@ -317,10 +317,14 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
 }
 
 bool TransformerCostModel::profiled(int kind, Cost* out, int64_t tp) const {
-  if (m_.arch != Arch::Gpt) return false;  // loom profile measures GPT blocks
+  const bool llama = m_.arch == Arch::Llama;
   std::vector<const BlockProfile*> match;
   for (const BlockProfile& bp : c_.blocks) {
     if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len) continue;
+    if (bp.model != (llama ? "llama" : "gpt")) continue;
+    if (llama && (bp.kv_heads != (m_.kv_heads ? m_.kv_heads : m_.heads) ||
+                  bp.ffn_width != int64_t(ffn_width(m_)) || m_.tied))
+      continue;
     if (bp.tp != tp) continue;
     if (kind == kLayer && bp.heads != m_.heads) continue;
     if (kind != kLayer && bp.vocab != m_.vocab) continue;

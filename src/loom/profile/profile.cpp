@@ -2,7 +2,7 @@
 //  - matrix products (fp32, one thread per rank as `loom train` runs): GFLOP/s of square
 //    products 32..1024; the best is the peak, the others the efficiency curve;
 //  - memory bandwidth: a 64 MB copy;
-//  - the GPT blocks of a `loom train` configuration (embedding, one transformer layer, head +
+//  - the gpt or llama blocks of a `loom train` configuration (embedding, one layer, head +
 //    loss from model::build), forward and backward, at several micro-batch sizes (median),
 //    and the bytes a forward keeps alive for its backward (heap growth, glibc mallinfo2);
 //    each block alone; then the layer in windows of seconds alone and while every other core
@@ -69,9 +69,11 @@ double memory_total_bytes() {
 std::optional<Measured> measure(const Options& o) {
   const std::string& config_path = o.config;
   config::Config cfg = config::load_file(config_path);
-  if (cfg.model.kind != config::ModelKind::Gpt)
-    LOOM_USAGE("loom profile measures GPT blocks; ", config_path, " has model.kind '",
+  if (!config::is_transformer(cfg.model.kind))
+    LOOM_USAGE("loom profile measures gpt and llama blocks; ", config_path, " has model.kind '",
                cfg.model.kind, "'");
+  if (cfg.model.tie_embeddings)
+    LOOM_USAGE("loom profile measures untied heads; drop model.tie_embeddings in ", config_path);
   const double budget = o.seconds;
 
   // Inside MPI (mpirun -n 2 loom profile): measure the link first; rank 0 goes on alone.
@@ -117,7 +119,7 @@ std::optional<Measured> measure(const Options& o) {
 
   // Blocks are timed alone and, unless `alone`, also while the other cores run them.
   const int load_cores = o.alone ? 0 : static_cast<int>(cores) - 1;
-  std::cerr << "loom profile: GPT blocks of " << config_path << " (alone)\n";
+  std::cerr << "loom profile: " << cfg.model.kind << " blocks of " << config_path << " (alone)\n";
   const auto& mc = cfg.model;
   std::vector<BlockJob> jobs;
   // The three kinds of blocks of `m` (a tp shard when tp > 1) at every micro-batch size.
@@ -142,9 +144,13 @@ std::optional<Measured> measure(const Options& o) {
   shards.reserve(o.tp_degrees.size());
   for (int64_t t : o.tp_degrees) {
     if (t <= 1) continue;
-    if (mc.heads % t != 0 || mc.width % t != 0) {
+    if (!plan::splits_over(plan::transformer_of(mc), static_cast<int>(t))) {
       std::cerr << "loom profile: no tp " << t << " shards (" << mc.heads << " heads, width "
-                << mc.width << ")\n";
+                << mc.width
+                << (mc.kind == config::ModelKind::Llama ? ", its key/value heads, "
+                                                          "SwiGLU width or vocabulary"
+                                                        : "")
+                << ")\n";
       continue;
     }
     std::cerr << "loom profile: the same blocks as tp " << t << " shards\n";
@@ -165,9 +171,24 @@ std::optional<Measured> measure(const Options& o) {
   });
   for (const BlockJob& j : jobs) {
     const BlockTimes t = summarize(j);
-    c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
-                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes});
-    c.blocks.back().tp = j.tp;
+    plan::BlockProfile& bp = c.blocks.emplace_back();
+    bp.kind = j.kind;
+    bp.width = mc.width;
+    bp.seq_len = mc.seq_len;
+    bp.heads = mc.heads;
+    bp.vocab = mc.vocab;
+    bp.micro_batch = j.micro_batch;
+    bp.forward_s = t.forward_s;
+    bp.backward_s = t.backward_s;
+    bp.input_s = t.input_s;
+    bp.weight_s = t.weight_s;
+    bp.activation_bytes = t.activation_bytes;
+    bp.tp = j.tp;
+    if (mc.kind == config::ModelKind::Llama) {
+      bp.model = "llama";
+      bp.kv_heads = mc.kv_heads ? mc.kv_heads : mc.heads;
+      bp.ffn_width = config::llama_ffn_width(mc);
+    }
     std::fprintf(stderr,
                  "  %-9s tp %lld micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
                  "(I %.3f + W %.3f), keeps %s\n",
