@@ -25,7 +25,8 @@
 #   OVERSUB=x predicts with `loom simulate --oversubscribed x` (the slowdown beyond a fair share
 #   of the cores when ranks outnumber them; measured with CONFIGS="1 4 1f1b allreduce" OVERSUB=1:
 #   the median of measured / predicted with the speeds during the run).
-#   CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
+#   CONFIG=configs/llama-fortunes.toml predicts and trains another model (its runs in
+#   runs/predict_vs_measure-llama-fortunes); CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
 #   MODE=repredict predicts the runs already in runs/predict_vs_measure again from their saved
 #   profiles and calibrations (after a change to the simulator; nothing is trained or
@@ -35,9 +36,10 @@ build=${1:-build}
 steps=${2:-20}
 cd "$(dirname "$0")/.."
 loom=$build/bin/loom
-config=configs/gpt-fortunes.toml
+config=${CONFIG:-configs/gpt-fortunes.toml}
 cluster=${CLUSTER:-clusters/this-machine.toml}
 out=runs/predict_vs_measure
+[[ -n ${CONFIG:-} ]] && out+="-$(basename "$config" .toml)"  # another model's runs apart
 default_configs="2 1 gpipe allreduce;2 1 1f1b allreduce;2 1 interleaved allreduce;2 1 bfs allreduce;2 1 zb-h1 allreduce;1 2 1f1b allreduce;1 2 1f1b zero3"
 for s in gpipe 1f1b interleaved bfs zb-h1; do
   for mode in allreduce zero3; do default_configs+=";2 2 $s $mode"; done

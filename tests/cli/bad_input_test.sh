@@ -80,7 +80,7 @@ if [[ $mode == local ]]; then
     printf 'x' | gzip >"$tmp/corrupt/train-labels-idx1-ubyte.gz"
   expect_usage corrupt_idx "train-images-idx3-ubyte.gz" -- train --config "$good" --nproc 2 \
     --model.kind cnn --data.kind fashion-mnist --data.path "$tmp/corrupt"
-  expect_usage calibrate_not_gpt "output.calibrate_every" -- train --config "$good" --nproc 2 \
+  expect_usage calibrate_not_transformer "output.calibrate_every" -- train --config "$good" --nproc 2 \
     --model.kind cnn --data.kind synthetic --output.calibrate_every 2
   expect_usage missing_text "not found" -- train --config "$good" --nproc 2 --data.kind text \
     --data.path "$tmp/no-text"

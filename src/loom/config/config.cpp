@@ -475,7 +475,7 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(output, calibrate_every),
        "steps between speed calibrations (each rank in turn "
        "times a transformer layer alone, then all at once, outside the step time, into "
-       "metrics.jsonl; gpt only); 0 = off",
+       "metrics.jsonl; gpt and llama); 0 = off",
        int_range(0)},
       {LOOM_FIELD(output, sample_every),
        "steps between text samples printed by rank 0 (gpt, llama); 0 = off", int_range(0)},

@@ -13,7 +13,7 @@ Calibration::Calibration(const config::ModelConfig& model, int64_t micro_batch, 
   torch::Tensor state = global.get_state();
   model::Model m = model::build(model, seed);
   global.set_state(state);
-  layer_ = m.blocks.at(1);  // blocks[0] is the embedding (gpt)
+  layer_ = m.blocks.at(1);  // blocks[0] is the embedding (gpt, llama)
   at::Generator own = at::make_generator<at::CPUGeneratorImpl>(seed + 7919);
   input_ = at::randn({micro_batch, model.seq_len, model.width}, own);
   grad_ = at::randn({micro_batch, model.seq_len, model.width}, own);

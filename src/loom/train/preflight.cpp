@@ -170,9 +170,9 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     r.placement = schedule::placement_of(cfg.parallel.schedule);
   }
 
-  if (cfg.output.calibrate_every > 0 && cfg.model.kind != config::ModelKind::Gpt)
+  if (cfg.output.calibrate_every > 0 && !config::is_transformer(cfg.model.kind))
     LOOM_USAGE("output.calibrate_every times a transformer layer, but model.kind is '",
-               cfg.model.kind, "'; use it with model.kind = gpt or set it to 0");
+               cfg.model.kind, "'; use it with model.kind = gpt or llama, or set it to 0");
   if (cfg.output.calibrate_every > 0 && cfg.train.device == config::Device::Cuda)
     LOOM_USAGE(
         "output.calibrate_every times the CPU cores a rank shares (the simulator's "
