@@ -439,26 +439,40 @@ int simulate_command(const std::vector<std::string>& args) {
 }
 
 // The `loom train` command line that runs a candidate (model, batch and layout).
-// config: the --from-config file the model came from, or empty.
-std::string train_command_line(const plan::PlanRequest& req, const plan::Candidate& c,
-                               const std::string& config) {
-  const plan::Parallel& p = c.par;
-  const plan::Transformer& m = req.model;
+// The model as `loom train` flags: all of it, or (on a --from-config file) what the command
+// line changed.
+std::string model_flags(const plan::Transformer& m, const flags::Parsed& a) {
+  const bool all = !a.has("from-config");
   std::ostringstream os;
-  os << "loom train";
-  if (!config.empty()) os << " --config " << config;  // the flags below override it
+  if (!a.get("from-config").empty()) os << " --config " << a.get("from-config");
+  auto flag = [&](const char* name, const std::string& train_name, auto value) {
+    if (all || a.has(name)) os << " --" << train_name << " " << value;
+  };
   if (m.arch == plan::Arch::Llama) {
-    os << " --model.kind llama";
-    if (m.kv_heads) os << " --kv-heads " << m.kv_heads;
-    if (m.ffn) os << " --ffn-width " << m.ffn;
+    if (all || a.has("model")) os << " --model.kind llama";
+    if (m.kv_heads) flag("kv-heads", "kv-heads", m.kv_heads);
+    if (m.ffn) flag("ffn-width", "ffn-width", m.ffn);
+  } else if (a.has("model")) {
+    os << " --model.kind gpt";
   }
-  if (m.tied) os << " --tie-embeddings";
-  os << " --layers " << m.layers << " --width " << m.hidden << " --heads " << m.heads
-     << " --seq-len " << m.seq_len << " --vocab " << m.vocab << " --global-batch "
-     << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp << " --pp " << p.pp
-     << " --tp " << p.tp << " --loops " << p.loops << " --microbatches " << p.microbatches
-     << " --schedule " << p.schedule << " --dp-mode " << config::name_of(p.dp_mode)
-     << " --recompute " << config::name_of(p.recompute)
+  if (m.tied && (all || a.has("tie-embeddings"))) os << " --tie-embeddings";
+  flag("layers", "layers", m.layers);
+  flag("width", "width", m.hidden);
+  flag("heads", "heads", m.heads);
+  flag("seq-len", "seq-len", m.seq_len);
+  flag("vocab", "vocab", m.vocab);
+  return os.str();
+}
+
+// model: model_flags().
+std::string train_command_line(const plan::Candidate& c, const std::string& model) {
+  const plan::Parallel& p = c.par;
+  std::ostringstream os;
+  os << "loom train" << model;
+  os << " --global-batch " << p.global_batch() << " --nproc " << p.gpus() << " --dp " << p.dp
+     << " --pp " << p.pp << " --tp " << p.tp << " --loops " << p.loops << " --microbatches "
+     << p.microbatches << " --schedule " << p.schedule << " --dp-mode "
+     << config::name_of(p.dp_mode) << " --recompute " << config::name_of(p.recompute)
      << (p.sequence_parallel ? " --sequence-parallel" : "")
      << (p.attention == plan::Attention::Flash ? " --attention flash" : "");
   // GPU features loom's runtime does not have: say so rather than drop them silently.
@@ -575,7 +589,7 @@ int plan_command(const std::vector<std::string>& args) {
           c.par.microbatches, (long long)c.par.micro_batch, c.par.schedule.c_str(),
           config::name_of(c.par.dp_mode).c_str(), config::name_of(c.par.recompute).c_str(),
           plan::name_of(c.par.attention).c_str(),
-          train_command_line(req, c, a.get("from-config")).c_str());
+          train_command_line(c, model_flags(req.model, a)).c_str());
     }
     return 0;
   }
@@ -593,7 +607,7 @@ int plan_command(const std::vector<std::string>& args) {
   std::cout << plan::format_table(r, top) << "\n" << r.explanation << "\n";
   if (!r.ranked.empty())
     std::cout << "\nthe best as a loom train command (--nproc: on one machine; or mpirun -n N):\n  "
-              << train_command_line(req, r.ranked[0], a.get("from-config")) << "\n";
+              << train_command_line(r.ranked[0], model_flags(req.model, a)) << "\n";
   std::printf("(searched in %.1f s)\n", r.elapsed_s);
   return 0;
 }
