@@ -11,15 +11,6 @@
 namespace loom::plan {
 namespace {
 
-std::string error_of(const std::string& text) {
-  try {
-    parse_cluster(text, "x.toml");
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 Transformer llama(int64_t layers, int64_t h, int64_t heads, int64_t kv, int64_t ffn, int64_t vocab,
                   int64_t seq = 4096) {
   Transformer m{layers, h, heads, seq, vocab, false};
@@ -156,8 +147,12 @@ TEST(Llama, ProfiledBlocksAreItsOwn) {
   EXPECT_EQ(
       TransformerCostModel(llama(4, 128, 4, 2, 512, 256, 64), p, llama_blocks).compute_source(),
       "analytic");
-  EXPECT_NE(std::string(error_of(profiled_cluster("model = \"bert\"\n"))).find("gpt or llama"),
-            std::string::npos);
+  try {  // another model's blocks: one line naming the key
+    parse_cluster(profiled_cluster("model = \"bert\"\n"), "bert.toml");
+    ADD_FAILURE() << "a block of model bert was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("must be gpt or llama"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
