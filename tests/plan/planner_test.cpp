@@ -112,5 +112,40 @@ TEST(Planner, TimeBudgetStopsTheSearch) {
   EXPECT_GT(r.skipped_budget, 0);
 }
 
+// Loops without a pipeline are searched under zero3 only: there each stage is gathered on its
+// own, so a model whose whole-stage gather does not fit can run layer by layer.
+TEST(Planner, LoopsWithoutAPipelineOnlyUnderZero3) {
+  Cluster c = a100();
+  PlanRequest req = small_request();
+  req.gpus = 4;
+  req.global_batch = 8;
+  req.loops = {1, 2, 4, 8};
+  req.schedules = {"bfs", "1f1b"};
+  req.dp_modes = {DpMode::AllReduce, DpMode::Zero2, DpMode::Zero3};
+  req.recompute = {Recompute::Full};
+  req.memory_limit = 80e9;
+  PlanResult r = plan(req, c);
+  ASSERT_FALSE(r.ranked.empty());
+  bool looped_zero3 = false;
+  for (const Candidate& k : r.ranked) {
+    if (k.par.pp == 1 && k.par.loops > 1) {
+      EXPECT_EQ(k.par.dp_mode, DpMode::Zero3) << k.par.describe();
+      looped_zero3 = true;
+    }
+  }
+  EXPECT_TRUE(looped_zero3);
+  // Among the fitting ones, zero3 at dp 4 with 8 stages holds less than with one stage.
+  auto peak = [&](int loops) {
+    for (const Candidate& k : r.ranked)
+      if (k.par.pp == 1 && k.par.tp == 1 && k.par.loops == loops &&
+          k.par.dp_mode == DpMode::Zero3 && k.par.micro_batch == 1 && k.par.schedule == "bfs")
+        return k.peak_bytes;
+    return 0.0;
+  };
+  ASSERT_GT(peak(1), 0);
+  ASSERT_GT(peak(8), 0);
+  EXPECT_LT(peak(8), peak(1));
+}
+
 }  // namespace
 }  // namespace loom::plan

@@ -367,6 +367,9 @@ std::vector<PipeCase> pipe_cases() {
   v.push_back({"zbv", 2, 2, 4, 2, "zero3"});
   v.push_back({"zbv", 2, 2, 3, 2, "zero1"});
   v.push_back({"dualpipev", 2, 2, 4, 2, "zero3"});
+  // Loops without a pipeline: zero3 gathers one stage (here 3 blocks) at a time.
+  v.push_back({"bfs", 1, 3, 2, 2, "zero3"});
+  v.push_back({"bfs", 1, 3, 3, 4, "zero3"});
   return v;
 }
 

@@ -126,13 +126,16 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
         if (b < 1 || replica % b || replica / b > req.max_microbatches) continue;
         const int mb = static_cast<int>(replica / b);
         for (int v : loops) {
-          if (pp * v > m.layers || (v > 1 && (pp == 1 || m.layers % (pp * v)))) continue;
+          if (pp * v > m.layers || (v > 1 && m.layers % (pp * v))) continue;
           if (m.tied && v > 1) continue;
           for (const std::string& name : schedules) {
             if ((name == "interleaved" && v == 1) || (name == "gpipe" && v > 1)) continue;
             if (!schedule::unsupported_reason(name, {pp, v, mb}).empty()) continue;
             for (DpMode mode : modes) {
               if (dp == 1 && mode != DpMode::AllReduce) continue;
+              // Loops without a pipeline only pay off under zero3: each stage's parameters
+              // are gathered apart (FSDP's per-layer granularity at one layer per stage).
+              if (pp == 1 && v > 1 && mode != DpMode::Zero3) continue;
               Parallel base;
               base.dp = dp;
               base.pp = pp;
