@@ -113,6 +113,12 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
   std::vector<int64_t> bs =
       req.micro_batches.empty() ? std::vector<int64_t>{1, 2, 4, 8} : req.micro_batches;
   std::vector<int> loops = req.loops.empty() ? std::vector<int>{1, 2, 4, 8} : req.loops;
+  // By default zero3 without a pipeline also tries one layer per stage (gathered one by one).
+  const bool zero3 = std::find(modes.begin(), modes.end(), DpMode::Zero3) != modes.end();
+  std::vector<int> loops_at_pp1 = loops;
+  if (req.loops.empty() && zero3 && m.layers <= 1024 &&
+      std::find(loops.begin(), loops.end(), int(m.layers)) == loops.end())
+    loops_at_pp1.push_back(static_cast<int>(m.layers));
 
   std::vector<Pending> pending;
   for (int tp : divisors(req.gpus)) {
@@ -125,7 +131,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
       for (int64_t b : bs) {
         if (b < 1 || replica % b || replica / b > req.max_microbatches) continue;
         const int mb = static_cast<int>(replica / b);
-        for (int v : loops) {
+        for (int v : pp == 1 ? loops_at_pp1 : loops) {
           if (pp * v > m.layers || (v > 1 && m.layers % (pp * v))) continue;
           if (m.tied && v > 1) continue;
           for (const std::string& name : schedules) {
