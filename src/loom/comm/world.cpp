@@ -1,5 +1,6 @@
 #include "loom/comm/world.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -34,6 +35,10 @@ BackendKind launch_backend() {
 
 void init(BackendKind kind, int* argc, char*** argv) {
   LOOM_CHECK(!g_world, "loom::comm::init() called twice");
+  // A write to a connection its peer closed (a Gloo communicator that timed out, a rank that
+  // is gone) must fail as an error the backend reports, not kill the process: Gloo's sockets
+  // expect SIGPIPE ignored, as Python does for PyTorch.
+  std::signal(SIGPIPE, SIG_IGN);
   if (kind == BackendKind::Mpi) {
     if (launched_by_env() && !launched_by_mpi() && std::atoi(std::getenv("WORLD_SIZE")) > 1)
       LOOM_USAGE(
