@@ -25,7 +25,8 @@ bool has_dropout(const Transformer& m) {
 
 double kv_width(const Transformer& m) {
   if (m.arch == Arch::Gpt || m.kv_heads == 0) return double(m.hidden);
-  return double(m.kv_heads) * double(m.hidden / m.heads);
+  const int64_t head_width = m.hidden / m.heads;  // heads divide the width (checked)
+  return double(m.kv_heads * head_width);
 }
 
 double ffn_width(const Transformer& m) {
