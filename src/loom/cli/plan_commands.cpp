@@ -148,8 +148,7 @@ plan::Transformer model_from_flags(const flags::Parsed& a) {
   m.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
   m.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
   m.vocab = to_int64("vocab", a.get("vocab", "51200"), 1, int64_t(1) << 30);
-  // loom's Llama has no dropout; Megatron's GPT (the published rows) has.
-  m.dropout = arch == plan::Arch::Gpt && !a.has("no-dropout");
+  m.dropout = !a.has("no-dropout");  // Megatron's GPT has it; a Llama never (has_dropout)
   apply_llama_flags(a, m);
   return m;
 }
@@ -597,8 +596,7 @@ int plan_command(const std::vector<std::string>& args) {
   std::string shape = detail::concat(m.arch == plan::Arch::Gpt ? "GPT" : "Llama", " l=", m.layers,
                                      " h=", m.hidden, " a=", m.heads);
   if (m.arch == plan::Arch::Llama)
-    shape += detail::concat(" kv=", m.kv_heads ? m.kv_heads : m.heads,
-                            " f=", int64_t(plan::ffn_width(m)));
+    shape += detail::concat(" kv=", plan::kv_heads_of(m), " f=", int64_t(plan::ffn_width(m)));
   std::printf(
       "loom plan: %s s=%lld V=%lld%s on %d devices of %s, global batch %lld, memory limit "
       "%s\n\n",

@@ -23,10 +23,14 @@ bool has_dropout(const Transformer& m) {
   return m.dropout && m.arch == Arch::Gpt;
 }
 
+int64_t kv_heads_of(const Transformer& m) {
+  return m.kv_heads ? m.kv_heads : m.heads;
+}
+
 double kv_width(const Transformer& m) {
-  if (m.arch == Arch::Gpt || m.kv_heads == 0) return double(m.hidden);
+  if (m.arch == Arch::Gpt) return double(m.hidden);
   const int64_t head_width = m.hidden / m.heads;  // heads divide the width (checked)
-  return double(m.kv_heads * head_width);
+  return double(kv_heads_of(m) * head_width);
 }
 
 double ffn_width(const Transformer& m) {
@@ -40,8 +44,7 @@ double ffn_width(const Transformer& m) {
 bool splits_over(const Transformer& m, int tp) {
   if (m.heads % tp || m.hidden % tp) return false;
   if (m.arch == Arch::Gpt) return true;
-  const int64_t kv = m.kv_heads ? m.kv_heads : m.heads;
-  return kv % tp == 0 && int64_t(ffn_width(m)) % tp == 0 && m.vocab % tp == 0;
+  return kv_heads_of(m) % tp == 0 && int64_t(ffn_width(m)) % tp == 0 && m.vocab % tp == 0;
 }
 
 double layer_matrix_params(const Transformer& m) {
@@ -129,7 +132,7 @@ double linear_bytes(const Transformer& m, double b, const LayerRun& r) {
 
 // Flash keeps the log-sum-exp of each head and token in fp32 for its backward; loom's Llama
 // also keeps the kernel's output, whose heads-to-tokens reshape is a copy (measured).
-double flash_stats_bytes(const Transformer& m, double b, const LayerRun& r) {
+double flash_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
   if (r.attention != Attention::Flash) return 0;
   const double output = m.arch == Arch::Llama ? double(m.hidden) * r.elem_bytes : 0;
   return (4 * double(m.heads) + output) * double(m.seq_len) * b / r.tp;
@@ -145,7 +148,7 @@ double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
   const double core = r.recompute == Recompute::Selective
                           ? 0
                           : attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r);
-  return linear_bytes(m, b, r) + core + flash_stats_bytes(m, b, r);
+  return linear_bytes(m, b, r) + core + flash_kept_bytes(m, b, r);
 }
 
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {

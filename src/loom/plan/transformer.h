@@ -47,9 +47,10 @@ struct Transformer {
 
 // A gpt or llama model of a `loom train` configuration (UsageError for the other kinds).
 Transformer transformer_of(const config::ModelConfig& c);
-bool has_dropout(const Transformer& m);  // a GPT with dropout
-double kv_width(const Transformer& m);   // h for a GPT, kv·h/a for a Llama
-double ffn_width(const Transformer& m);  // 4h for a GPT
+bool has_dropout(const Transformer& m);     // a GPT with dropout
+int64_t kv_heads_of(const Transformer& m);  // a Llama's key/value heads (kv_heads or heads)
+double kv_width(const Transformer& m);      // h for a GPT, kv·h/a for a Llama
+double ffn_width(const Transformer& m);     // 4h for a GPT
 // The matrices' parameters of one layer (what its products multiply by).
 double layer_matrix_params(const Transformer& m);
 

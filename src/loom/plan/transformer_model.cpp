@@ -63,7 +63,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
   if (m.heads % p.tp != 0 || m.hidden % p.tp != 0)
     LOOM_USAGE("tp=", p.tp, " must divide heads (", m.heads, ") and width (", m.hidden, ")");
   if (m.arch == Arch::Llama) {
-    const int64_t kv = m.kv_heads ? m.kv_heads : m.heads;
+    const int64_t kv = kv_heads_of(m);
     if (kv < 1 || m.heads % kv != 0)
       LOOM_USAGE("kv-heads ", kv, " must divide heads (", m.heads, ")");
     if (!splits_over(m, p.tp))
@@ -322,8 +322,8 @@ bool TransformerCostModel::profiled(int kind, Cost* out, int64_t tp) const {
   for (const BlockProfile& bp : c_.blocks) {
     if (bp.kind != kBlockNames[kind] || bp.width != m_.hidden || bp.seq_len != m_.seq_len) continue;
     if (bp.model != (llama ? "llama" : "gpt")) continue;
-    if (llama && (bp.kv_heads != (m_.kv_heads ? m_.kv_heads : m_.heads) ||
-                  bp.ffn_width != int64_t(ffn_width(m_)) || m_.tied))
+    if (llama &&
+        (bp.kv_heads != kv_heads_of(m_) || bp.ffn_width != int64_t(ffn_width(m_)) || m_.tied))
       continue;
     if (bp.tp != tp) continue;
     if (kind == kLayer && bp.heads != m_.heads) continue;

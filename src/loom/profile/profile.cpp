@@ -121,6 +121,7 @@ std::optional<Measured> measure(const Options& o) {
   const int load_cores = o.alone ? 0 : static_cast<int>(cores) - 1;
   std::cerr << "loom profile: " << cfg.model.kind << " blocks of " << config_path << " (alone)\n";
   const auto& mc = cfg.model;
+  const plan::Transformer model = plan::transformer_of(mc);
   std::vector<BlockJob> jobs;
   // The three kinds of blocks of `m` (a tp shard when tp > 1) at every micro-batch size.
   auto add_jobs = [&](const model::Model& m, int64_t tp) {
@@ -144,13 +145,10 @@ std::optional<Measured> measure(const Options& o) {
   shards.reserve(o.tp_degrees.size());
   for (int64_t t : o.tp_degrees) {
     if (t <= 1) continue;
-    if (!plan::splits_over(plan::transformer_of(mc), static_cast<int>(t))) {
-      std::cerr << "loom profile: no tp " << t << " shards (" << mc.heads << " heads, width "
-                << mc.width
-                << (mc.kind == config::ModelKind::Llama ? ", its key/value heads, "
-                                                          "SwiGLU width or vocabulary"
-                                                        : "")
-                << ")\n";
+    if (!plan::splits_over(model, static_cast<int>(t))) {
+      std::cerr
+          << "loom profile: no tp " << t << " shards (the model does not split " << t
+          << " ways: heads, width, and a llama's key/value heads, SwiGLU width, vocabulary)\n";
       continue;
     }
     std::cerr << "loom profile: the same blocks as tp " << t << " shards\n";
@@ -171,23 +169,13 @@ std::optional<Measured> measure(const Options& o) {
   });
   for (const BlockJob& j : jobs) {
     const BlockTimes t = summarize(j);
-    plan::BlockProfile& bp = c.blocks.emplace_back();
-    bp.kind = j.kind;
-    bp.width = mc.width;
-    bp.seq_len = mc.seq_len;
-    bp.heads = mc.heads;
-    bp.vocab = mc.vocab;
-    bp.micro_batch = j.micro_batch;
-    bp.forward_s = t.forward_s;
-    bp.backward_s = t.backward_s;
-    bp.input_s = t.input_s;
-    bp.weight_s = t.weight_s;
-    bp.activation_bytes = t.activation_bytes;
-    bp.tp = j.tp;
-    if (mc.kind == config::ModelKind::Llama) {
-      bp.model = "llama";
-      bp.kv_heads = mc.kv_heads ? mc.kv_heads : mc.heads;
-      bp.ffn_width = config::llama_ffn_width(mc);
+    c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
+                        t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes, 1.0,
+                        j.tp});
+    if (model.arch == plan::Arch::Llama) {
+      c.blocks.back().model = "llama";
+      c.blocks.back().kv_heads = plan::kv_heads_of(model);
+      c.blocks.back().ffn_width = int64_t(plan::ffn_width(model));
     }
     std::fprintf(stderr,
                  "  %-9s tp %lld micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
