@@ -65,10 +65,10 @@ TEST(Llama, ActivationsKeptPerLayer) {
   // tp 2: the norms' values whole, the rest halved.
   r = LayerRun{2, false, Recompute::None, Attention::Standard, e};
   EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * (768 + (1920 + 256 + 128) / 2.0) * e);
-  // With sequence parallelism: each norm's input and normalized values halved, its weighted
-  // values gathered whole (4h/t + 2h = 512).
+  // With sequence parallelism everything halved: the norms' values too, the weighted ones
+  // included (the products keep this rank's part of their input, 6h/t = 384).
   r.sequence_parallel = true;
-  EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * (512 + (1920 + 256 + 128) / 2.0) * e);
+  EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * (384 + (1920 + 256 + 128) / 2.0) * e);
   // Flash: no probabilities; the fp32 log-sum-exp per head (4) and the kernel's output (h).
   r = LayerRun{1, false, Recompute::None, Attention::Flash, e};
   EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * ((768 + 1920 + 128) * e + 4 * 4 + 128 * e));

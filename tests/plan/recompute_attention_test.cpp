@@ -148,6 +148,43 @@ TEST(TensorParallelOverlap, HidesTheClusterShareUnderTheGemms) {
   EXPECT_THROW(TransformerCostModel(kSmall, p, plain), UsageError);  // no tp_overlap
 }
 
+// Sequence parallelism's products keep this rank's part of their input and gather it again in
+// the backward (two per layer, one for the head), beside their input-gradient products: a
+// device hides what those products cover; shared CPU cores hide nothing.
+TEST(SequenceParallel, GathersTheProductInputsAgainInTheBackward) {
+  Parallel p;
+  p.tp = 8;
+  Cluster slow = round_cluster();
+  slow.intra.bandwidth = 1e9;  // 1 GB/s: the gathers outlast the products
+  const TransformerCostModel without(kSmall, p, slow);
+  p.sequence_parallel = true;
+  const TransformerCostModel with(kSmall, p, slow);
+  const std::vector<int> group = {0, 1, 2, 3, 4, 5, 6, 7};
+  const double M = 2048, h = 1024, V = 1024;
+  const double gather = with.collective_s(Collective::AllGather, M * h * 2, group);
+  auto gemm = [](double m, double n, double k) { return 2 * m * n * k / (0.5 * 100e12); };
+  // Per layer the input gradients of qkv (3h/8 x h) and of fc (4h/8 x h); the head's (V/8 x h).
+  const double layer_products = gemm(M, h, 3 * h / 8) + gemm(M, h, 4 * h / 8);
+  const double head_product = gemm(M, h, V / 8);
+  EXPECT_NEAR(with.compute_comm_s(0, Kind::B) - without.compute_comm_s(0, Kind::B),
+              2 * (2 * gather - layer_products) + (gather - head_product), 1e-12);
+  EXPECT_NEAR(with.compute_comm_s(0, Kind::F), without.compute_comm_s(0, Kind::F), 1e-15);
+  Cluster cores = slow;
+  cores.shared = true;
+  const TransformerCostModel shared(kSmall, p, cores);
+  p.sequence_parallel = false;
+  const TransformerCostModel shared_without(kSmall, p, cores);
+  EXPECT_NEAR(shared.compute_comm_s(0, Kind::B) - shared_without.compute_comm_s(0, Kind::B),
+              5 * gather, 1e-12);
+  // Fast links (1 TB/s): the products hide the gathers whole.
+  Cluster fast = round_cluster();
+  fast.intra.bandwidth = 1e12;
+  const TransformerCostModel fast_without(kSmall, p, fast);
+  p.sequence_parallel = true;
+  EXPECT_NEAR(TransformerCostModel(kSmall, p, fast).compute_comm_s(0, Kind::B),
+              fast_without.compute_comm_s(0, Kind::B), 1e-15);
+}
+
 TEST(DistributedOptimizer, MegatronCoreBytesPerParameter) {
   // 2 (bf16 parameters) + 4 (fp32 gradients) + 12/d (fp32 master, Adam m and v).
   Parallel p;

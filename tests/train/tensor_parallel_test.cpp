@@ -8,10 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "../parallel/sync_test_util.h"
 #include "../support/shared_tmp.h"
 #include "loom/common/error.h"
+#include "loom/model/compute.h"
+#include "loom/model/linear_uses.h"
+#include "loom/model/split_products.h"
+#include "loom/parallel/memory_tracker.h"
 
 using namespace loom;
 
@@ -139,6 +144,111 @@ TEST(VocabParallelLoss, EqualsCrossEntropyOfTheWholeLogits) {
   got.backward();
   EXPECT_NEAR(got.item<double>(), expected.item<double>(), 1e-6);
   EXPECT_TRUE(torch::allclose(mine.grad(), whole.grad().chunk(tp, -1)[w.rank()], 1e-6, 1e-7));
+}
+
+// Sequence parallelism's products of one input (model/split_products.h) give the outputs and
+// gradients of autograd's all-gather followed by the products, alone and through the split
+// backward's I and W, in fp32 and under bf16 autocast; and they keep this rank's part of the
+// input, where autograd keeps the gathered whole.
+TEST(SplitProducts, EqualAutogradsAndKeepOnlyThisRanksPart) {
+  comm::Backend& w = comm::world();
+  const int tp = 2;
+  const bool in = w.rank() < tp;
+  auto group = w.split(in ? 0 : 1, w.rank(), "tp-products");
+  if (!in || w.size() < tp) return;
+  parallel::MemoryTracker::install();
+  const model::TensorParallel sp{tp, w.rank(), group.get(), /*sequence=*/true};
+  torch::manual_seed(11);
+  const int64_t b = 2, s = 64, h = 64;
+  const torch::Tensor whole = torch::randn({b, s, h});
+  const torch::Tensor part = whole.chunk(tp, 1)[w.rank()].contiguous();
+  std::vector<model::LinearWeights> weights = {
+      {torch::randn({24, h}).requires_grad_(true), torch::randn({24}).requires_grad_(true)},
+      {torch::randn({12, h}).requires_grad_(true), {}}};
+  const std::vector<torch::Tensor> dys = {torch::randn({b, s, 24}), torch::randn({b, s, 12})};
+  struct Grads {
+    std::vector<torch::Tensor> ys, all;  // outputs; dx, then each weight's and bias's
+  };
+  // mode 0: autograd (enter_split, then the products); 1: split_products; 2: split_products
+  // through the split backward (I, then W).
+  auto forward = [&](int mode, const torch::Tensor& x) {
+    if (mode != 0) return model::split_products(x, weights, sp);
+    std::vector<torch::Tensor> ys;
+    const torch::Tensor n = model::enter_split(x, sp);
+    for (const auto& p : weights) ys.push_back(model::apply_linear(n, p.weight, p.bias));
+    return ys;
+  };
+  // The bytes a forward's graph keeps: live with it and the outputs, less live once both are
+  // gone, less the outputs (within a few hundred bytes that the communicator holds on to).
+  auto kept = [&](int mode, bool bf16) {
+    const torch::Tensor x = part.clone().requires_grad_(true);
+    model::AutocastScope autocast(torch::kCPU, bf16);
+    std::vector<torch::Tensor> ys = forward(mode, x);
+    const int64_t with = parallel::MemoryTracker::live_bytes();
+    int64_t outputs = 0;
+    for (const auto& y : ys) outputs += y.numel() * y.element_size();
+    ys.clear();
+    return with - parallel::MemoryTracker::live_bytes() - outputs;
+  };
+  auto run = [&](int mode, bool bf16) {
+    for (auto& p : weights) {
+      p.weight.mutable_grad() = torch::Tensor();
+      if (p.bias.defined()) p.bias.mutable_grad() = torch::Tensor();
+    }
+    const torch::Tensor x = part.clone().requires_grad_(true);
+    Grads g;
+    model::SplitBackward split;
+    {
+      model::AutocastScope autocast(torch::kCPU, bf16);
+      std::optional<model::RecordLinearUses> recording;
+      if (mode == 2) recording.emplace(&split.uses);
+      g.ys = forward(mode, x);
+    }
+    torch::Tensor loss = torch::zeros({});
+    for (size_t i = 0; i < g.ys.size(); ++i)
+      loss = loss + (g.ys[i].to(torch::kFloat32) * dys[i]).sum();
+    std::vector<torch::Tensor> params;
+    for (const auto& p : weights) {
+      params.push_back(p.weight);
+      if (p.bias.defined()) params.push_back(p.bias);
+    }
+    if (mode == 2) {
+      g.all.push_back(split.input_grad(loss, {}, x, params));
+      split.weight_grads();
+    } else {
+      loss.backward();
+      g.all.push_back(x.grad());
+    }
+    for (const auto& p : params) g.all.push_back(p.grad());
+    for (auto& y : g.ys) y = y.detach();
+    return g;
+  };
+  for (bool bf16 : {false, true}) {
+    const Grads want = run(0, bf16);
+    for (int mode : {1, 2}) {
+      const Grads got = run(mode, bf16);
+      const double tol = bf16 ? 1e-2 : 1e-5;
+      for (size_t i = 0; i < want.ys.size(); ++i)
+        EXPECT_TRUE(torch::allclose(got.ys[i].to(torch::kFloat32), want.ys[i].to(torch::kFloat32),
+                                    tol, tol))
+            << "output " << i << " mode " << mode << " bf16 " << bf16;
+      ASSERT_EQ(got.all.size(), want.all.size());
+      for (size_t i = 0; i < want.all.size(); ++i) {
+        ASSERT_TRUE(got.all[i].defined()) << "gradient " << i << " mode " << mode;
+        EXPECT_EQ(got.all[i].scalar_type(), want.all[i].scalar_type()) << i;
+        EXPECT_TRUE(torch::allclose(got.all[i], want.all[i], tol, tol))
+            << "gradient " << i << " mode " << mode << " bf16 " << bf16 << ": "
+            << (got.all[i] - want.all[i]).abs().max().item<double>();
+      }
+    }
+  }
+  // fp32: the part is x itself (nothing new); autograd keeps the whole, b·s·h floats. bf16: the
+  // part in bf16, where autograd keeps the whole in bf16 once per product (each casts it).
+  const double slack = 1024, whole_values = double(b * s * h);
+  EXPECT_NEAR(kept(1, false), 0, slack);
+  EXPECT_NEAR(kept(0, false), whole_values * 4, slack);
+  EXPECT_NEAR(kept(1, true), whole_values / tp * 2, slack);
+  EXPECT_NEAR(kept(0, true), 2 * whole_values * 2, slack);
 }
 
 }  // namespace

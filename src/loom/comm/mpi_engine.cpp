@@ -127,9 +127,10 @@ void Engine::loop() {
         queue_.pop_front();
         lock.unlock();
         MPI_Request r = op.post();
-        if (r == MPI_REQUEST_NULL)  // completed inside post()
+        if (r == MPI_REQUEST_NULL) {  // completed inside post()
+          op.post = nullptr;          // the buffers, released before the waiter resumes
           op.work->mark_done();
-        else
+        } else
           active.push_back(Active{std::move(op), r});
         lock.lock();
       }
@@ -146,8 +147,12 @@ void Engine::loop() {
       if (outcount == MPI_UNDEFINED) outcount = 0;
     }
     for (int k = 0; k < outcount; ++k) {
-      active[indices[k]].op.work->mark_done();
-      active[indices[k]].req = MPI_REQUEST_NULL;
+      Active& done = active[indices[k]];
+      // The buffers first: a waiter that drops its tensors then frees their memory (the
+      // runtime's memory accounting counts it right after the wait).
+      done.op.post = nullptr;
+      done.op.work->mark_done();
+      done.req = MPI_REQUEST_NULL;
       progressed = true;
     }
     // Keep the order of those still in flight.

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "loom/common/error.h"
+#include "loom/model/autocast_linear.h"
 
 // oneDNN's product of dense tensors, exported by libtorch from ATen/native/mkldnn/Matmul.h (a
 // header the wheel does not ship): result = beta * result + alpha * mat1 mat2, float32 on CPUs
@@ -148,6 +149,7 @@ void gemm_into(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (autocast_product(x, weight)) return autocast_linear(x, weight, bias);
   if (!onednn_takes(x, weight, bias)) return torch::nn::functional::linear(x, weight, bias);
   const bool grad =
       x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());

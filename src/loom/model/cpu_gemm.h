@@ -35,7 +35,7 @@ void gemm_into(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
                float alpha = 1.f);
 
 // x w^T + bias over x's last dimension (bias may be undefined), differentiable, the values of
-// torch's linear within float32 rounding.
+// torch's linear within float32 rounding; inside an autocast region autocast_linear.h's.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace loom::model

@@ -9,6 +9,7 @@
 #include "loom/model/gelu.h"
 #include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
+#include "loom/model/split_products.h"
 #include "loom/model/transformer_parts.h"
 
 namespace loom::model {
@@ -60,9 +61,9 @@ class TransformerLayer : public RecomputableLayer {
     // all-reduce per pair in each direction; the replicated biases are added once, after it.
     // With sequence parallelism x is this rank's part of the sequence: all-gather into the
     // split region, reduce-scatter out of it.
-    auto y = core(apply_linear(enter_split(layer_norm(x, ln1_, tp_), tp_), qkv_));
+    auto y = core(split_products(layer_norm(x, ln1_, tp_), {weights_of(qkv_)}, tp_)[0]);
     auto h = x + leave_split(apply_linear(y, proj_->weight), tp_) + replicated(proj_->bias, tp_);
-    auto z = model::gelu(apply_linear(enter_split(layer_norm(h, ln2_, tp_), tp_), fc_));
+    auto z = model::gelu(split_products(layer_norm(h, ln2_, tp_), {weights_of(fc_)}, tp_)[0]);
     return h + leave_split(apply_linear(z, out_->weight), tp_) + replicated(out_->bias, tp_);
   }
   torch::Tensor decode(const torch::Tensor& x, KvCache& cache) override {
@@ -118,9 +119,10 @@ class Head : public TpBlock {
   }
   // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
   torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor n = enter_split(layer_norm(x, lnf_, tp_), tp_);
+    const torch::Tensor n = layer_norm(x, lnf_, tp_);
     // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
-    return tied_.defined() ? model::linear(n, tied_, {}) : apply_linear(n, head_);
+    if (tied_.defined()) return split_products(n, {{tied_, {}}}, tp_, /*record=*/false)[0];
+    return split_products(n, {weights_of(head_)}, tp_)[0];
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }

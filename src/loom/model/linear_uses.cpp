@@ -3,10 +3,13 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "loom/common/error.h"
+#include "loom/model/autocast_linear.h"
 #include "loom/model/cpu_gemm.h"
+#include "loom/model/tensor_parallel.h"
 
 namespace loom::model {
 namespace {
@@ -33,10 +36,17 @@ RecordLinearUses::~RecordLinearUses() {
 
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias) {
-  torch::Tensor y = linear(x, weight, bias);
-  if (recording && weight.requires_grad() && torch::GradMode::is_enabled())
-    recording->push_back({x, weight, torch::autograd::impl::gradient_edge(y)});
+  // Under autocast the product's own input is x cast (W keeps that, not the float32 x).
+  const torch::Tensor in = autocast_product(x, weight) ? x.to(product_type(x)) : x;
+  torch::Tensor y = linear(in, weight, bias);
+  record_linear_use(in, weight, y);
   return y;
+}
+
+void record_linear_use(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& y,
+                       comm::Backend* gather) {
+  if (recording && weight.requires_grad() && torch::GradMode::is_enabled())
+    recording->push_back({x, weight, torch::autograd::impl::gradient_edge(y), gather});
 }
 
 void accumulate_grad(const torch::Tensor& p, const torch::Tensor& g) {
@@ -89,6 +99,14 @@ torch::Tensor SplitBackward::input_grad(const torch::Tensor& output,
 void SplitBackward::weight_grads() {
   LOOM_CHECK(input_done_, "a micro-batch's W before its I");
   torch::NoGradGuard no_grad;
+  // Parts gathered whole once for the products that share them (q, k and v; gate and up).
+  std::unordered_map<const void*, torch::Tensor> gathered;
+  auto input_of = [&](const LinearUse& u) {
+    if (!u.gather) return u.x;
+    torch::Tensor& whole = gathered[u.x.unsafeGetTensorImpl()];
+    if (!whole.defined()) whole = gather_sequence(u.x, *u.gather);
+    return whole;
+  };
   for (size_t k = 0; k < uses.size(); ++k) {
     const torch::Tensor& dy = dys_[k];
     if (!dy.defined()) continue;  // the product did not reach the output
@@ -97,7 +115,7 @@ void SplitBackward::weight_grads() {
     // dy^T x over every leading dimension: the product autograd makes for a linear's weight,
     // added straight into a gradient of the same type.
     const torch::Tensor dyt = dy.reshape({-1, out}).t(),
-                        x = u.x.reshape({-1, in}).to(dy.scalar_type());
+                        x = input_of(u).reshape({-1, in}).to(dy.scalar_type());
     const torch::Tensor& grad = u.weight.grad();
     if (grad.defined() && grad.scalar_type() == dy.scalar_type()) {
       gemm_into(dyt, x, grad, 1.f);

@@ -12,15 +12,22 @@
 #include <cstdint>
 #include <vector>
 
+namespace loom::comm {
+class Backend;
+}
+
 namespace loom::model {
 
 struct LinearUse {
-  torch::Tensor x;       // the product's input
+  torch::Tensor x;       // the product's input, or this rank's part of it (gather)
   torch::Tensor weight;  // the parameter
   // Where autograd delivers the output's gradient: the edge, not the output itself, which
   // nothing else may keep (a qkv output that the attention copies; a residual branch).
   // Dropped once I has the gradient.
   torch::autograd::Edge y;
+  // Sequence parallelism: x is this rank's part of the sequence, which W gathers whole over
+  // this group (the product kept only the part); null: x is the whole input.
+  comm::Backend* gather = nullptr;
 };
 
 // Records into `into` while alive (one scope per thread at a time; scopes nest).
@@ -41,6 +48,10 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight,
 inline torch::Tensor apply_linear(const torch::Tensor& x, const torch::nn::Linear& l) {
   return apply_linear(x, l->weight, l->bias);
 }
+// Records the product y = x w^T of a use that computed it itself (split_products.h), when a
+// scope is recording and the weight will need a gradient.
+void record_linear_use(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& y,
+                       comm::Backend* gather = nullptr);
 
 // One micro-batch's backward in two, over a graph whose forward recorded `uses`.
 class SplitBackward {

@@ -12,6 +12,7 @@
 #include "loom/model/cpu_gemm.h"
 #include "loom/model/linear_uses.h"
 #include "loom/model/model.h"
+#include "loom/model/split_products.h"
 #include "loom/model/transformer_parts.h"
 
 namespace loom::model {
@@ -75,15 +76,15 @@ class LlamaLayer : public RecomputableLayer {
   torch::Tensor run(Part part, const torch::Tensor& x) override {
     if (part == Part::AttentionCore) return attention(x);
     // Column-parallel q, k, v, gate, up (this rank's heads and units), row-parallel o and down:
-    // with tp = 1 enter_split and leave_split are the identity.
-    const torch::Tensor n = enter_split(rms_norm(x, norm1_, tp_), tp_);
-    const torch::Tensor qkv =
-        torch::cat({rope(apply_linear(n, q_)), rope(apply_linear(n, k_)), apply_linear(n, v_)}, -1);
-    const torch::Tensor h = x + leave_split(apply_linear(core(qkv), o_), tp_);
-    const torch::Tensor m = enter_split(rms_norm(h, norm2_, tp_), tp_);
-    return h + leave_split(
-                   apply_linear(torch::silu(apply_linear(m, gate_)) * apply_linear(m, up_), down_),
-                   tp_);
+    // with tp = 1 split_products are plain products and leave_split is the identity.
+    const auto qkv = split_products(rms_norm(x, norm1_, tp_),
+                                    {weights_of(q_), weights_of(k_), weights_of(v_)}, tp_);
+    const torch::Tensor h =
+        x + leave_split(
+                apply_linear(core(torch::cat({rope(qkv[0]), rope(qkv[1]), qkv[2]}, -1)), o_), tp_);
+    const auto gate_up =
+        split_products(rms_norm(h, norm2_, tp_), {weights_of(gate_), weights_of(up_)}, tp_);
+    return h + leave_split(apply_linear(torch::silu(gate_up[0]) * gate_up[1], down_), tp_);
   }
   torch::Tensor decode(const torch::Tensor& x, KvCache& cache) override {
     const auto b = x.size(0), n = x.size(1);
@@ -168,9 +169,10 @@ class LlamaHead : public TpBlock {
   }
   // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
   torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor n = enter_split(rms_norm(x, norm_, tp_), tp_);
+    const torch::Tensor n = rms_norm(x, norm_, tp_);
     // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
-    return tied_.defined() ? model::linear(n, tied_, {}) : apply_linear(n, head_);
+    if (tied_.defined()) return split_products(n, {{tied_, {}}}, tp_, /*record=*/false)[0];
+    return split_products(n, {weights_of(head_)}, tp_)[0];
   }
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }

@@ -49,24 +49,6 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   }
 };
 
-// [b, s / T, h] parts of the group -> [b, s, h] (part i at positions [i s / T, (i+1) s / T)).
-torch::Tensor gather_sequence(const torch::Tensor& x, comm::Backend& c) {
-  const int64_t parts = c.size(), b = x.size(0), n = x.size(1), h = x.size(2);
-  torch::Tensor all = torch::empty({parts, b, n, h}, x.options());
-  c.all_gather(x.contiguous(), all)->wait();
-  return all.permute({1, 0, 2, 3}).reshape({b, parts * n, h});
-}
-
-// [b, s, h] of every rank -> this rank's [b, s / T, h] of their sum.
-torch::Tensor scatter_sequence_sum(const torch::Tensor& x, comm::Backend& c) {
-  const int64_t parts = c.size(), b = x.size(0), s = x.size(1), h = x.size(2);
-  LOOM_CHECK(s % parts == 0, "sequence of ", s, " does not split into ", parts);
-  torch::Tensor blocks = x.reshape({b, parts, s / parts, h}).permute({1, 0, 2, 3}).contiguous();
-  torch::Tensor mine = torch::empty({b, s / parts, h}, x.options());
-  c.reduce_scatter(blocks, mine)->wait();
-  return mine;
-}
-
 // All-gather along the sequence (gather = true) or reduce-scatter along it; the backward of
 // each is the other.
 struct SequenceExchange : torch::autograd::Function<SequenceExchange> {
@@ -94,6 +76,30 @@ std::string local_name(const std::string& name) {
 }
 
 }  // namespace
+
+SequenceGather::SequenceGather(const torch::Tensor& part, comm::Backend& group)
+    : part_(part.contiguous()),
+      all_(torch::empty({group.size(), part.size(0), part.size(1), part.size(2)}, part.options())),
+      work_(group.all_gather(part_, all_)) {}
+
+torch::Tensor SequenceGather::wait() {
+  work_->wait();
+  const int64_t parts = all_.size(0), b = all_.size(1), n = all_.size(2), h = all_.size(3);
+  return all_.permute({1, 0, 2, 3}).reshape({b, parts * n, h});
+}
+
+torch::Tensor gather_sequence(const torch::Tensor& part, comm::Backend& group) {
+  return SequenceGather(part, group).wait();
+}
+
+torch::Tensor scatter_sequence_sum(const torch::Tensor& whole, comm::Backend& group) {
+  const int64_t parts = group.size(), b = whole.size(0), s = whole.size(1), h = whole.size(2);
+  LOOM_CHECK(s % parts == 0, "sequence of ", s, " does not split into ", parts);
+  torch::Tensor blocks = whole.reshape({b, parts, s / parts, h}).permute({1, 0, 2, 3}).contiguous();
+  torch::Tensor mine = torch::empty({b, s / parts, h}, whole.options());
+  group.reduce_scatter(blocks, mine)->wait();
+  return mine;
+}
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, const TensorParallel& tp) {
   if (tp.size == 1) return x;

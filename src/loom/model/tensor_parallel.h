@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/comm/work.h"
+
 namespace loom::comm {
 class Backend;
 }
@@ -39,6 +41,21 @@ torch::Tensor reduce_from_tp(const torch::Tensor& x, const TensorParallel& tp);
 // sequence whose backward all-gathers.
 torch::Tensor enter_split(const torch::Tensor& x, const TensorParallel& tp);
 torch::Tensor leave_split(const torch::Tensor& x, const TensorParallel& tp);
+// Sequence parallelism's exchanges over a group of T ranks: the parts [b, s / T, h] of the group
+// gathered into [b, s, h] (part i at positions [i s / T, (i+1) s / T)), posted when made and
+// complete at wait(); and this rank's part of the group's sum of [b, s, h].
+class SequenceGather {
+ public:
+  SequenceGather(const torch::Tensor& part, comm::Backend& group);
+  torch::Tensor wait();
+
+ private:
+  torch::Tensor part_, all_;
+  comm::WorkPtr work_;
+};
+torch::Tensor gather_sequence(const torch::Tensor& part, comm::Backend& group);
+torch::Tensor scatter_sequence_sum(const torch::Tensor& whole, comm::Backend& group);
+
 // A replicated parameter as used outside the split regions: with sequence parallelism each
 // rank sees only its part of the sequence, so the parameter's gradient is summed over the
 // group in the backward (f on the parameter); otherwise the parameter itself.

@@ -103,10 +103,10 @@ namespace {
 // Llama's per-layer bytes other than the attention core's (transformer.h).
 double llama_linear_bytes(const Transformer& m, double b, const LayerRun& r) {
   const double h = double(m.hidden), sb = double(m.seq_len) * b, t = r.tp;
-  // The two RMSNorms' input, normalized and weighted values; with sequence parallelism the
-  // first two are this rank's part and the weighted one is gathered whole for q/k/v and
-  // gate/up (the products keep their input).
-  const double norms = r.sequence_parallel ? 4 * h / t + 2 * h : 6 * h;
+  // The two RMSNorms' input, normalized and weighted values (the last one the products'
+  // input); with sequence parallelism this rank's part of each (the products gather theirs
+  // again in the backward).
+  const double norms = r.sequence_parallel ? 6 * h / t : 6 * h;
   const double split = 2 * h + 2 * kv_width(m) + 4 * ffn_width(m);
   const double per_token = norms + split / t;
   return sb * per_token * r.elem_bytes;

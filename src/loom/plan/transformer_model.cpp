@@ -242,6 +242,15 @@ TransformerCostModel::Attn TransformerCostModel::attention(double b) const {
   return out;
 }
 
+double TransformerCostModel::regather_s(int inputs, double beside_s) const {
+  if (!p_.sequence_parallel || p_.tp <= 1) return 0;
+  const double bytes =
+      double(p_.micro_batch) * double(m_.seq_len) * double(m_.hidden) * prec_.activation;
+  const double gather =
+      inputs * net_.collective_s(Collective::AllGather, bytes, p_.mesh().tp_group(0, 0));
+  return c_.shared ? gather : std::max(0.0, gather - beside_s);
+}
+
 double TransformerCostModel::elementwise_s(double bytes) const {
   return bytes / (c_.memory_bandwidth * c_.elementwise_efficiency);
 }
@@ -271,6 +280,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     const double comm = 2 * tp_ar;
     const double hidden = p_.tp_comm_overlap ? std::min(c_.tp_overlap * comm, linear) : 0;
     c.f_comm = c.i_comm = comm - hidden;
+    c.i_comm += regather_s(2, gemm_s(M, h, (h + 2 * kv) / t) + gated * gemm_s(M, h, f / t));
     c.f = linear + core.forward + elem_linear + elem_square + c.f_comm;
     c.i = linear + core.backward + kBackwardElementwise * (elem_linear + elem_square) + c.i_comm;
     c.w = linear;
@@ -284,27 +294,30 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, f/t) and output
     // gradients ((h + 2kv)/t, h, gated·f/t, h). A recomputed layer gives its weight gradients
     // in I.
-    c.weight_inputs = run.recompute == Recompute::Full
-                          ? 0
-                          : M * e * (4 * h + (2 * h + 2 * kv + (1 + gated) * f) / t);
+    const double product_inputs = p_.sequence_parallel ? 2 * h / t : 2 * h;  // qkv's and fc's
+    c.weight_inputs =
+        run.recompute == Recompute::Full
+            ? 0
+            : M * e * (product_inputs + 2 * h + (2 * h + 2 * kv + (1 + gated) * f) / t);
   } else if (kind == kHead) {
     const double logits = 4 * M * V / t;  // fp32 logits for the softmax / loss
     const double gemm = gemm_s(M, V / t, h);
     const double elem = elementwise_s(3 * logits + 2 * M * h * e);
-    c.i_comm = tp_ar;
+    c.i_comm = tp_ar + regather_s(1, gemm);
     c.f = gemm + elem;
     c.i = gemm + 2 * elem + c.i_comm;
     c.w = gemm;
     c.params = head_params(m_) / t;
-    // The final norm: the GPT's keeps its input; the Llama's RMSNorm keeps its input, the
-    // normalized and the weighted values (with sequence parallelism this rank's part of the
-    // first two, the gathered whole of the third). The vocabulary-parallel loss keeps two fp32
+    // The final norm: the GPT's output (the product's input); the Llama's RMSNorm keeps its
+    // input, the normalized and the weighted values; with sequence parallelism this rank's
+    // part of each. The vocabulary-parallel loss keeps two fp32
     // [M, V/t] values, exp's output and the shifted logits (gather's backward reads them); the
     // unsplit loss one, log-softmax's. (Measured against the runtime: planner-validation.md.)
-    const double norm = m_.arch == Arch::Gpt ? 1 : p_.sequence_parallel ? 1 + 2 / t : 3;
+    const double norm = (m_.arch == Arch::Gpt ? 1 : 3) / (p_.sequence_parallel ? t : 1);
     c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h * e;
     c.working = logits;
-    c.weight_inputs = M * h * e + M * V / t * e;  // its input and the logits' gradient
+    // Its input (this rank's part with sequence parallelism) and the logits' gradient.
+    c.weight_inputs = M * h * e / (p_.sequence_parallel ? t : 1) + M * V / t * e;
   } else {
     const double elem = elementwise_s(3 * M * h * e);
     c.f_comm = tp_ar;

@@ -109,6 +109,11 @@ class TransformerCostModel : public CostModel {
   bool profiled(int kind, Cost* out, int64_t tp = 1) const;
   double gemm_s(double m, double n, double k, double batch = 1) const;
   double elementwise_s(double bytes) const;
+  // Sequence parallelism's backward gathers the input of each product that enters a split
+  // region again (the product kept only this rank's part): `inputs` gathers of b·s·h values,
+  // posted before the input-gradient products (beside_s) and waited after them, so that a
+  // device that communicates on its own hides them; on shared CPU cores nothing is hidden.
+  double regather_s(int inputs, double beside_s) const;
 
   Transformer m_;
   Parallel p_;

@@ -1,0 +1,110 @@
+// Products inside an autocast region (model/autocast_linear.h) against autocast's own: the same
+// bf16 outputs, the gradients in the parameters' float32, with and without a bias, through
+// apply_linear and the split backward; and the graph keeps the bf16 input, not a bf16 copy of
+// the weight as autocast's product does.
+#include "loom/model/autocast_linear.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "loom/model/compute.h"
+#include "loom/model/cpu_gemm.h"
+#include "loom/model/linear_uses.h"
+#include "loom/parallel/memory_tracker.h"
+
+namespace {
+
+using loom::model::AutocastScope;
+using loom::parallel::MemoryTracker;
+
+struct Product {
+  torch::Tensor y, dx, dw, db;
+  int64_t kept = 0;  // bytes the graph holds once the autocast region is closed
+};
+
+// y = x w^T + b in an autocast region, through loom's linear() or autocast's own, then the
+// backward of sum(y * dy).
+Product product(bool loom, bool biased) {
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({4, 32, 64}).requires_grad_(true);
+  const torch::Tensor w = torch::randn({48, 64}).requires_grad_(true);
+  const torch::Tensor b = biased ? torch::randn({48}).requires_grad_(true) : torch::Tensor();
+  const torch::Tensor dy = torch::randn({4, 32, 48});
+  auto forward = [&] {
+    AutocastScope autocast(torch::kCPU, true);
+    return loom ? loom::model::linear(x, w, b) : torch::nn::functional::linear(x, w, b);
+  };
+  Product r;
+  // The bytes the graph keeps (the autocast region closed: its cast cache is gone): live with
+  // the output, less live without it, less the output.
+  torch::Tensor y = forward();
+  const int64_t with = MemoryTracker::live_bytes(), output = y.numel() * y.element_size();
+  y = torch::Tensor();
+  r.kept = with - MemoryTracker::live_bytes() - output;
+  r.y = forward();
+  (r.y.to(torch::kFloat32) * dy).sum().backward();
+  r.y = r.y.detach();
+  r.dx = x.grad();
+  r.dw = w.grad();
+  if (biased) r.db = b.grad();
+  return r;
+}
+
+TEST(AutocastLinear, EqualsAutocastsProductAndKeepsNoWeightCopy) {
+  MemoryTracker::install();
+  for (bool biased : {true, false}) {
+    const Product want = product(false, biased), got = product(true, biased);
+    // Autocast's products differ by device (on the CPU it adds a bias in float32 after the
+    // bf16 product; CUDA's product takes a bf16 bias): loom's is CUDA's form on every device.
+    EXPECT_EQ(got.y.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(torch::allclose(got.y.to(torch::kFloat32), want.y.to(torch::kFloat32), 1e-2, 1e-2))
+        << "biased " << biased;
+    for (const auto& [g, w] : {std::pair{got.dx, want.dx}, {got.dw, want.dw}}) {
+      EXPECT_EQ(g.scalar_type(), torch::kFloat32);
+      EXPECT_TRUE(torch::allclose(g, w, 1e-2, 1e-2))
+          << "biased " << biased << ": " << (g - w).abs().max().item<double>();
+    }
+    if (biased) EXPECT_TRUE(torch::allclose(got.db, want.db, 1e-2, 1e-2));
+    // Autocast's graph: the bf16 input and the bf16 weight; loom's: the bf16 input alone.
+    const int64_t input = 4 * 32 * 64 * 2, weight = 48 * 64 * 2;
+    EXPECT_NEAR(double(want.kept), double(input + weight), 256) << "biased " << biased;
+    EXPECT_NEAR(double(got.kept), double(input), 256) << "biased " << biased;
+  }
+}
+
+// apply_linear records the bf16 input for zero-bubble's W (not the float32 x), and I then W
+// give the fused backward's gradients.
+TEST(AutocastLinear, SplitBackwardKeepsTheBf16Input) {
+  torch::manual_seed(6);
+  const torch::Tensor x = torch::randn({2, 16, 32}).requires_grad_(true);
+  const torch::Tensor w = torch::randn({24, 32}).requires_grad_(true);
+  const torch::Tensor b = torch::randn({24}).requires_grad_(true);
+  loom::model::SplitBackward split;
+  torch::Tensor y;
+  {
+    AutocastScope autocast(torch::kCPU, true);
+    loom::model::RecordLinearUses record(&split.uses);
+    y = loom::model::apply_linear(x, w, b);
+  }
+  ASSERT_EQ(split.uses.size(), 1u);
+  EXPECT_EQ(split.uses[0].x.scalar_type(), torch::kBFloat16);
+  const torch::Tensor loss = y.to(torch::kFloat32).pow(2).sum();
+  const torch::Tensor dx = split.input_grad(loss, {}, x, {w, b});
+  split.weight_grads();
+  const torch::Tensor split_dw = w.grad().clone(), split_db = b.grad().clone();
+  w.mutable_grad() = torch::Tensor();
+  b.mutable_grad() = torch::Tensor();
+  torch::Tensor fused;
+  {
+    AutocastScope autocast(torch::kCPU, true);
+    fused = loom::model::apply_linear(x, w, b);
+  }
+  const auto grads = torch::autograd::grad({fused.to(torch::kFloat32).pow(2).sum()}, {x, w, b});
+  EXPECT_TRUE(torch::equal(dx, grads[0]));
+  EXPECT_TRUE(torch::allclose(split_dw, grads[1], 1e-3, 1e-3));
+  EXPECT_TRUE(torch::equal(split_db, grads[2]));
+}
+
+}  // namespace
