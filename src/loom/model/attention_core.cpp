@@ -7,12 +7,31 @@
 namespace loom::model {
 namespace {
 
-// libtorch's ops: what the node computes, and what autograd can differentiate twice.
+// libtorch's ops: what the node computes, and (float32) what autograd can differentiate twice.
 torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& mask, double scale) {
   // One baddbmm: the scores scaled and masked without two more passes over them.
-  return torch::bmm(torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0, scale).softmax(-1), v);
+  const torch::Tensor scores = torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0, scale);
+  const bool wide =
+      scores.scalar_type() == torch::kFloat32 || scores.scalar_type() == torch::kDouble;
+  return torch::bmm(wide ? scores.softmax(-1) : softmax_kept_as(scores, scores.scalar_type()), v);
 }
+
+struct SoftmaxKept : torch::autograd::Function<SoftmaxKept> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& scores,
+                               int64_t type) {
+    torch::Tensor out = scores.softmax(-1, torch::kFloat32).to(static_cast<at::ScalarType>(type));
+    ctx->save_for_backward({out});
+    return out;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const torch::Tensor out = ctx->get_saved_variables()[0].to(torch::kFloat32);
+    const torch::Tensor ds =
+        torch::_softmax_backward_data(grads[0].to(torch::kFloat32), out, -1, torch::kFloat32);
+    return {ds, torch::Tensor()};  // autograd casts ds to the scores' type
+  }
+};
 
 // The reference's values with the products through gemm_into; the softmax into *att.
 torch::Tensor forward_products(const torch::Tensor& q, const torch::Tensor& k,
@@ -85,6 +104,10 @@ struct Core : torch::autograd::Function<Core> {
 };
 
 }  // namespace
+
+at::Tensor softmax_kept_as(const at::Tensor& scores, at::ScalarType type) {
+  return SoftmaxKept::apply(scores, static_cast<int64_t>(type));
+}
 
 at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& mask, double scale) {

@@ -140,10 +140,10 @@ class LlamaLayer : public RecomputableLayer {
                          v.reshape({b * h, t, hd_}), mask_.slice(0, 0, t).slice(1, 0, t),
                          1.0 / std::sqrt(double(hd_)))
               .view({b, h, t, hd_});
-    } else {
+    } else {  // bf16: the softmax in float32 as Hugging Face computes it, kept in bf16
       auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(hd_)) +
                     mask_.slice(0, 0, t).slice(1, 0, t);
-      y = torch::matmul(scores.softmax(-1, torch::kFloat32).to(q.scalar_type()), v);
+      y = torch::matmul(softmax_kept_as(scores, q.scalar_type()), v);
     }
     return y.transpose(1, 2).reshape({b, t, h * hd_});
   }

@@ -1,14 +1,15 @@
 // Products inside an autocast region (model/autocast_linear.h) against autocast's own: the same
 // bf16 outputs, the gradients in the parameters' float32, with and without a bias, through
 // apply_linear and the split backward; and the graph keeps the bf16 input, not a bf16 copy of
-// the weight as autocast's product does.
-#include "loom/model/autocast_linear.h"
-
+// the weight as autocast's product does. The softmax of bf16 scores (attention_core.h) against
+// autograd's float32 softmax, keeping its bf16 output alone.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <vector>
 
+#include "loom/model/attention_core.h"
+#include "loom/model/autocast_linear.h"
 #include "loom/model/compute.h"
 #include "loom/model/cpu_gemm.h"
 #include "loom/model/linear_uses.h"
@@ -105,6 +106,36 @@ TEST(AutocastLinear, SplitBackwardKeepsTheBf16Input) {
   EXPECT_TRUE(torch::equal(dx, grads[0]));
   EXPECT_TRUE(torch::allclose(split_dw, grads[1], 1e-3, 1e-3));
   EXPECT_TRUE(torch::equal(split_db, grads[2]));
+}
+
+// The probabilities of float32's softmax rounded to bf16; the gradient autograd gives through a
+// float32 softmax and the cast (within bf16 rounding of the kept probabilities); nothing kept
+// beyond the bf16 output, where autograd also keeps the float32 one.
+TEST(SoftmaxKeptAs, Float32SoftmaxInBf16KeepingOnlyItsOutput) {
+  MemoryTracker::install();
+  torch::manual_seed(8);
+  const torch::Tensor scores = (torch::randn({6, 32, 32}) * 3).requires_grad_(true);
+  const torch::Tensor dy = torch::randn({6, 32, 32});
+  torch::Tensor ours = loom::model::softmax_kept_as(scores, torch::kBFloat16);
+  torch::Tensor autograds = scores.softmax(-1, torch::kFloat32).to(torch::kBFloat16);
+  EXPECT_EQ(ours.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(ours, autograds));
+  const auto g_ours = torch::autograd::grad({ours}, {scores}, {dy.to(torch::kBFloat16)})[0];
+  const auto g_autograd =
+      torch::autograd::grad({autograds}, {scores}, {dy.to(torch::kBFloat16)})[0];
+  EXPECT_EQ(g_ours.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::allclose(g_ours, g_autograd, 2e-2, 2e-2))
+      << (g_ours - g_autograd).abs().max().item<double>();
+  // What each graph keeps: live with the output less live once it is gone, less the output.
+  const int64_t values = 6 * 32 * 32;
+  for (bool loom : {true, false}) {
+    torch::Tensor y = loom ? loom::model::softmax_kept_as(scores, torch::kBFloat16)
+                           : scores.softmax(-1, torch::kFloat32).to(torch::kBFloat16);
+    const int64_t with = MemoryTracker::live_bytes();
+    y = torch::Tensor();
+    const int64_t held = with - MemoryTracker::live_bytes() - values * 2;
+    EXPECT_NEAR(double(held), double(loom ? 0 : values * 4), 256) << "loom " << loom;
+  }
 }
 
 }  // namespace
