@@ -2,7 +2,7 @@
 # loom's analytic model against published Megatron-LM throughput on A100-80GB (Selene):
 # every row of Narayanan et al. 2021 Table 1 (the same rows as the Megatron-LM README's
 # Selene table, 1.7B to 1T) and every row of its Table 2 (PTD-P and ZeRO-3). All: s = 2048,
-# V = 51200, mixed precision, full activation recomputation (the paper's TFLOP/s count
+# V = 51200, mixed precision as Megatron-LM keeps it, full activation recomputation (the paper's TFLOP/s count
 # includes the recomputed forward, as `tflops_per_device` does), no sequence parallelism
 # (it came later). Table 1 does not give the micro-batch size or the loops of its interleaved
 # schedule: micro-batch 1 and the loops below are our choice; pp = 1 rows are 1f1b (nothing
@@ -43,7 +43,8 @@ while read -r table params l h a tp pp gpus batch mb mode v pub; do
   ((pp > 1)) && sched=interleaved
   cmd="loom simulate --model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
 --cluster $cluster --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
---micro-batch-size $mb --dp-mode $mode --schedule $sched --loops $v --recompute full --blocking-p2p --json"
+--micro-batch-size $mb --dp-mode $mode --schedule $sched --loops $v --recompute full --blocking-p2p \
+--megatron --json"
   # shellcheck disable=SC2086
   out=$("$loom" ${cmd#loom })
   python3 - "$table" "$params" "$gpus" "$tp" "$pp" "$batch" "$mb" "$mode" "$pub" "$out" "$cmd" <<'PY'

@@ -3,7 +3,8 @@
 # the tracking allocator's peak_activation_bytes) and `loom simulate --from-config` with the
 # same flags (rank0_kept_activation_bytes) agree within 1.5%, for the GPT and the Llama
 # (grouped-query attention), with and without recomputation, pipeline, tensor and sequence
-# parallelism and flash attention.
+# parallelism and flash attention; in fp32 over this machine's profile, and in bf16 (loom's
+# autocast: the residual stream in fp32) over the H200's analytic model.
 # usage: planner_activations_test.sh LOOM_BINARY SOURCE_DIR
 set -u
 loom=$1
@@ -15,16 +16,19 @@ passes=0
 config=$src/configs/gpt-fortunes.toml
 cluster=$src/clusters/this-machine.toml
 
-# check KIND NPROC RECOMPUTE FLAGS...
+# check KIND NPROC RECOMPUTE FLAGS...   (PRECISION=bf16: both in bf16, over clusters/h200.toml)
 check() {
   local kind=$1 nproc=$2 recompute=$3
   shift 3
+  local precision=${PRECISION:-fp32} cluster=$cluster
+  [[ $precision == bf16 ]] && cluster=$src/clusters/h200.toml
   local model=(--model.kind "$kind")
   [[ $kind == llama ]] && model+=(--kv-heads 2)
-  local name="$kind $* --recompute $recompute"
+  local name="$kind $* --recompute $recompute ($precision)"
   rm -rf "$tmp/run"
   if ! "$loom" train --config "$config" "${model[@]}" --nproc "$nproc" "$@" --steps 2 \
-    --eval-every 0 --recompute "$recompute" --output.dir "$tmp/run" >"$tmp/train.log" 2>&1; then
+    --eval-every 0 --recompute "$recompute" --precision "$precision" --output.dir "$tmp/run" \
+    >"$tmp/train.log" 2>&1; then
     echo "FAIL $name: loom train failed"
     tail -5 "$tmp/train.log"
     fails=$((fails + 1))
@@ -36,7 +40,7 @@ check() {
   local flags=(--model "$kind")
   [[ $kind == llama ]] && flags+=(--kv-heads 2)
   planner=$("$loom" simulate --from-config "$config" "${flags[@]}" "$@" --dp 1 \
-    --cluster "$cluster" --recompute "$recompute" --json 2>/dev/null |
+    --cluster "$cluster" --recompute "$recompute" --precision "$precision" --json 2>/dev/null |
     sed 's/.*"rank0_kept_activation_bytes":\([0-9.e+]*\).*/\1/')
   if python3 -c "import sys; r, p = map(float, sys.argv[1:]); sys.exit(not abs(p / r - 1) <= 0.015)" \
     "$runtime" "$planner" 2>/dev/null; then
@@ -57,6 +61,11 @@ for kind in gpt llama; do
   check "$kind" 2 full --tp 2
   check "$kind" 2 none --tp 2 --sequence-parallel
   check "$kind" 2 full --tp 2 --sequence-parallel
+  PRECISION=bf16 check "$kind" 1 none
+  PRECISION=bf16 check "$kind" 1 full
+  PRECISION=bf16 check "$kind" 1 none --attention flash
+  PRECISION=bf16 check "$kind" 2 none --pp 2
+  PRECISION=bf16 check "$kind" 2 none --tp 2 --sequence-parallel
 done
 
 echo "$passes passed, $fails failed"

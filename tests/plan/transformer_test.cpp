@@ -56,7 +56,9 @@ Cluster a100() {
   return load_cluster(std::string(LOOM_CLUSTERS_DIR) + "/a100-80gb.toml");
 }
 
-// The cost model's per-rank memory follows the byte counts and shards over dp.
+// The cost model's per-rank memory follows the byte counts and shards over dp (Megatron-LM's
+// mixed precision); loom's bf16 keeps the state of its fp32 runs (autocast over fp32
+// parameters, gradients and moments).
 TEST(TransformerModel, MemoryPerDpMode) {
   Cluster c = a100();
   Transformer m{8, 1024, 16, 1024, 51200, true};
@@ -65,6 +67,13 @@ TEST(TransformerModel, MemoryPerDpMode) {
   p.pp = 2;
   for (DpMode mode : {DpMode::AllReduce, DpMode::Zero1, DpMode::Zero2, DpMode::Zero3}) {
     p.dp_mode = mode;
+    p.megatron = false;
+    const StageMemory loom_bf16 = TransformerCostModel(m, p, c, "bf16").memory(1);
+    const StageMemory loom_fp32 = TransformerCostModel(m, p, c, "fp32").memory(1);
+    EXPECT_DOUBLE_EQ(loom_bf16.params + loom_bf16.grads + loom_bf16.optimizer,
+                     loom_fp32.params + loom_fp32.grads + loom_fp32.optimizer);
+    EXPECT_DOUBLE_EQ(loom_bf16.gathered, loom_fp32.gathered);
+    p.megatron = true;
     TransformerCostModel cost(m, p, c);
     const double P = 4 * layer_params(m);  // stage 1: layers 5..8 and the head
     const double want_params = P + head_params(m);
@@ -95,6 +104,7 @@ TEST(TransformerModel, MegatronOneTrillionPoint) {
     p.micro_batch = 1;
     p.schedule = name;
     p.recompute = Recompute::Full;
+    p.megatron = true;  // Megatron-LM's memory (loom's fp32 residual stream needs more)
     Evaluation e = evaluate(m, p, c);
     EXPECT_NEAR(e.tflops_per_gpu, 163.0, 0.15 * 163.0) << name;
     EXPECT_NEAR(e.mfu, 0.52, 0.15 * 0.52) << name;

@@ -32,7 +32,8 @@ const std::vector<Flag> kModelFlags = {
     {"model", "gpt"},   {"layers", "24"},       {"width", "2048"},
     {"heads", "16"},    {"seq-len", "2048"},    {"vocab", "51200"},
     {"no-dropout", ""}, {"precision", "bf16"},  {"cluster", "clusters/a100-80gb.toml"},
-    {"kv-heads", "8"},  {"ffn-width", "11008"}, {"tie-embeddings", ""}};
+    {"kv-heads", "8"},  {"ffn-width", "11008"}, {"tie-embeddings", ""},
+    {"megatron", ""}};
 
 std::vector<Flag> with_model_flags(std::vector<Flag> own) {
   own.insert(own.begin(), kModelFlags.begin(), kModelFlags.end());
@@ -48,7 +49,10 @@ communication and peak memory per rank, by simulating the lowered schedule every
 model:  --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V (51200)]
         [--no-dropout (gpt)] [--kv-heads K --ffn-width F (llama: key/value heads, SwiGLU
         units; default the heads and a multiple of 64 >= 8H/3)] [--tie-embeddings]
-        [--precision bf16|fp16|fp32 (the cluster's)]
+        [--precision bf16|fp16|fp32 (the cluster's)] [--megatron: memory as Megatron-LM
+        keeps it, not as loom's runtime does: bf16 parameters, gradients and residual stream
+        with fp32 master weights in the optimizer (loom: autocast over fp32 ones), a stage's
+        output freed once sent (loom keeps it until its backward)]
         or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
         dp-mode and the trainer's own model cut); the model flags given and the flags
         below override it
@@ -91,7 +95,7 @@ simulated step time and explains why the winner wins.
 
 model:   --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V]
          [--no-dropout] [--kv-heads K --ffn-width F (llama)] [--tie-embeddings]
-         [--precision bf16|fp16|fp32]
+         [--precision bf16|fp16|fp32] [--megatron]
          or --from-config FILE: the model and global batch of a `loom train` TOML (the
          flags given override them; the best configuration is printed as a command on it)
 options: --top K (10)  --time-budget 30s  --memory-limit GB (90% of the device's)
@@ -201,6 +205,7 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
   if (a.has("attention")) p.attention = plan::parse_attention(a.get("attention"));
   if (a.has("sequence-parallel")) p.sequence_parallel = true;
   if (a.has("tp-comm-overlap")) p.tp_comm_overlap = true;
+  if (a.has("megatron")) p.megatron = true;
   if (a.has("distributed-optimizer")) {
     if (a.has("dp-mode") && p.dp_mode != plan::DpMode::Zero1)
       LOOM_USAGE("--distributed-optimizer shards the optimizer state as zero1; drop --dp-mode ",
@@ -475,9 +480,9 @@ std::string train_command_line(const plan::Candidate& c, const std::string& mode
      << (p.sequence_parallel ? " --sequence-parallel" : "")
      << (p.attention == plan::Attention::Flash ? " --attention flash" : "");
   // GPU features loom's runtime does not have: say so rather than drop them silently.
-  if (p.tp_comm_overlap || p.distributed_optimizer)
-    os << "  # loom train has no tp overlap or distributed optimizer: the simulated run is "
-          "Megatron-Core's";
+  if (p.tp_comm_overlap || p.distributed_optimizer || p.megatron)
+    os << "  # loom train has no tp overlap, distributed optimizer or bf16 parameters: the "
+          "simulated run is Megatron-Core's";
   return os.str();
 }
 
@@ -563,6 +568,7 @@ int plan_command(const std::vector<std::string>& args) {
     for (const std::string& s : flags::split_list(a.get("attention")))
       req.attention.push_back(plan::parse_attention(s));
   }
+  req.megatron = a.has("megatron");
   req.tp_comm_overlap = on_off_both(a, "tp-comm-overlap");
   req.distributed_optimizer = on_off_both(a, "distributed-optimizer");
   const bool overlap_asked = std::find(req.tp_comm_overlap.begin(), req.tp_comm_overlap.end(),

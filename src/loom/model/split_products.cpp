@@ -107,7 +107,9 @@ std::vector<torch::Tensor> split_products(const torch::Tensor& x,
                                           const TensorParallel& tp, bool record) {
   std::vector<torch::Tensor> ys;
   if (tp.size == 1 || !tp.sequence) {
-    const torch::Tensor in = enter_split(x, tp);
+    // Cast once for all the products (each would keep its own bf16 copy under autocast).
+    const torch::Tensor whole = enter_split(x, tp);
+    const torch::Tensor in = whole.to(product_type(whole));
     for (const LinearWeights& p : products)
       ys.push_back(record ? apply_linear(in, p.weight, p.bias) : linear(in, p.weight, p.bias));
     return ys;

@@ -116,9 +116,12 @@ Recompute parse_recompute(const std::string& text) {
   return *r;
 }
 
-Precision precision(const std::string& name) {
-  if (name == "bf16" || name == "fp16") return {name, 2, 2, 12, 2, false, false};
-  if (name == "fp32") return {name, 4, 4, 8, 4, true, true};
+Precision precision(const std::string& name, bool megatron) {
+  if ((name == "bf16" || name == "fp16") && megatron) return {name, 2, 2, 12, 2, 2, false, false};
+  // loom's state is fp32's whatever the compute type; its activations are in bf16 but for
+  // the residual stream.
+  if (name == "bf16" || name == "fp16") return {name, 4, 4, 8, 2, 4, true, true};
+  if (name == "fp32") return {name, 4, 4, 8, 4, 4, true, true};
   LOOM_USAGE("precision must be bf16, fp16 or fp32, got '", name, "'");
 }
 

@@ -71,13 +71,18 @@ std::string name_of(Attention a);
 //                and grads, AdamW m and v (8 bytes), 4-byte activations; allreduce reduces
 //                its buckets in place (one copy of the gradients); zero1/zero2 keep the rank's
 //                parameter shard besides the full parameters, and zero1 all-reduces.
+// Bytes per parameter of the state and per value of the activations. bf16 and fp16 as loom
+// trains them: autocast over fp32 parameters, gradients and residual stream (the products and
+// most activations in bf16, AdamW's two fp32 moments), or as Megatron-LM does (`megatron`):
+// bf16 parameters, gradients and activations, an fp32 master copy and moments in the optimizer.
 struct Precision {
   std::string name;
   double param = 2, grad = 2, optimizer = 12, activation = 2;
+  double residual = 2;            // the residual stream (LayerRun::residual_bytes)
   bool sharded_master = false;    // zero1/zero2: + params/d
   bool zero1_all_reduce = false;  // zero1 REDUCE_GRAD is an all-reduce
 };
-Precision precision(const std::string& name);  // UsageError for unknown names
+Precision precision(const std::string& name, bool megatron = false);  // UsageError for unknown
 
 struct Parallel {
   int dp = 1, pp = 1, tp = 1;
@@ -97,6 +102,10 @@ struct Parallel {
   // reduce-scattered in buckets during the backward, bf16 parameters all-gathered after the
   // step and overlapped with the next step's forward (--overlap-param-gather).
   bool distributed_optimizer = false;
+  // The run as Megatron-LM keeps its memory where it differs from loom's runtime: mixed
+  // precision with bf16 parameters, gradients and residual stream (Precision), and a stage's
+  // output freed once sent (loom keeps it until the stage's backward).
+  bool megatron = false;
   bool reshard_after_forward = true;  // zero3
   int max_unsharded = 2;              // zero3 prefetch bound
   LightDp light;                      // slim, quant, diloco, streaming-diloco

@@ -152,6 +152,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
               base.schedule = name;
               base.dp_mode = mode;
               base.sequence_parallel = tp > 1;
+              base.megatron = req.megatron;
               for (const Parallel& par : variants(base, req)) {
                 ++out.enumerated;
                 // Cheap bound: slowest rank's compute times the closed-form bubble; memory of

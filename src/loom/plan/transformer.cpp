@@ -103,13 +103,13 @@ namespace {
 // Llama's per-layer bytes other than the attention core's (transformer.h).
 double llama_linear_bytes(const Transformer& m, double b, const LayerRun& r) {
   const double h = double(m.hidden), sb = double(m.seq_len) * b, t = r.tp;
-  // The two RMSNorms' input, normalized and weighted values (the last one the products'
-  // input); with sequence parallelism this rank's part of each (the products gather theirs
-  // again in the backward).
-  const double norms = r.sequence_parallel ? 6 * h / t : 6 * h;
+  // The two RMSNorms' input and normalized values (residual precision) and weighted values
+  // (the products' input); with sequence parallelism this rank's part of each (the products
+  // gather theirs again in the backward).
+  const double norms =
+      (4 * h * r.residual() + 2 * h * r.elem_bytes) / (r.sequence_parallel ? t : 1);
   const double split = 2 * h + 2 * kv_width(m) + 4 * ffn_width(m);
-  const double per_token = norms + split / t;
-  return sb * per_token * r.elem_bytes;
+  return sb * (norms + split / t * r.elem_bytes);
 }
 
 // Key/value heads repeated for the query heads (grouped-query attention), kept by the core.
@@ -118,16 +118,19 @@ double repeated_kv_bytes(const Transformer& m, double b, const LayerRun& r) {
   return double(m.seq_len) * b * 2 * (h - kv_width(m)) / r.tp * r.elem_bytes;
 }
 
-// Per-layer bytes other than the s² terms, for the three layouts (Korthikanti Table 2).
+// Per-layer bytes other than the s² terms, for the three layouts (Korthikanti Table 2), the
+// two LayerNorms' inputs at residual precision.
 double linear_bytes(const Transformer& m, double b, const LayerRun& r) {
   if (m.arch != Arch::Gpt) return llama_linear_bytes(m, b, r);
   const double sbh = double(m.seq_len) * b * double(m.hidden), t = r.tp;
-  const double c_h = has_dropout(m) ? 34 : 32;     // per s·b·h
+  const double c_h = has_dropout(m) ? 34 : 32;     // per s·b·h at 2-byte values
   const double unsplit = has_dropout(m) ? 10 : 8;  // LayerNorms, dropout masks, GEMM inputs
-  const double scale = r.elem_bytes / 2;
-  if (r.tp <= 1) return sbh * c_h * scale;
-  if (r.sequence_parallel) return sbh / t * c_h * scale;
-  return sbh * (unsplit + (c_h - unsplit) / t) * scale;
+  const double norms = 2 * r.residual();           // the LayerNorms' inputs, 4 of those 34
+  const double kept_whole = (unsplit - 4) * r.elem_bytes / 2 + norms;
+  const double split = (c_h - unsplit) * r.elem_bytes / 2;
+  if (r.tp <= 1) return sbh * (kept_whole + split);
+  if (r.sequence_parallel) return sbh / t * (kept_whole + split);
+  return sbh * (kept_whole + split / t);
 }
 
 // Flash keeps the log-sum-exp of each head and token in fp32 for its backward; loom's Llama
@@ -141,9 +144,9 @@ double flash_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
 }  // namespace
 
 double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
-  if (r.recompute == Recompute::Full) {
+  if (r.recompute == Recompute::Full) {  // the layer's input
     const double sbh = double(m.seq_len) * b * double(m.hidden);
-    return 2 * sbh * r.elem_bytes / 2 / (r.sequence_parallel ? r.tp : 1);
+    return sbh * r.residual() / (r.sequence_parallel ? r.tp : 1);
   }
   const double core = r.recompute == Recompute::Selective
                           ? 0

@@ -76,6 +76,11 @@ struct LayerRun {
   Recompute recompute = Recompute::None;
   Attention attention = Attention::Standard;
   double elem_bytes = 2;
+  // The residual stream's values that the norms keep (their inputs; the Llama's RMSNorm also
+  // its normalized values) and a recomputed layer's input: fp32 under loom's autocast (4),
+  // the activations' type in Megatron-LM (0 = elem_bytes).
+  double residual_bytes = 0;
+  double residual() const { return residual_bytes > 0 ? residual_bytes : elem_bytes; }
 };
 // Bytes one layer keeps from its forward to its backward for a micro-batch of b samples.
 double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r);

@@ -53,7 +53,9 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       p_(p),
       c_(c),
       net_(c),
-      prec_(::loom::plan::precision(prec.empty() ? c.precision : prec)) {
+      // The distributed optimizer is Megatron-Core's: its run keeps Megatron's precision.
+      prec_(::loom::plan::precision(prec.empty() ? c.precision : prec,
+                                    p.megatron || p.distributed_optimizer)) {
   if (m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.seq_len < 1 || m.vocab < 1)
     LOOM_USAGE("model layers, width, heads, seq-len and vocab must all be >= 1");
   if (m.hidden % m.heads != 0)
@@ -149,10 +151,12 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       b.i = scaled(b.i - extra, b.i_comm, measured.i, one_i) + scaled(extra, 0, measured.f, one.f);
       b.f = scaled(b.f, b.f_comm, measured.f, one.f);
       b.w = scaled(b.w, 0, measured.w, one.w);
-      // The embedding's measured bytes (its output, h per token) stand: tensor parallelism
-      // sums its output over the group, every rank keeps all of it (a 1/t share with sequence
-      // parallelism).
-      if (k == kEmbedding && measured.activation >= 0)
+      // The embedding's measured bytes (its output, h per token) stand where the layers are
+      // measured too (a measured block counts its output, an analytic one its input: the
+      // analytic first layer already holds it): tensor parallelism sums the output over the
+      // group, every rank keeps all of it (a 1/t share with sequence parallelism).
+      Cost layer;
+      if (k == kEmbedding && measured.activation >= 0 && profiled(kLayer, &layer, p.tp))
         b.activation = measured.activation / (p.sequence_parallel ? p.tp : 1);
       slowdown = measured.loaded;
       profiled_[k] = true;
@@ -198,13 +202,13 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
-    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp). The
-    // Llama's analytic layers count their inputs, not their outputs: they add it. A profiled
-    // block's bytes include its output (the profile allocates its input outside), and the
-    // GPT's analytic form is Megatron's, which frees the output once sent.
-    if (m.arch == Arch::Llama && !profiled_[kLayer] && s + 1 < S)
+    // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
+    // analytic layers count their inputs, not their outputs: they add it. A profiled block's
+    // bytes include its output (the profile allocates its input outside); Megatron-LM frees
+    // the output once sent.
+    if (!p.megatron && !profiled_[kLayer] && s + 1 < S)
       sum.activation += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
-                        prec_.activation / (p.sequence_parallel ? p.tp : 1);
+                        prec_.residual / (p.sequence_parallel ? p.tp : 1);
     stage_.push_back(sum);
   }
 }
@@ -221,7 +225,8 @@ double TransformerCostModel::selective_extra_s() const {
 }
 
 LayerRun TransformerCostModel::layer_run() const {
-  return {p_.tp, p_.sequence_parallel, p_.recompute, p_.attention, prec_.activation};
+  return {p_.tp,        p_.sequence_parallel, p_.recompute,
+          p_.attention, prec_.activation,     prec_.residual};
 }
 
 TransformerCostModel::Attn TransformerCostModel::attention(double b) const {
@@ -308,13 +313,15 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.i = gemm + 2 * elem + c.i_comm;
     c.w = gemm;
     c.params = head_params(m_) / t;
-    // The final norm: the GPT's output (the product's input); the Llama's RMSNorm keeps its
-    // input, the normalized and the weighted values; with sequence parallelism this rank's
-    // part of each. The vocabulary-parallel loss keeps two fp32
+    // The final norm: the GPT's LayerNorm keeps its input (residual precision) and its output
+    // (the product's input); the Llama's RMSNorm its input and normalized values (residual
+    // precision) and the weighted ones; with sequence parallelism this rank's part of each.
+    // The vocabulary-parallel loss keeps two fp32
     // [M, V/t] values, exp's output and the shifted logits (gather's backward reads them); the
     // unsplit loss one, log-softmax's. (Measured against the runtime: planner-validation.md.)
-    const double norm = (m_.arch == Arch::Gpt ? 1 : 3) / (p_.sequence_parallel ? t : 1);
-    c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h * e;
+    const double r = prec_.residual;
+    const double norm = (m_.arch == Arch::Gpt ? r + e : 2 * r + e) / (p_.sequence_parallel ? t : 1);
+    c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h;
     c.working = logits;
     // Its input (this rank's part with sequence parallelism) and the logits' gradient.
     c.weight_inputs = M * h * e / (p_.sequence_parallel ? t : 1) + M * V / t * e;
@@ -422,8 +429,8 @@ double TransformerCostModel::compute_comm_s(int stage, Kind kind) const {
   return 0;
 }
 
-double TransformerCostModel::boundary_bytes(int) const {
-  return double(p_.micro_batch) * m_.seq_len * m_.hidden * prec_.activation / p_.tp;
+double TransformerCostModel::boundary_bytes(int) const {  // the residual stream
+  return double(p_.micro_batch) * m_.seq_len * m_.hidden * prec_.residual / p_.tp;
 }
 
 double TransformerCostModel::grad_bytes(int stage) const {
