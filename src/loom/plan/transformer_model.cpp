@@ -265,7 +265,11 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
                V = double(m_.vocab), t = p_.tp, e = prec_.activation;
   const double M = b * s;
   const std::vector<int> tp_group = p_.mesh().tp_group(0, 0);
+  // The forward's collectives move the products' bf16 outputs; the backward's move gradients
+  // of residual-stream values (fp32 under loom's autocast), as does the embedding's forward.
   const double tp_ar = net_.collective_s(Collective::AllReduce, M * h * e, tp_group);
+  const double tp_ar_residual =
+      net_.collective_s(Collective::AllReduce, M * h * prec_.residual, tp_group);
   Cost c;
   if (kind == kLayer) {
     const double kv = kv_width(m_), f = ffn_width(m_);
@@ -282,9 +286,12 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // Two collectives of b·s·h values each way; --tp-comm-overlap hides part of each under
     // the GEMMs of the same pass (the backward's input-gradient GEMMs take as long as the
     // forward's).
-    const double comm = 2 * tp_ar;
-    const double hidden = p_.tp_comm_overlap ? std::min(c_.tp_overlap * comm, linear) : 0;
-    c.f_comm = c.i_comm = comm - hidden;
+    const double comm_f = 2 * tp_ar, comm_b = 2 * tp_ar_residual;
+    auto hidden = [&](double comm) {
+      return p_.tp_comm_overlap ? std::min(c_.tp_overlap * comm, linear) : 0.0;
+    };
+    c.f_comm = comm_f - hidden(comm_f);
+    c.i_comm = comm_b - hidden(comm_b);
     c.i_comm += regather_s(2, gemm_s(M, h, (h + 2 * kv) / t) + gated * gemm_s(M, h, f / t));
     c.f = linear + core.forward + elem_linear + elem_square + c.f_comm;
     c.i = linear + core.backward + kBackwardElementwise * (elem_linear + elem_square) + c.i_comm;
@@ -308,7 +315,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     const double logits = 4 * M * V / t;  // fp32 logits for the softmax / loss
     const double gemm = gemm_s(M, V / t, h);
     const double elem = elementwise_s(3 * logits + 2 * M * h * e);
-    c.i_comm = tp_ar + regather_s(1, gemm);
+    c.i_comm = tp_ar_residual + regather_s(1, gemm);
     c.f = gemm + elem;
     c.i = gemm + 2 * elem + c.i_comm;
     c.w = gemm;
@@ -327,7 +334,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.weight_inputs = M * h * e / (p_.sequence_parallel ? t : 1) + M * V / t * e;
   } else {
     const double elem = elementwise_s(3 * M * h * e);
-    c.f_comm = tp_ar;
+    c.f_comm = tp_ar_residual;
     c.f = elem + c.f_comm;
     c.i = 2 * elem;  // no matrix product: the whole backward is in I
     c.params = embedding_params(m_) / t;
