@@ -16,11 +16,9 @@ namespace loom::model {
 // autocast region on x's device, else x's own.
 at::ScalarType product_type(const at::Tensor& x);
 
-// Whether an autocast region on x's device makes linear() of this weight a cast product.
+// Whether an autocast region on x's device makes linear() (cpu_gemm.h) of this weight a cast
+// product: x cast to product_type, the weight and bias cast inside the product, the float32
+// weight kept for the backward.
 bool autocast_product(const at::Tensor& x, const at::Tensor& weight);
-
-// x w^T + bias as autocast computes it (x cast to product_type, the weight and bias to the
-// same), differentiable, keeping x in that type and the float32 weight.
-at::Tensor autocast_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace loom::model

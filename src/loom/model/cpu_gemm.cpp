@@ -50,21 +50,31 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   return y.view(shape);
 }
 
-// The forward of both nodes below: keeps what linear_grads needs.
+// x w^T + bias, x contiguous: through gemm_into, or for a bf16 x and a float32 weight
+// (autocast_linear.h) the product CUDA's autocast runs, with the weight and bias cast.
+at::Tensor forward_of(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  if (x.scalar_type() == w.scalar_type()) return product(x, w, bias);
+  return at::linear(x, w.to(x.scalar_type()), bias.defined() ? bias.to(x.scalar_type()) : bias);
+}
+
+// The forward of both nodes below: keeps what linear_grads needs (the weight itself, never a
+// cast copy of it).
 torch::Tensor linear_forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                              const torch::Tensor& w, const torch::Tensor& bias) {
   const torch::Tensor xc = x.contiguous();
   ctx->save_for_backward({xc, w});
-  return product(xc, w, bias);
+  return forward_of(xc, w, bias);
 }
 
 // x w^T (+ bias)'s gradients: dx = dy w, dw = dy^T x, dbias = the sum of dy over the rows;
-// only those autograd asks for (the split backward's I asks for no dw). `first`: the index of
-// x among the node's inputs (w follows it).
+// only those autograd asks for (the split backward's I asks for no dw), in dy's type (a
+// float32 weight's bf16 gradient is widened by autograd, as at autocast's cast). `first`: the
+// index of x among the node's inputs (w follows it).
 torch::autograd::tensor_list linear_grads(torch::autograd::AutogradContext* ctx,
                                           const torch::Tensor& grad, size_t first) {
   const auto saved = ctx->get_saved_variables();
-  const torch::Tensor &x = saved[0], &w = saved[1];
+  const torch::Tensor& x = saved[0];
+  const torch::Tensor w = saved[1].to(grad.scalar_type());
   const int64_t k = x.size(-1), n = w.size(0);
   const torch::Tensor dy = grad.contiguous().reshape({-1, n});
   const bool want_x = ctx->needs_input_grad(first), want_w = ctx->needs_input_grad(first + 1);
@@ -80,7 +90,7 @@ torch::autograd::tensor_list linear_grads(torch::autograd::AutogradContext* ctx,
       gemm_into(dy, w, dx.view({-1, k}), 0.f);
     }
     if (want_w) {
-      dw = torch::empty_like(w, at::MemoryFormat::Contiguous);
+      dw = torch::empty(w.sizes(), dy.options());
       gemm_into(dy.t(), x.reshape({-1, k}), dw, 0.f);
     }
   }
@@ -149,13 +159,15 @@ void gemm_into(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, 
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (autocast_product(x, weight)) return autocast_linear(x, weight, bias);
-  if (!onednn_takes(x, weight, bias)) return torch::nn::functional::linear(x, weight, bias);
+  const bool cast = autocast_product(x, weight);
+  if (!cast && !onednn_takes(x, weight, bias))
+    return torch::nn::functional::linear(x, weight, bias);
+  const at::Tensor in = cast ? x.to(product_type(x)) : x;  // x itself when of that type
   const bool grad =
-      x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
+      in.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
   if (grad && torch::GradMode::is_enabled())
-    return bias.defined() ? Linear::apply(bias, x, weight) : LinearNoBias::apply(x, weight);
-  return product(x.contiguous(), weight, bias);
+    return bias.defined() ? Linear::apply(bias, in, weight) : LinearNoBias::apply(in, weight);
+  return forward_of(in.contiguous(), weight, bias);
 }
 
 }  // namespace loom::model
