@@ -323,9 +323,9 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // The final norm: the GPT's LayerNorm keeps its input (residual precision) and its output
     // (the product's input); the Llama's RMSNorm its input and normalized values (residual
     // precision) and the weighted ones; with sequence parallelism this rank's part of each.
-    // The vocabulary-parallel loss keeps two fp32
-    // [M, V/t] values, exp's output and the shifted logits (gather's backward reads them); the
-    // unsplit loss one, log-softmax's. (Measured against the runtime: planner-validation.md.)
+    // The vocabulary-parallel loss keeps two fp32 [M, V/t] values, exp's output and the
+    // shifted logits (gather's backward reads them); the unsplit loss one, log-softmax's.
+    // (Measured against the runtime: planner-validation.md.)
     const double r = prec_.residual;
     const double norm = (m_.arch == Arch::Gpt ? r + e : 2 * r + e) / (p_.sequence_parallel ? t : 1);
     c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h;
