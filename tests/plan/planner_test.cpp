@@ -33,11 +33,44 @@ TEST(Planner, RankedUnderTheLimitAndSorted) {
     EXPECT_LE(r.ranked[i].peak_bytes, 12e9) << r.ranked[i].par.describe();
     EXPECT_EQ(r.ranked[i].par.gpus(), 16);
     EXPECT_EQ(r.ranked[i].par.global_batch(), 64);
-    if (i) EXPECT_LE(r.ranked[i - 1].step_s, r.ranked[i].step_s);
+    if (i) {
+      EXPECT_LE(r.ranked[i - 1].step_s, r.ranked[i].step_s);
+    }
   }
   EXPECT_NE(r.explanation.find("wins with"), std::string::npos);
   EXPECT_NE(r.explanation.find("runner-up"), std::string::npos);
   EXPECT_NE(format_table(r, 5).find(r.ranked[0].par.describe()), std::string::npos);
+}
+
+// The table's columns line up whatever the length of the configurations shown.
+TEST(Planner, TableColumnsLineUp) {
+  PlanResult r;
+  for (const char* schedule : {"1f1b", "interleaved"}) {
+    Candidate c;
+    c.par.dp = 4;
+    c.par.pp = 8;
+    c.par.tp = 2;
+    c.par.schedule = schedule;
+    c.par.loops = std::string(schedule) == "1f1b" ? 1 : 4;
+    c.par.microbatches = 128;
+    c.par.recompute = Recompute::Selective;
+    c.par.sequence_parallel = std::string(schedule) != "1f1b";
+    c.step_s = 31;
+    r.ranked.push_back(c);
+  }
+  ASSERT_GT(r.ranked[1].par.describe().size(), 54u);  // wider than the old fixed column
+  const std::string table = format_table(r, 2);
+  std::vector<size_t> step_at;
+  for (size_t at = 0; at < table.size();) {
+    const size_t end = table.find('\n', at);
+    const std::string line = table.substr(at, end - at);
+    step_at.push_back(line.find(std::string(line.rfind("#", 0) == 0 ? "step" : "31 s")));
+    at = end + 1;
+  }
+  ASSERT_EQ(step_at.size(), 3u);
+  EXPECT_NE(step_at[0], std::string::npos);
+  EXPECT_EQ(step_at[1], step_at[0]) << table;
+  EXPECT_EQ(step_at[2], step_at[0]) << table;
 }
 
 // The planner searches the recomputation and attention variants it is given, and nothing

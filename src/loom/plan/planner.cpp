@@ -292,15 +292,21 @@ std::string explain(const PlanResult& r) {
 }
 
 std::string format_table(const PlanResult& r, int top) {
+  const int shown = std::min<int>(top, static_cast<int>(r.ranked.size()));
+  // The configuration column is as wide as the longest one shown (layouts with loops,
+  // recomputation and sequence parallelism run past 60 characters).
+  int width = static_cast<int>(std::string("configuration").size());
+  for (int i = 0; i < shown; ++i)
+    width = std::max(width, static_cast<int>(r.ranked[i].par.describe().size()));
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-4s %-54s %-10s %-6s %-8s %-10s %-10s %-9s %s\n", "#",
+  std::snprintf(buf, sizeof buf, "%-4s %-*s %-10s %-6s %-8s %-10s %-10s %-9s %s\n", "#", width,
                 "configuration", "step", "MFU", "bubble", "exposed", "compute", "memory",
                 "activations");
   out += buf;
-  for (int i = 0; i < std::min<int>(top, static_cast<int>(r.ranked.size())); ++i) {
+  for (int i = 0; i < shown; ++i) {
     const Candidate& c = r.ranked[i];
-    std::snprintf(buf, sizeof buf, "%-4d %-54s %-10s %-6s %-8s %-10s %-10s %-9s %s\n", i + 1,
+    std::snprintf(buf, sizeof buf, "%-4d %-*s %-10s %-6s %-8s %-10s %-10s %-9s %s\n", i + 1, width,
                   c.par.describe().c_str(), human_seconds(c.step_s).c_str(),
                   (std::to_string(int(std::lround(100 * c.model_mfu))) + "%").c_str(),
                   (std::to_string(int(std::lround(1000 * c.bubble)) / 10) + "." +
