@@ -64,7 +64,8 @@ TEST(Planner, TableColumnsLineUp) {
   for (size_t at = 0; at < table.size();) {
     const size_t end = table.find('\n', at);
     const std::string line = table.substr(at, end - at);
-    step_at.push_back(line.find(std::string(line.rfind("#", 0) == 0 ? "step" : "31 s")));
+    const bool header = !line.empty() && line.front() == '#';
+    step_at.push_back(line.find(header ? "step" : "31 s"));
     at = end + 1;
   }
   ASSERT_EQ(step_at.size(), 3u);
