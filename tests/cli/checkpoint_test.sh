@@ -2,7 +2,8 @@
 # Checkpoints that verify themselves and run folders that belong to one run (docs/reliability.md):
 # a damaged, foreign or mismatched checkpoint and a folder that holds another run are refused
 # with one line and exit 2; --keep, --overwrite, resumed metrics without duplicates, debris
-# removed at start, and a full disk that leaves the previous checkpoint intact.
+# removed at start, and a full disk that leaves the previous checkpoint intact (and nothing of
+# the failed one, on 1 rank and on 2).
 # usage: checkpoint_test.sh LOOM_BINARY
 set -u
 loom=$1
@@ -155,6 +156,24 @@ if mount -t tmpfs -o size=1500k tmpfs "$mnt" 2>/dev/null; then
 else
   echo "skip full disk: cannot mount a tmpfs here (needs root)"
 fi
+
+# A failed save on several ranks leaves nothing of the checkpoint it did not write: one rank's
+# part fails (the parts the others wrote are removed), or rank 0's manifest (all parts are).
+for fault in "1 disk-full" "0 manifest-disk-full"; do
+  read -r frank kind <<<"$fault"
+  run="$tmp/F-$kind"
+  LOOM_FAULT_RANK=$frank LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=$kind \
+    train --output.dir "$run" --steps 6 --nproc 2 --comm gloo
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 2 ]] && grep -q "No space left on device" "$tmp/stderr" &&
+     [[ $(grep -c "step-000004 not written, the last one (step 2) is intact" "$tmp/stderr") -eq 2 ]] &&
+     [[ ! -e $run/checkpoint/step-000004 && $(cat "$run/checkpoint/latest") == step-000002 ]] &&
+     "$loom" train --config "$cfg" --output.dir "$run-after" --resume "$run/checkpoint" --steps 3 >/dev/null 2>&1; then
+    ok "$kind on rank $frank of 2: nothing of step-000004 left; step-000002 resumes"
+  else
+    fail "$kind on rank $frank of 2: rc=$rc; $(ls -R "$run/checkpoint" 2>&1 | tr '\n' ' '); $(grep error "$tmp/stderr")"
+  fi
+done
 
 echo "checkpoint_test: $passes passed, $fails failed"
 [[ $fails -eq 0 ]]

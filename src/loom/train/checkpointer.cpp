@@ -14,6 +14,7 @@
 #include "loom/parallel/stage_state.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/chunk_file.h"
+#include "loom/train/fault_injection.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;
@@ -189,6 +190,31 @@ void prune_own(const fs::path& root, size_t keep, int rank) {
   }
 }
 
+// Rank 0: the manifest of a checkpoint whose parts `all` (save()'s gather) are written, then
+// `latest`, then the pruning of the oldest.
+// m: the run's description (Checkpointer::this_run()).
+void write_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_t steps_done,
+                    const fs::path& dir, const fs::path& root, size_t keep) {
+  m.step = steps_done;
+  for (size_t q = 0; q * per < all.size(); ++q) {
+    const int64_t* f = &all[per * q];
+    Manifest::File file{rank_file(static_cast<int>(q)),
+                        f[0],
+                        static_cast<uint32_t>(f[1]),
+                        static_cast<int>(f[2]),
+                        {}};
+    for (int k = 3; k < per; ++k)
+      if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
+    m.files.push_back(std::move(file));
+  }
+  if (injected_disk_full(0, steps_done, "manifest-disk-full"))
+    throw Error("cannot write '" + (dir / "manifest.json").string() +
+                "': No space left on device (LOOM_FAULT_KIND)");
+  write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
+  write_file_atomic((root / "latest").string(), dir.filename().string() + "\n");
+  prune(root, keep);
+}
+
 }  // namespace
 
 void clear_run_folder(const std::string& dir) {
@@ -231,7 +257,9 @@ std::string Checkpointer::save(int64_t steps_done) {
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);  // every rank: nodes need not share a file system
-    if (ec) throw Error("cannot create '" + dir.string() + "': " + ec.message());
+    if (ec) throw Error("cannot write '" + dir.string() + "': " + ec.message());
+    if (injected_disk_full(world_.rank(), steps_done, "disk-full"))
+      throw Error("cannot write '" + file + "': No space left on device (LOOM_FAULT_KIND)");
     parallel::ChunkWriter w;
     for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
     const std::string bytes =
@@ -242,37 +270,48 @@ std::string Checkpointer::save(int64_t steps_done) {
   } catch (const Error& e) {
     failure = e.what();
     mine[0] = -1;
-    std::error_code ec;
-    fs::remove(dir, ec);  // only if empty: the folder of a checkpoint that will not exist
   }
   std::vector<int64_t> all(per * world_.size());
   world_.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
-  for (int q = 0; q < world_.size(); ++q) {
-    if (all[per * q] >= 0) continue;
-    const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
-    if (q == world_.rank())
-      throw Error(detail::concat(failure, "; checkpoint ", name, " not written, the last one (",
-                                 kept, ") is intact"));
-    throw Error(detail::concat("rank ", q, " could not write its part of checkpoint ", name,
-                               "; the last one (", kept, ") is intact"));
-  }
-  if (world_.rank() == 0) {
-    Manifest m = this_run();
-    m.step = steps_done;
-    for (int q = 0; q < world_.size(); ++q) {
-      const int64_t* f = &all[per * q];
-      Manifest::File file{
-          rank_file(q), f[0], static_cast<uint32_t>(f[1]), static_cast<int>(f[2]), {}};
-      for (int k = 3; k < per; ++k)
-        if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
-      m.files.push_back(std::move(file));
+  int failed = -1;  // the first rank that could not write its part
+  for (int q = 0; q < world_.size() && failed < 0; ++q)
+    if (all[per * q] < 0) failed = q;
+  bool manifest_failed = false;
+  if (failed < 0) {
+    if (world_.rank() == 0) {
+      try {
+        write_manifest(this_run(), all, per, steps_done, dir, root,
+                       static_cast<size_t>(cfg_.output.keep));
+      } catch (const Error& e) {
+        failure = e.what();
+        manifest_failed = true;
+      }
     }
-    write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
-    write_file_atomic((root / "latest").string(), name + "\n");
-    prune(root, static_cast<size_t>(cfg_.output.keep));
+    // Rank 0's outcome to every rank; also orders its pruning before prune_own below.
+    int64_t outcome = manifest_failed ? 1 : 0;
+    std::vector<int64_t> outcomes(world_.size());
+    world_.all_gather(&outcome, outcomes.data(), 1, comm::DType::Int64)->wait();
+    manifest_failed = outcomes[0] != 0;
+  }
+  if (failed >= 0 || manifest_failed) {
+    // Nothing of a checkpoint that will not exist stays behind to fill the disk: rank 0's
+    // manifest first (so the folder never looks complete), every rank's part, then the folder.
+    // Not when it may be the intact one (the step this run resumed from, written again).
+    if (steps_done != previous_) {
+      std::error_code ec;
+      if (world_.rank() == 0) fs::remove(dir / "manifest.json", ec);
+      fs::remove(file, ec);
+      world_.barrier()->wait();
+      fs::remove(dir, ec);  // only if empty: with a shared file system, one rank removes it
+    }
+    const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
+    const std::string tail =
+        detail::concat("checkpoint ", name, " not written, the last one (", kept, ") is intact");
+    if (!failure.empty()) throw Error(detail::concat(failure, "; ", tail));
+    if (manifest_failed) throw Error(detail::concat("rank 0 could not write the manifest; ", tail));
+    throw Error(detail::concat("rank ", failed, " could not write its part; ", tail));
   }
   previous_ = steps_done;
-  world_.barrier()->wait();
   // Nodes need not share a file system: every rank removes its own file from the step
   // folders rank 0 no longer keeps (on a shared one they are gone already).
   if (world_.rank() != 0) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());

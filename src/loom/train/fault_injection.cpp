@@ -33,8 +33,14 @@ double injected_loss_scale(int rank, int64_t step, double scale) {
   return fault_here(rank, step) && fault_kind() == "nan" ? std::nan("") : scale;
 }
 
+bool injected_disk_full(int rank, int64_t step, const char* kind) {
+  return fault_here(rank, step) && fault_kind() == kind;
+}
+
 void maybe_inject_fault(int rank, int64_t step) {
-  if (!fault_here(rank, step) || fault_kind() == "nan") return;
+  const std::string kind = fault_kind();
+  if (!fault_here(rank, step) || kind == "nan" || kind.find("disk-full") != std::string::npos)
+    return;
   const bool hang = fault_kind() == "hang";
   std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
                hang ? "hanging" : "killing", static_cast<long long>(step));

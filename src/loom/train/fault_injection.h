@@ -1,10 +1,10 @@
 #pragma once
-// Fault injection for the tests that prove a dying rank brings the job down:
-// LOOM_FAULT_RANK=r LOOM_FAULT_STEP=s kills rank r (SIGKILL, no clean-up) at step s;
-// with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps until SIGTERM or
-// SIGINT), so that the others' timeouts fire. Only the first attempt of a job fails: under loom
-// train
-// --max-restarts the launcher sets LOOM_RESTART_COUNT, and a restart (> 0) runs clean.
+// Fault injection for the tests that prove a dying rank brings the job down and that a failed
+// save loses nothing: LOOM_FAULT_RANK=r LOOM_FAULT_STEP=s kills rank r (SIGKILL, no clean-up)
+// at step s; with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps until
+// SIGTERM or SIGINT), so that the others' timeouts fire; nan and disk-full below. Only the first
+// attempt of a job fails: under loom train --max-restarts the launcher sets
+// LOOM_RESTART_COUNT, and a restart (> 0) runs clean.
 #include <cstdint>
 
 namespace loom::train {
@@ -13,5 +13,9 @@ void maybe_inject_fault(int rank, int64_t step);
 // LOOM_FAULT_KIND=nan: rank r's loss scale at step s is NaN (its gradients, hence the
 // gradient norm, become NaN), for the tests of train.on_nan. Otherwise `scale`.
 double injected_loss_scale(int rank, int64_t step, double scale);
+// LOOM_FAULT_KIND=disk-full: rank r's part of the checkpoint of step s cannot be written (as on
+// a full disk); LOOM_FAULT_KIND=manifest-disk-full (r = 0): its manifest cannot. True when
+// `kind` is the one asked for this rank and step.
+bool injected_disk_full(int rank, int64_t step, const char* kind);
 
 }  // namespace loom::train
