@@ -3,7 +3,7 @@
 # a damaged, foreign or mismatched checkpoint and a folder that holds another run are refused
 # with one line and exit 2; --keep, --overwrite, resumed metrics without duplicates, debris
 # removed at start, and a full disk that leaves the previous checkpoint intact (and nothing of
-# the failed one, on 1 rank and on 2).
+# the failed one, on 1 rank and on 2), and metrics.jsonl of whole lines on a full disk.
 # usage: checkpoint_test.sh LOOM_BINARY
 set -u
 loom=$1
@@ -155,6 +155,26 @@ if mount -t tmpfs -o size=1500k tmpfs "$mnt" 2>/dev/null; then
   umount "$mnt"
 else
   echo "skip full disk: cannot mount a tmpfs here (needs root)"
+fi
+
+# A full disk under metrics.jsonl: the run stops with one line, and the file holds whole lines
+# only (steps 1..n, each valid JSON), none lost in silence.
+if mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null; then
+  train --output.dir "$mnt/run" --steps 400 --checkpoint-every 0
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 2 && $(grep -c "error" "$tmp/stderr") -eq 1 ]] &&
+     grep -q "metrics.jsonl': No space left on device" "$tmp/stderr" &&
+     python3 -c "
+import json, sys
+steps = [json.loads(l)['step'] for l in open(sys.argv[1])]
+sys.exit(not (steps and steps == list(range(1, len(steps) + 1))))" "$mnt/run/metrics.jsonl"; then
+    ok "metrics on a full disk: $(grep error "$tmp/stderr"); $(wc -l <"$mnt/run/metrics.jsonl") whole lines"
+  else
+    fail "metrics on a full disk: rc=$rc; $(cat "$tmp/stderr"); $(tail -c 100 "$mnt/run/metrics.jsonl")"
+  fi
+  umount "$mnt"
+else
+  echo "skip metrics on a full disk: cannot mount a tmpfs here (needs root)"
 fi
 
 # A failed save on several ranks leaves nothing of the checkpoint it did not write: one rank's

@@ -8,6 +8,7 @@
 #include "loom/interop/safetensors.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/consolidate.h"
+#include "loom/train/files.h"
 
 namespace loom::interop {
 namespace fs = std::filesystem;

@@ -5,6 +5,7 @@
 
 #include "loom/common/error.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/files.h"
 
 namespace loom::interop {
 

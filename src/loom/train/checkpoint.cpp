@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "loom/common/error.h"
+#include "loom/train/files.h"
 #include "loom/train/preflight.h"
 
 namespace loom::train {
@@ -63,26 +64,6 @@ std::vector<int> parse_list(const std::string& text, const std::string& key,
        ++it)
     out.push_back(static_cast<int>(number(it->str(), key, file, lo, hi)));
   return out;
-}
-
-[[noreturn]] void io_error(const std::string& what, const std::string& path, int err) {
-  throw Error(detail::concat("cannot ", what, " '", path, "': ", std::strerror(err)));
-}
-
-void write_all(int fd, std::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) io_error("write", path, errno);
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void fsync_folder(const fs::path& dir) {
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // the data itself is safe; only the name's durability is weaker
-  ::fsync(fd);
-  ::close(fd);
 }
 
 }  // namespace
@@ -303,39 +284,6 @@ uint32_t crc32_of(std::string_view bytes) {
     bytes.remove_prefix(n);
   }
   return static_cast<uint32_t>(crc);
-}
-
-void write_file_atomic(const std::string& path, std::string_view content) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("create", tmp, errno);
-  try {
-    write_all(fd, content, path);
-    if (::fsync(fd) != 0) io_error("flush", path, errno);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    io_error("write", path, err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    io_error("rename into", path, err);
-  }
-  fsync_folder(fs::path(path).parent_path());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_error("open", path, errno);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) io_error("read", path, errno);
-  return bytes;
 }
 
 }  // namespace loom::train

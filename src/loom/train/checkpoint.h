@@ -54,11 +54,4 @@ Manifest read_manifest(const std::string& path, std::string* step_dir);
 std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir);
 
 uint32_t crc32_of(std::string_view bytes);
-// Writes `content` to `path` durably and atomically: temporary file, fsync, rename, fsync of
-// the folder. Throws Error naming the file and the system's reason (e.g. "No space left on
-// device"); the temporary file is removed and `path` keeps its previous content.
-void write_file_atomic(const std::string& path, std::string_view content);
-// The whole file; Error naming it when it cannot be read.
-std::string read_file(const std::string& path);
-
 }  // namespace loom::train

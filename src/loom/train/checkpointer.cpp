@@ -15,6 +15,7 @@
 #include "loom/train/checkpoint.h"
 #include "loom/train/chunk_file.h"
 #include "loom/train/fault_injection.h"
+#include "loom/train/files.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "loom/common/error.h"
+#include "loom/train/files.h"
 
 namespace loom::train {
 namespace {
@@ -12,7 +13,8 @@ namespace {
 constexpr int64_t kMaxDims = 8, kMetaCols = 4 + kMaxDims;
 
 std::string chunk_key(size_t i) {
-  return "c" + std::to_string(i);
+  std::string key(1, 'c');  // not "c" + to_string(i): GCC 12 warns falsely on that
+  return key += std::to_string(i);
 }
 
 }  // namespace

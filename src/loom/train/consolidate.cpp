@@ -4,6 +4,7 @@
 
 #include "loom/common/error.h"
 #include "loom/train/chunk_file.h"
+#include "loom/train/files.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;

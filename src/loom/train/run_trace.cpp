@@ -6,6 +6,7 @@
 #include "loom/schedule/io.h"
 #include "loom/schedule/timing.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/files.h"
 
 namespace loom::train {
 namespace {

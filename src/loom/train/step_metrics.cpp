@@ -12,6 +12,7 @@
 #include "loom/train/checkpoint.h"
 #include "loom/train/data_feed.h"
 #include "loom/train/evaluator.h"
+#include "loom/train/files.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -61,7 +62,7 @@ RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Ba
     write_file_atomic((fs::path(cfg.output.dir) / "config.toml").string(), config::to_toml(cfg));
     const fs::path path = fs::path(cfg.output.dir) / "metrics.jsonl";
     if (start_step > 0) keep_steps_up_to(path, start_step);
-    file_ = std::make_unique<std::ofstream>(path, start_step > 0 ? std::ios::app : std::ios::trunc);
+    file_ = std::make_unique<LineFile>(path.string(), /*truncate=*/start_step == 0);
     // A resumed run's plot starts with the steps before its checkpoint; a new run's replaces
     // any earlier one at its first evaluation, so none is left over until then.
     if (start_step > 0) curves_ = read_loss_curves(path.string());
@@ -81,8 +82,13 @@ void RunMetrics::message(const std::string& line) {
   if (root_) progress_->message(line);
 }
 
+// A line that cannot be written stops the run: its metrics would have a hole.
 void RunMetrics::write(const std::string& line) {
-  *file_ << line << "\n" << std::flush;
+  try {
+    file_->append(line);
+  } catch (const Error& e) {
+    throw Error(detail::concat(e.what(), "; the run stops, metrics.jsonl keeps the lines before"));
+  }
 }
 
 void RunMetrics::step(const StepSample& s, TrainResult* res) {

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
+#include "loom/train/files.h"
 #include "loom/train/loss_plot.h"
 #include "loom/train/report.h"
 
@@ -101,7 +101,7 @@ class RunMetrics {
   bool root_;
   bool gpt_;
   double items_per_step_;
-  std::unique_ptr<std::ofstream> file_;
+  std::unique_ptr<LineFile> file_;  // metrics.jsonl (rank 0)
   std::unique_ptr<Progress> progress_;
   double eval_bytes_per_token_ = 0;  // text only (rank 0)
   LastEval last_eval_;
