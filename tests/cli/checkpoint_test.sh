@@ -2,8 +2,9 @@
 # Checkpoints that verify themselves and run folders that belong to one run (docs/reliability.md):
 # a damaged, foreign or mismatched checkpoint and a folder that holds another run are refused
 # with one line and exit 2; --keep, --overwrite, resumed metrics without duplicates, debris
-# removed at start, and a full disk that leaves the previous checkpoint intact (and nothing of
-# the failed one, on 1 rank and on 2), and metrics.jsonl of whole lines on a full disk.
+# removed at start, a `latest` that names no complete checkpoint, a full disk that leaves the
+# previous checkpoint intact and nothing of the failed one (on 1 rank and on 2), and
+# metrics.jsonl of whole lines on a full disk.
 # usage: checkpoint_test.sh LOOM_BINARY
 set -u
 loom=$1
@@ -83,6 +84,28 @@ if [[ $? -eq 0 && -z $(find "$A/checkpoint" -name '*.tmp*') ]]; then
 else
   fail "debris: $(find "$A/checkpoint" -name '*.tmp*')"
 fi
+
+# A `latest` that names no complete checkpoint (the newest folder deleted by hand, `latest`
+# damaged or missing): the newest complete checkpoint is used, with a notice.
+for damage in deleted garbage missing; do
+  L="$tmp/L-$damage"
+  cp -r "$A" "$L"
+  case $damage in
+    deleted) rm -rf "$L/checkpoint/$(cat "$L/checkpoint/latest")" ;;
+    garbage) echo "step-9x" >"$L/checkpoint/latest" ;;
+    missing) rm "$L/checkpoint/latest" ;;
+  esac
+  want=$(basename "$(ls -d "$L/checkpoint"/step-* | sort | tail -1)")
+  train --output.dir "$L" --resume "$L/checkpoint" --steps 7
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "using the newest complete one, $want" "$tmp/stderr" &&
+     cat "$tmp/stdout" "$tmp/stderr" | grep -q "resumed at step $((10#${want#step-}))" &&
+     steps_once "$L/metrics.jsonl" 7; then
+    ok "latest $damage: $(grep newest "$tmp/stderr")"
+  else
+    fail "latest $damage: rc=$rc; $(cat "$tmp/stderr")"
+  fi
+done
 
 # Damaged and foreign files, changed settings: refused before any tensor is used.
 ck="$A/checkpoint/step-000004"

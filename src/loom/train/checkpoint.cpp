@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "loom/common/error.h"
+#include "loom/common/log.h"
 #include "loom/train/files.h"
 #include "loom/train/preflight.h"
 
@@ -113,14 +114,43 @@ std::string manifest_to_json(const Manifest& m) {
   return os.str();
 }
 
-Manifest read_manifest(const std::string& path, std::string* step_dir) {
-  fs::path dir(path);
-  if (!fs::exists(dir / "manifest.json") && fs::exists(dir / "latest")) {
-    std::ifstream f(dir / "latest");
-    std::string name;
-    std::getline(f, name);
-    dir = dir / name;
+namespace {
+
+// The checkpoint `path` names: itself when it holds a manifest; in a run's checkpoint folder,
+// the one `latest` names, or, when `latest` is missing or names no complete checkpoint (a
+// folder deleted by hand, a damaged `latest`), the newest complete one, with a notice.
+fs::path step_folder(const fs::path& path, bool quiet) {
+  std::error_code ec;
+  if (fs::exists(path / "manifest.json", ec)) return path;
+  std::string latest;
+  bool has_latest = false;
+  if (std::ifstream f(path / "latest"); f) {
+    has_latest = true;
+    std::getline(f, latest);
   }
+  const bool named = !latest.empty() && latest.find('/') == std::string::npos;
+  if (named && fs::exists(path / latest / "manifest.json", ec)) return path / latest;
+  std::vector<fs::path> complete;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.path().filename().string().rfind("step-", 0) == 0 &&
+        fs::exists(e.path() / "manifest.json", ec))
+      complete.push_back(e.path());
+  if (complete.empty()) return named ? path / latest : path;
+  std::sort(complete.begin(), complete.end());  // step-NNNNNN: names sort by step
+  const std::string why =
+      !has_latest ? "has no 'latest'"
+                  : detail::concat("'latest' names '", latest, "', not a complete checkpoint");
+  if (!quiet)
+    log::info0(detail::concat("loom: '", path.string(), "' ", why,
+                              "; using the newest complete one, ",
+                              complete.back().filename().string()));
+  return complete.back();
+}
+
+}  // namespace
+
+Manifest read_manifest(const std::string& path, std::string* step_dir, bool quiet) {
+  const fs::path dir = step_folder(path, quiet);
   const fs::path file = dir / "manifest.json";
   const std::string f = file.string();
   std::ifstream in(file);

@@ -45,9 +45,11 @@ struct Manifest {
 // The manifest of a run about to be saved, without files and step.
 Manifest describe_run(const config::Config& cfg, const Resolved& r, int world);
 std::string manifest_to_json(const Manifest& m);
-// Reads <path>/manifest.json, or follows <path>/latest. Throws UsageError (one line naming
-// the file) when absent, corrupt or written by another format.
-Manifest read_manifest(const std::string& path, std::string* step_dir);
+// Reads <path>/manifest.json, or follows <path>/latest (the newest complete checkpoint in
+// <path>, with a notice, when `latest` is missing or names none). Throws UsageError (one line
+// naming the file) when absent, corrupt or written by another format. `quiet`: no notice (a
+// preflight check, before the run that will say it).
+Manifest read_manifest(const std::string& path, std::string* step_dir, bool quiet = false);
 // UsageError naming the first difference between the checkpoint and the run that would load
 // it that resharding cannot bridge (what the checkpoint was written with, what the run has,
 // what to do). Returns one line describing the resharding ("" for the same layout).

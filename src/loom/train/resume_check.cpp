@@ -13,7 +13,7 @@ namespace loom::train {
 void check_resume_target(const config::Config& cfg, const Resolved& r, int world) {
   if (cfg.output.resume.empty()) return;
   std::string dir;
-  const Manifest saved = read_manifest(cfg.output.resume, &dir);
+  const Manifest saved = read_manifest(cfg.output.resume, &dir, /*quiet=*/true);
   check_resumable(saved, describe_run(cfg, r, world), dir);
 }
 
@@ -28,7 +28,7 @@ std::string checkpoint_root(const config::Config& cfg) {
 std::string job_checkpoint(const config::Config& cfg, double since) {
   std::string dir;
   try {
-    read_manifest(checkpoint_root(cfg), &dir);
+    read_manifest(checkpoint_root(cfg), &dir, /*quiet=*/true);
   } catch (const UsageError&) {  // no complete checkpoint
     return "";
   }
