@@ -222,6 +222,18 @@ elif [[ $mode == mpi ]]; then
   else
     echo "FAIL rank_death: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
+  # An unexpected library error (a failed torch check) on one rank: one line naming the rank,
+  # no C++ backtrace, every rank down.
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=torch-error timeout 120 "$loom" train \
+    --config "$good" --nproc 2 --steps 5 --output.dir "$tmp/o4" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] &&
+     [[ $(grep -c "^\[rank 1\] loom: error: LOOM_FAULT_KIND=torch-error on rank 1 at step 1$" "$tmp/stderr") -eq 1 ]] &&
+     ! grep -q "frame #\|Exception raised from" "$tmp/stderr"; then
+    echo "ok   torch_error: rc=$rc, $(grep 'loom: error' "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL torch_error: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
   # A hang turns into a timeout error naming the rank, communicator and operation.
   LOOM_COMM_TIMEOUT_S=3 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=hang timeout 120 \
     "$loom" train --config "$good" --nproc 2 --steps 5 --output.dir "$tmp/o3" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -240,6 +252,17 @@ else
     echo "ok   launcher_rank_death: rc=$rc, $(grep 'loom: rank 1' "$tmp/stderr")"; passes=$((passes + 1))
   else
     echo "FAIL launcher_rank_death: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=torch-error timeout 120 "$loom" train \
+    --config "$good" --nproc 2 --comm gloo --steps 5 --output.dir "$tmp/g5" >"$tmp/stdout" \
+    2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -ne 0 && $rc -ne 124 ]] &&
+     grep -q "^\[rank 1\] loom: error: LOOM_FAULT_KIND=torch-error on rank 1 at step 1$" "$tmp/stderr" &&
+     ! grep -q "frame #\|Exception raised from" "$tmp/stderr"; then
+    echo "ok   launcher_torch_error: rc=$rc, $(grep 'loom: error' "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL launcher_torch_error: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
   LOOM_COMM_TIMEOUT_S=3 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=hang timeout 120 \
     "$loom" train --config "$good" --nproc 2 --comm gloo --steps 5 --output.dir "$tmp/g3" \

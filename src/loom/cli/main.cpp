@@ -1,4 +1,5 @@
 // loom: distributed training with pipeline and data parallelism.
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <cstdio>
@@ -62,6 +63,24 @@ int version_command(const std::vector<std::string>& args) {
   return 0;
 }
 
+// A message of several lines (a library's, with its context) as one.
+std::string one_line(std::string msg) {
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  for (size_t at = msg.find('\n'); at != std::string::npos; at = msg.find('\n', at))
+    msg.replace(at, 1, "; ");
+  return msg;
+}
+
+// A failure at run time: one line naming the rank, every rank stopped, exit 1.
+[[noreturn]] void runtime_failure(const std::string& msg) {
+  if (msg.rfind("[rank ", 0) == 0 || !one_of_several_ranks())  // names the rank, or needs not
+    std::fprintf(stderr, "loom: error: %s\n", msg.c_str());
+  else
+    std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), msg.c_str());
+  if (one_of_several_ranks()) loom::comm::abort_all(1);
+  loom::comm::exit_alone(1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,13 +116,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     loom::comm::exit_alone(2);
+  } catch (const c10::Error& e) {  // what() carries a C++ backtrace: the message alone
+    runtime_failure(one_line(e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (msg.rfind("[rank ", 0) == 0 || !one_of_several_ranks())  // names the rank, or needs not
-      std::fprintf(stderr, "loom: error: %s\n", msg.c_str());
-    else
-      std::fprintf(stderr, "[rank %d] loom: error: %s\n", loom::log::rank(), msg.c_str());
-    if (one_of_several_ranks()) loom::comm::abort_all(1);
-    loom::comm::exit_alone(1);
+    runtime_failure(e.what());
   }
 }

@@ -1,5 +1,7 @@
 #include "loom/train/fault_injection.h"
 
+#include <c10/util/Exception.h>
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -41,6 +43,8 @@ void maybe_inject_fault(int rank, int64_t step) {
   const std::string kind = fault_kind();
   if (!fault_here(rank, step) || kind == "nan" || kind.find("disk-full") != std::string::npos)
     return;
+  TORCH_CHECK(kind != "torch-error", "LOOM_FAULT_KIND=torch-error on rank ", rank, " at step ",
+              step);
   const bool hang = fault_kind() == "hang";
   std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
                hang ? "hanging" : "killing", static_cast<long long>(step));
