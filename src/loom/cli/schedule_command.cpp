@@ -1,9 +1,9 @@
 // loom schedule: generate (or load), validate, optionally lower, and print or draw a schedule.
-#include <fstream>
 #include <iostream>
 
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/flags/flags.h"
 #include "loom/plan/parallel.h"
 #include "loom/schedule/generate.h"
@@ -73,15 +73,8 @@ int schedule_command(const std::vector<std::string>& args) {
     LOOM_USAGE("--format must be ascii, svg, trace or csv, got '", fmt, "'");
   }
   if (a.has("out")) {
-    std::string path = a.get("out");
-    std::string tmp = path + ".tmp";
-    std::ofstream f(tmp);
-    if (!f || !(f << out) || !f.flush()) {
-      std::remove(tmp.c_str());
-      LOOM_USAGE("cannot write '", path, "'; pass a writable path to --out");
-    }
-    f.close();
-    std::rename(tmp.c_str(), path.c_str());
+    const std::string path = a.get("out");
+    write_file_atomic(path, out, "pass a writable path to --out");
     std::cerr << "wrote " << path << "\n";
   } else {
     std::cout << out;

@@ -1,13 +1,13 @@
 // loom simulate: predicts one training step of one configuration (src/loom/plan/).
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "loom/cli/commands.h"
 #include "loom/cli/plan_inputs.h"
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/plan/evaluate.h"
 #include "loom/schedule/io.h"
 
@@ -60,14 +60,7 @@ example:
 )";
 
 void write_file(const std::string& path, const std::string& text, const std::string& flag) {
-  std::string tmp = path + ".tmp";
-  std::ofstream f(tmp);
-  if (!f || !(f << text) || !f.flush()) {
-    std::remove(tmp.c_str());
-    LOOM_USAGE("cannot write '", path, "'; pass a writable path to --", flag);
-  }
-  f.close();
-  std::rename(tmp.c_str(), path.c_str());
+  write_file_atomic(path, text, "pass a writable path to --" + flag);
   std::cerr << "wrote " << path << "\n";
 }
 

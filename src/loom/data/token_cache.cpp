@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/common/log.h"
-#include "loom/data/atomic_file.h"
 #include "loom/data/text_files.h"
 #include "loom/data/tokenizer.h"
 
@@ -98,7 +98,7 @@ class FileLock {
 void make_cache(const std::string& path, const std::vector<fs::path>& files,
                 const std::string& tokenizer, const std::string& key) {
   const auto tok = open_tokenizer(tokenizer);
-  AtomicFile out(path);
+  AtomicFile out(path, "the token cache lives next to data.tokenizer: free space there");
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.key_bytes = key.size();

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "loom/common/error.h"
-#include "loom/data/atomic_file.h"
+#include "loom/common/files.h"
 #include "loom/data/text_files.h"
 #include "loom/data/tokenizer.h"
 
@@ -82,7 +82,7 @@ TrainedTokenizer train_tokenizer(const std::string& data, int64_t vocab, const s
   if (!status.ok())
     LOOM_USAGE("loom tokenizer train: SentencePiece refused --vocab ", vocab, " for ", data, " (",
                reason(status), "); choose another --vocab or more text");
-  AtomicFile file(out);
+  AtomicFile file(out, "choose another --out, in a writable folder with room");
   file.write(model);
   file.commit();
 

@@ -4,11 +4,11 @@
 #include <regex>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/interop/hf_family.h"
 #include "loom/interop/safetensors.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/consolidate.h"
-#include "loom/train/files.h"
 
 namespace loom::interop {
 namespace fs = std::filesystem;
@@ -68,7 +68,7 @@ std::string export_hf(const train::WholeModel& w, const std::string& out,
     tensors[h.name] = h.transposed ? p.t().contiguous() : p;
   }
   write_safetensors((fs::path(out) / "model.safetensors").string(), tensors);
-  train::write_file_atomic((fs::path(out) / "config.json").string(), config.dump(2) + "\n");
+  write_file_atomic((fs::path(out) / "config.json").string(), config.dump(2) + "\n");
   if (!tokenizer.empty()) fs::copy_file(tokenizer, fs::path(out) / "tokenizer.model", ec);
   if (ec) LOOM_USAGE("cannot copy the tokenizer '", tokenizer, "' to '", out, "': ", ec.message());
   return family.architecture;
@@ -78,7 +78,7 @@ config::ModelConfig import_hf(const std::string& from, const std::string& out, i
   const fs::path dir(from);
   json cfg;
   try {
-    cfg = json::parse(train::read_file((dir / "config.json").string()));
+    cfg = json::parse(read_file((dir / "config.json").string()));
   } catch (const json::exception& e) {
     LOOM_USAGE("'", (dir / "config.json").string(), "' is not JSON (", e.what(), ")");
   }

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/train/checkpoint.h"
-#include "loom/train/files.h"
 
 namespace loom::interop {
 
@@ -30,11 +30,11 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
   file.reserve(file.size() + offset);
   for (const auto& d : data)
     file.append(static_cast<const char*>(d.data_ptr()), static_cast<size_t>(d.numel()) * 4);
-  train::write_file_atomic(path, file);
+  write_file_atomic(path, file);
 }
 
 std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
-  const std::string file = train::read_file(path);
+  const std::string file = read_file(path);
   auto bad = [&](const std::string& why) {
     LOOM_USAGE("'", path, "' is not a safetensors file that loom reads (", why, ")");
   };

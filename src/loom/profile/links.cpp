@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/config/config.h"
 #include "loom/profile/profile.h"
 #include "loom/profile/timing.h"
@@ -135,9 +137,10 @@ void run_link_child(const LinkChild& o) {
   if (o.slowdown_mb > 0 && comm::world().size() == 2)
     v[3] = ranks_slowdown(config::load_file(o.config), o.slowdown_mb, o.seconds);
   if (comm::world().rank() == 0) {
-    std::ofstream out(o.file);
+    std::ostringstream out;
     out.precision(9);
     out << v[0] << " " << v[1] << " " << v[2] << " " << v[3] << "\n";
+    write_file_atomic(o.file, out.str());
   }
   comm::finalize();
 }

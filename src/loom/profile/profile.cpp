@@ -28,6 +28,7 @@
 
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/config/config.h"
 #include "loom/model/cpu_gemm.h"
 #include "loom/model/model.h"
@@ -273,11 +274,7 @@ void write_cluster(const plan::Cluster& c, const std::string& path) {
   plan::parse_cluster(text, path);  // what we write must read back
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream f(path + ".tmp");
-  if (!f || !(f << text) || !f.flush())
-    LOOM_USAGE("cannot write '", path, "'; pass a writable path to --out");
-  f.close();
-  std::filesystem::rename(path + ".tmp", path);
+  write_file_atomic(path, text, "pass a writable path to --out");
 }
 
 }  // namespace loom::profile

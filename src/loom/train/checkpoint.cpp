@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/common/log.h"
-#include "loom/train/files.h"
 #include "loom/train/preflight.h"
 
 namespace loom::train {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/common/log.h"
 #include "loom/model/tensor_parallel.h"
 #include "loom/parallel/data_parallel.h"
@@ -15,7 +16,6 @@
 #include "loom/train/checkpoint.h"
 #include "loom/train/chunk_file.h"
 #include "loom/train/fault_injection.h"
-#include "loom/train/files.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;

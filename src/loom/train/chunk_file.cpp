@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "loom/common/error.h"
-#include "loom/train/files.h"
+#include "loom/common/files.h"
 
 namespace loom::train {
 namespace {

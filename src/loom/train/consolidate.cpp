@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/train/chunk_file.h"
-#include "loom/train/files.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;

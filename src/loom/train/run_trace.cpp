@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "loom/common/files.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/timing.h"
 #include "loom/train/checkpoint.h"
-#include "loom/train/files.h"
 
 namespace loom::train {
 namespace {

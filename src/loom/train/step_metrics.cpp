@@ -7,12 +7,12 @@
 
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/common/log.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/data_feed.h"
 #include "loom/train/evaluator.h"
-#include "loom/train/files.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "loom/comm/backend.h"
+#include "loom/common/files.h"
 #include "loom/config/config.h"
-#include "loom/train/files.h"
 #include "loom/train/loss_plot.h"
 #include "loom/train/report.h"
 

@@ -1,0 +1,128 @@
+#include "loom/common/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "loom/common/error.h"
+
+namespace loom {
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void io_error(const char* what, const std::string& path, int err,
+                           const std::string& usage_fix = "") {
+  const std::string msg = detail::concat("cannot ", what, " '", path, "': ", std::strerror(err));
+  if (!usage_fix.empty()) throw UsageError(detail::concat(msg, "; ", usage_fix));
+  throw Error(msg);
+}
+
+// Returns 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view bytes, int64_t offset) {
+  while (!bytes.empty()) {
+    const ssize_t n = offset < 0 ? ::write(fd, bytes.data(), bytes.size())
+                                 : ::pwrite(fd, bytes.data(), bytes.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    bytes.remove_prefix(static_cast<size_t>(n));
+    if (offset >= 0) offset += n;
+  }
+  return 0;
+}
+
+void fsync_folder(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // the data itself is safe; only the name's durability is weaker
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path, std::string usage_fix)
+    : path_(std::move(path)),
+      tmp_(path_ + ".tmp" + std::to_string(::getpid())),
+      usage_fix_(std::move(usage_fix)) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("create", errno);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::fail(const char* what, int err) const {
+  io_error(what, path_, err, usage_fix_);
+}
+
+void AtomicFile::write(std::string_view bytes) {
+  if (const int err = write_all(fd_, bytes, static_cast<int64_t>(size_))) fail("write", err);
+  size_ += bytes.size();
+}
+
+void AtomicFile::write_at(uint64_t offset, std::string_view bytes) {
+  LOOM_CHECK_LE(offset + bytes.size(), size_, "write_at past the end of ", tmp_);
+  if (const int err = write_all(fd_, bytes, static_cast<int64_t>(offset))) fail("write", err);
+}
+
+void AtomicFile::commit() {
+  LOOM_CHECK_GE(fd_, 0, "commit twice: ", path_);
+  int err = ::fsync(fd_) == 0 ? 0 : errno;
+  if (::close(fd_) != 0 && !err) err = errno;
+  fd_ = -1;
+  if (!err && ::rename(tmp_.c_str(), path_.c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp_.c_str());
+    fail("write", err);
+  }
+  fsync_folder(fs::path(path_).parent_path());
+}
+
+void write_file_atomic(const std::string& path, std::string_view content,
+                       const std::string& usage_fix) {
+  AtomicFile f(path, usage_fix);
+  f.write(content);
+  f.commit();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) io_error("open", path, errno);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) io_error("read", path, errno);
+  return bytes;
+}
+
+LineFile::LineFile(std::string path, bool truncate) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0),
+               0644);
+  if (fd_ < 0) io_error("open", path_, errno);
+}
+
+LineFile::~LineFile() {
+  ::close(fd_);
+}
+
+void LineFile::append(std::string_view line) {
+  std::string text(line);
+  text += '\n';
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) io_error("write", path_, errno);
+  if (const int err = write_all(fd_, text, -1)) {
+    // A write that stopped inside the line (the disk filled up) leaves part of it: cut it off.
+    const int cut = ::ftruncate(fd_, st.st_size);
+    static_cast<void>(cut);  // the write's own error is the one to report
+    io_error("write", path_, err);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,58 @@
+#pragma once
+// Files that nothing may find half-written: a whole file written under a temporary name and
+// renamed into place (AtomicFile, write_file_atomic: readers see the old file or the whole new
+// one), and a file of lines that grows by whole lines (LineFile: metrics.jsonl). A failure
+// throws Error naming the file and the system's reason ("cannot write 'x': No space left on
+// device"), or UsageError (exit 2) with a fix, for a file the user named.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace loom {
+
+class AtomicFile {
+ public:
+  // usage_fix: empty for Error; otherwise failures are UsageError ending in "; <usage_fix>".
+  explicit AtomicFile(std::string path, std::string usage_fix = "");
+  ~AtomicFile();  // without commit(): the temporary file is removed
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::string_view bytes);
+  void write_at(uint64_t offset, std::string_view bytes);  // over bytes written before
+  uint64_t size() const { return size_; }
+  void commit();  // fsync, rename onto the path, fsync of its folder
+
+ private:
+  [[noreturn]] void fail(const char* what, int err) const;
+
+  std::string path_, tmp_, usage_fix_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// `content` into `path` through an AtomicFile (on failure `path` keeps its old content).
+void write_file_atomic(const std::string& path, std::string_view content,
+                       const std::string& usage_fix = "");
+// The whole file; Error naming it when it cannot be read.
+std::string read_file(const std::string& path);
+
+// A file of lines that grows by whole lines only: a line that cannot be written whole (a full
+// disk, an I/O error) is cut off again, and Error names the file and the reason.
+class LineFile {
+ public:
+  // Opens `path` to append to it; `truncate`: empty it first.
+  LineFile(std::string path, bool truncate);
+  ~LineFile();
+  LineFile(const LineFile&) = delete;
+  LineFile& operator=(const LineFile&) = delete;
+
+  // `line` and a newline, on the file (in the page cache: not flushed to the disk).
+  void append(std::string_view line);
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+}  // namespace loom

@@ -1,0 +1,137 @@
+// Files nothing may find half-written (common/files.h). A file-size limit (RLIMIT_FSIZE) makes
+// a write fail part-way, as a full disk does.
+#include "loom/common/files.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <string>
+
+#include "loom/common/error.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class Files : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("loom_files_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string at(const std::string& name) const { return (dir_ / name).string(); }
+  // Entries in the folder, to see that nothing temporary is left.
+  size_t entries() const {
+    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), {}));
+  }
+  fs::path dir_;
+};
+
+// Writes beyond `bytes` fail with EFBIG (SIGXFSZ ignored) while it lives.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    previous_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim = old_;
+    lim.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, previous_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*previous_)(int) = nullptr;
+};
+
+}  // namespace
+
+TEST_F(Files, AtomicFileAppearsWholeOnCommitOnly) {
+  loom::write_file_atomic(at("a"), "old");
+  {
+    loom::AtomicFile f(at("a"));
+    f.write("new content");
+    f.write_at(0, "NEW");
+    EXPECT_EQ(loom::read_file(at("a")), "old");  // not before commit
+    f.commit();
+  }
+  EXPECT_EQ(loom::read_file(at("a")), "NEW content");
+  {
+    loom::AtomicFile dropped(at("a"));
+    dropped.write("never committed");
+  }
+  EXPECT_EQ(loom::read_file(at("a")), "NEW content");
+  EXPECT_EQ(entries(), 1u);  // no temporary file left
+}
+
+TEST_F(Files, AFailedWriteKeepsTheOldFileAndLeavesNothing) {
+  loom::write_file_atomic(at("a"), "old");
+  {
+    FileSizeLimit limit(1000);
+    EXPECT_THROW(loom::write_file_atomic(at("a"), std::string(5000, 'x')), loom::Error);
+  }
+  EXPECT_EQ(loom::read_file(at("a")), "old");
+  EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(Files, FailuresNameTheFileAndAreUsageErrorsWithAFix) {
+  const std::string nowhere = at("missing/folder/f");
+  try {
+    loom::AtomicFile f(nowhere);
+    FAIL() << "created in a missing folder";
+  } catch (const loom::UsageError&) {
+    FAIL() << "an Error without a fix, not a UsageError";
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create '" + nowhere + "'"), std::string::npos)
+        << e.what();
+  }
+  try {
+    loom::AtomicFile f(nowhere, "choose another --out");
+    FAIL() << "created in a missing folder";
+  } catch (const loom::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("; choose another --out"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(loom::read_file(nowhere), loom::Error);
+}
+
+TEST_F(Files, LineFileGrowsByWholeLines) {
+  {
+    loom::LineFile f(at("m.jsonl"), /*truncate=*/true);
+    f.append("one");
+    f.append("two");
+  }
+  {
+    loom::LineFile again(at("m.jsonl"), /*truncate=*/false);
+    again.append("three");
+  }
+  EXPECT_EQ(loom::read_file(at("m.jsonl")), "one\ntwo\nthree\n");
+  { loom::LineFile fresh(at("m.jsonl"), /*truncate=*/true); }
+  EXPECT_EQ(loom::read_file(at("m.jsonl")), "");
+}
+
+TEST_F(Files, ALineCutShortIsRemoved) {
+  loom::LineFile f(at("m.jsonl"), /*truncate=*/true);
+  f.append(std::string(60, 'a'));  // 61 bytes
+  {
+    FileSizeLimit limit(100);  // the next line stops after 39 of its 61 bytes
+    try {
+      f.append(std::string(60, 'b'));
+      FAIL() << "wrote past the limit";
+    } catch (const loom::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot write '" + at("m.jsonl") + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(loom::read_file(at("m.jsonl")), std::string(60, 'a') + "\n");
+  f.append("c");  // and it goes on from there once there is room
+  EXPECT_EQ(loom::read_file(at("m.jsonl")), std::string(60, 'a') + "\nc\n");
+}
