@@ -1,13 +1,9 @@
 #include "loom/train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -114,6 +110,17 @@ std::string manifest_to_json(const Manifest& m) {
   return os.str();
 }
 
+std::vector<std::string> complete_checkpoints(const std::string& root) {
+  std::vector<std::string> complete;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_directory(ec) && e.path().filename().string().rfind("step-", 0) == 0 &&
+        fs::exists(e.path() / "manifest.json", ec))
+      complete.push_back(e.path().string());
+  std::sort(complete.begin(), complete.end());  // step-NNNNNN: names sort by step
+  return complete;
+}
+
 namespace {
 
 // The checkpoint `path` names: itself when it holds a manifest; in a run's checkpoint folder,
@@ -130,20 +137,15 @@ fs::path step_folder(const fs::path& path, bool quiet) {
   }
   const bool named = !latest.empty() && latest.find('/') == std::string::npos;
   if (named && fs::exists(path / latest / "manifest.json", ec)) return path / latest;
-  std::vector<fs::path> complete;
-  for (const auto& e : fs::directory_iterator(path, ec))
-    if (e.path().filename().string().rfind("step-", 0) == 0 &&
-        fs::exists(e.path() / "manifest.json", ec))
-      complete.push_back(e.path());
+  const std::vector<std::string> complete = complete_checkpoints(path.string());
   if (complete.empty()) return named ? path / latest : path;
-  std::sort(complete.begin(), complete.end());  // step-NNNNNN: names sort by step
   const std::string why =
       !has_latest ? "has no 'latest'"
                   : detail::concat("'latest' names '", latest, "', not a complete checkpoint");
   if (!quiet)
     log::info0(detail::concat("loom: '", path.string(), "' ", why,
                               "; using the newest complete one, ",
-                              complete.back().filename().string()));
+                              fs::path(complete.back()).filename().string()));
   return complete.back();
 }
 

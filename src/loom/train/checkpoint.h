@@ -45,6 +45,8 @@ struct Manifest {
 // The manifest of a run about to be saved, without files and step.
 Manifest describe_run(const config::Config& cfg, const Resolved& r, int world);
 std::string manifest_to_json(const Manifest& m);
+// The step folders in a run's checkpoint folder `root` that hold a manifest, oldest first.
+std::vector<std::string> complete_checkpoints(const std::string& root);
 // Reads <path>/manifest.json, or follows <path>/latest (the newest complete checkpoint in
 // <path>, with a notice, when `latest` is missing or names none). Throws UsageError (one line
 // naming the file) when absent, corrupt or written by another format. `quiet`: no notice (a

@@ -169,12 +169,8 @@ void remove_debris(const fs::path& root, bool writes_manifests) {
 
 // Keeps the newest `keep` complete checkpoints (rank 0, after `latest` points at the new one).
 void prune(const fs::path& root, size_t keep) {
-  std::vector<fs::path> complete;
+  const std::vector<std::string> complete = complete_checkpoints(root.string());
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (is_step_folder(e) && fs::exists(e.path() / "manifest.json", ec))
-      complete.push_back(e.path());
-  std::sort(complete.begin(), complete.end());  // step-NNNNNN: names sort by step
   for (size_t i = 0; i + keep < complete.size(); ++i) fs::remove_all(complete[i], ec);
 }
 
@@ -208,9 +204,7 @@ void write_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_
       if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
     m.files.push_back(std::move(file));
   }
-  if (injected_disk_full(0, steps_done, "manifest-disk-full"))
-    throw Error("cannot write '" + (dir / "manifest.json").string() +
-                "': No space left on device (LOOM_FAULT_KIND)");
+  inject_disk_full(0, steps_done, "manifest-disk-full", (dir / "manifest.json").string());
   write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
   write_file_atomic((root / "latest").string(), dir.filename().string() + "\n");
   prune(root, keep);
@@ -259,8 +253,7 @@ std::string Checkpointer::save(int64_t steps_done) {
     std::error_code ec;
     fs::create_directories(dir, ec);  // every rank: nodes need not share a file system
     if (ec) throw Error("cannot write '" + dir.string() + "': " + ec.message());
-    if (injected_disk_full(world_.rank(), steps_done, "disk-full"))
-      throw Error("cannot write '" + file + "': No space left on device (LOOM_FAULT_KIND)");
+    inject_disk_full(world_.rank(), steps_done, "disk-full", file);
     parallel::ChunkWriter w;
     for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
     const std::string bytes =

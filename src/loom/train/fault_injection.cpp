@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "loom/common/error.h"
 #include "loom/train/preemption.h"
 
 namespace loom::train {
@@ -35,8 +36,10 @@ double injected_loss_scale(int rank, int64_t step, double scale) {
   return fault_here(rank, step) && fault_kind() == "nan" ? std::nan("") : scale;
 }
 
-bool injected_disk_full(int rank, int64_t step, const char* kind) {
-  return fault_here(rank, step) && fault_kind() == kind;
+void inject_disk_full(int rank, int64_t step, const char* kind, const std::string& path) {
+  if (fault_here(rank, step) && fault_kind() == kind)
+    throw Error(detail::concat("cannot write '", path, "': No space left on device (",
+                               "LOOM_FAULT_KIND=", kind, ")"));
 }
 
 void maybe_inject_fault(int rank, int64_t step) {

@@ -7,6 +7,7 @@
 // job fails: under loom train --max-restarts the launcher sets LOOM_RESTART_COUNT, and a
 // restart (> 0) runs clean.
 #include <cstdint>
+#include <string>
 
 namespace loom::train {
 
@@ -15,8 +16,8 @@ void maybe_inject_fault(int rank, int64_t step);
 // gradient norm, become NaN), for the tests of train.on_nan. Otherwise `scale`.
 double injected_loss_scale(int rank, int64_t step, double scale);
 // LOOM_FAULT_KIND=disk-full: rank r's part of the checkpoint of step s cannot be written (as on
-// a full disk); LOOM_FAULT_KIND=manifest-disk-full (r = 0): its manifest cannot. True when
-// `kind` is the one asked for this rank and step.
-bool injected_disk_full(int rank, int64_t step, const char* kind);
+// a full disk); LOOM_FAULT_KIND=manifest-disk-full (r = 0): its manifest cannot. Throws the
+// Error a full disk would (naming `path`) when `kind` is the one asked for this rank and step.
+void inject_disk_full(int rank, int64_t step, const char* kind, const std::string& path);
 
 }  // namespace loom::train
