@@ -1,12 +1,15 @@
 #include "loom/interop/hf.h"
 
 #include <filesystem>
+#include <iomanip>
 #include <regex>
+#include <sstream>
 
 #include "loom/common/error.h"
 #include "loom/common/files.h"
 #include "loom/interop/hf_family.h"
 #include "loom/interop/safetensors.h"
+#include "loom/plan/transformer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/consolidate.h"
 
@@ -23,9 +26,14 @@ std::pair<int64_t, std::string> split_name(const std::string& loom_name) {
   return {std::stoll(m[1].str()), m[2].str()};
 }
 
-const json& need(const json& cfg, const std::string& from, const char* key) {
-  if (!cfg.contains(key)) LOOM_USAGE("'", from, "/config.json' lacks \"", key, "\"");
-  return cfg.at(key);
+void missing(const std::string& from, const char* key) {
+  LOOM_USAGE("'", from, "/config.json' lacks \"", key, "\"");
+}
+
+void wrong_type(const std::string& from, const char* key, const json& value, const char* wanted) {
+  std::string shown = value.dump();
+  if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+  LOOM_USAGE("'", from, "/config.json' has \"", key, "\": ", shown, "; it must be ", wanted);
 }
 
 int64_t context_length(int64_t seq_len, int64_t positions) {
@@ -35,6 +43,14 @@ int64_t context_length(int64_t seq_len, int64_t positions) {
 }  // namespace detail
 
 namespace {
+
+// A parameter count for a message: exact while it fits, else in powers of ten.
+std::string count_text(double n) {
+  if (n < 1e15) return std::to_string(static_cast<int64_t>(n));
+  std::ostringstream out;
+  out << std::setprecision(3) << n;
+  return out.str();
+}
 
 const detail::Family& family_of(config::ModelKind kind) {
   if (kind == config::ModelKind::Llama) return detail::llama_family();
@@ -82,13 +98,25 @@ config::ModelConfig import_hf(const std::string& from, const std::string& out, i
   } catch (const json::exception& e) {
     LOOM_USAGE("'", (dir / "config.json").string(), "' is not JSON (", e.what(), ")");
   }
-  const detail::Family& family = family_of(cfg.value("model_type", ""), from);
+  if (!cfg.is_object())
+    LOOM_USAGE("'", (dir / "config.json").string(), "' is not a JSON object of model settings");
+  const detail::Family& family =
+      family_of(detail::value_or<std::string>(cfg, from, "model_type", ""), from);
   const config::ModelConfig c = family.from_config(cfg, from, seq_len);
   config::Config whole;
   whole.model = c;
   config::validate(whole);
 
-  const auto weights = read_safetensors((dir / "model.safetensors").string());
+  const std::string weights_path = (dir / "model.safetensors").string();
+  const auto weights = read_safetensors(weights_path);
+  // The weights file holds every parameter: a config.json that says more than it can hold is
+  // refused before the model is built (a damaged one could ask for terabytes).
+  const double params = plan::total_params(plan::transformer_of(c));
+  int64_t held = 0;
+  for (const auto& [name, t] : weights) held += t.numel();
+  if (params > static_cast<double>(held))
+    LOOM_USAGE("'", from, "/config.json' describes ", count_text(params), " parameters, '",
+               weights_path, "' holds ", count_text(static_cast<double>(held)));
   const model::Model shape = model::build(c, 0);
   train::CheckpointContents contents;
   contents.manifest.step = 0;

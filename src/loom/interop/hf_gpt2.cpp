@@ -72,31 +72,33 @@ config::ModelConfig from_config(const json& cfg, const std::string& from, int64_
   config::ModelConfig c;
   c.kind = config::ModelKind::Gpt;
   c.head_bias = false;
-  c.vocab = need(cfg, from, "vocab_size").get<int64_t>();
-  c.width = need(cfg, from, "n_embd").get<int64_t>();
-  c.layers = need(cfg, from, "n_layer").get<int64_t>();
-  c.heads = need(cfg, from, "n_head").get<int64_t>();
-  c.tie_embeddings = cfg.value("tie_word_embeddings", true);
-  const int64_t positions = need(cfg, from, "n_positions").get<int64_t>();
+  c.vocab = need<int64_t>(cfg, from, "vocab_size");
+  c.width = need<int64_t>(cfg, from, "n_embd");
+  c.layers = need<int64_t>(cfg, from, "n_layer");
+  c.heads = need<int64_t>(cfg, from, "n_head");
+  c.tie_embeddings = value_or(cfg, from, "tie_word_embeddings", true);
+  const int64_t positions = need<int64_t>(cfg, from, "n_positions");
   c.seq_len = context_length(seq_len, positions);
   if (c.seq_len > positions)
     LOOM_USAGE("--seq-len ", c.seq_len, " exceeds the model's ", positions,
                " learned positions (n_positions)");
-  const json inner = cfg.value("n_inner", json());
-  if (!inner.is_null() && inner.get<int64_t>() != 4 * c.width)
-    LOOM_USAGE("'", from, "' has n_inner ", inner.get<int64_t>(), "; loom's GPT has an MLP of 4 x ",
+  const int64_t inner = value_or<int64_t>(cfg, from, "n_inner", 4 * c.width);
+  if (inner != 4 * c.width)
+    LOOM_USAGE("'", from, "' has n_inner ", inner, "; loom's GPT has an MLP of 4 x ",
                "n_embd = ", 4 * c.width);
-  if (cfg.value("activation_function", "gelu_new") != "gelu")
-    LOOM_USAGE("'", from, "' uses activation_function '",
-               cfg.value("activation_function", "gelu_new"),
+  const std::string activation =
+      value_or<std::string>(cfg, from, "activation_function", "gelu_new");
+  if (activation != "gelu")
+    LOOM_USAGE("'", from, "' uses activation_function '", activation,
                "'; loom's GPT uses the exact GELU ('gelu')");
-  if (std::abs(cfg.value("layer_norm_epsilon", kNormEps) - kNormEps) > 1e-12)
-    LOOM_USAGE("'", from, "' has layer_norm_epsilon ", cfg.value("layer_norm_epsilon", 0.0),
-               "; loom's GPT uses ", kNormEps);
-  if (!cfg.value("scale_attn_weights", true) || cfg.value("scale_attn_by_inverse_layer_idx", false))
+  const double eps = value_or(cfg, from, "layer_norm_epsilon", kNormEps);
+  if (std::abs(eps - kNormEps) > 1e-12)
+    LOOM_USAGE("'", from, "' has layer_norm_epsilon ", eps, "; loom's GPT uses ", kNormEps);
+  if (!value_or(cfg, from, "scale_attn_weights", true) ||
+      value_or(cfg, from, "scale_attn_by_inverse_layer_idx", false))
     LOOM_USAGE("'", from, "' scales its attention otherwise than by 1/sqrt(head dim) ",
                "(scale_attn_weights, scale_attn_by_inverse_layer_idx); loom's GPT does not");
-  if (cfg.value("add_cross_attention", false))
+  if (value_or(cfg, from, "add_cross_attention", false))
     LOOM_USAGE("'", from, "' has cross-attention; loom's GPT is a decoder only");
   return c;
 }

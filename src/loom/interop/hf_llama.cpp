@@ -61,24 +61,28 @@ json to_config(const config::ModelConfig& c) {
 config::ModelConfig from_config(const json& cfg, const std::string& from, int64_t seq_len) {
   config::ModelConfig c;
   c.kind = config::ModelKind::Llama;
-  c.vocab = need(cfg, from, "vocab_size").get<int64_t>();
-  c.width = need(cfg, from, "hidden_size").get<int64_t>();
-  c.layers = need(cfg, from, "num_hidden_layers").get<int64_t>();
-  c.heads = need(cfg, from, "num_attention_heads").get<int64_t>();
-  c.kv_heads = cfg.value("num_key_value_heads", c.heads);
-  c.ffn_width = need(cfg, from, "intermediate_size").get<int64_t>();
-  c.rope_theta = cfg.value("rope_theta", 10000.0);
-  c.tie_embeddings = cfg.value("tie_word_embeddings", false);
-  c.seq_len = context_length(seq_len, cfg.value("max_position_embeddings", int64_t(2048)));
-  if (cfg.value("head_dim", c.width / c.heads) != c.width / c.heads)
-    LOOM_USAGE("'", from, "' has head_dim ", cfg.value("head_dim", 0), " != hidden_size / heads; ",
+  c.vocab = need<int64_t>(cfg, from, "vocab_size");
+  c.width = need<int64_t>(cfg, from, "hidden_size");
+  c.layers = need<int64_t>(cfg, from, "num_hidden_layers");
+  c.heads = need<int64_t>(cfg, from, "num_attention_heads");
+  c.kv_heads = value_or(cfg, from, "num_key_value_heads", c.heads);
+  c.ffn_width = need<int64_t>(cfg, from, "intermediate_size");
+  c.rope_theta = value_or(cfg, from, "rope_theta", 10000.0);
+  c.tie_embeddings = value_or(cfg, from, "tie_word_embeddings", false);
+  c.seq_len =
+      context_length(seq_len, value_or<int64_t>(cfg, from, "max_position_embeddings", 2048));
+  if (c.heads < 1)
+    LOOM_USAGE("'", from, "' has num_attention_heads ", c.heads, "; it must be >= 1");
+  const int64_t head_dim = value_or(cfg, from, "head_dim", c.width / c.heads);
+  if (head_dim != c.width / c.heads)
+    LOOM_USAGE("'", from, "' has head_dim ", head_dim, " != hidden_size / heads; ",
                "loom's Llama needs head_dim = hidden_size / num_attention_heads");
-  if (std::abs(cfg.value("rms_norm_eps", kNormEps) - kNormEps) > 1e-12)
-    LOOM_USAGE("'", from, "' has rms_norm_eps ", cfg.value("rms_norm_eps", 0.0),
-               "; loom's Llama uses ", kNormEps);
+  const double eps = value_or(cfg, from, "rms_norm_eps", kNormEps);
+  if (std::abs(eps - kNormEps) > 1e-12)
+    LOOM_USAGE("'", from, "' has rms_norm_eps ", eps, "; loom's Llama uses ", kNormEps);
   if (cfg.contains("rope_scaling") && !cfg.at("rope_scaling").is_null())
     LOOM_USAGE("'", from, "' scales its rotary embedding (rope_scaling); loom's Llama does not");
-  if (cfg.value("attention_bias", false) || cfg.value("mlp_bias", false))
+  if (value_or(cfg, from, "attention_bias", false) || value_or(cfg, from, "mlp_bias", false))
     LOOM_USAGE("'", from, "' has biases (attention_bias or mlp_bias); loom's Llama has none");
   return c;
 }

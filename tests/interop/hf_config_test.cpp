@@ -1,0 +1,94 @@
+// import_hf against config.json files that are not what they claim: one UsageError naming the
+// key and what it must be, nothing written (nlohmann's own errors name neither, and exit 1).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "loom/common/error.h"
+#include "loom/common/files.h"
+#include "loom/interop/hf.h"
+#include "loom/interop/safetensors.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+class HfConfig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("loom_hf_config_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "hf");
+    // One small tensor: enough to read, far too little for the models below.
+    loom::interop::write_safetensors((dir_ / "hf" / "model.safetensors").string(),
+                                     {{"model.embed_tokens.weight", torch::zeros({256, 8})}});
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A Llama of width 32 with `change` applied.
+  static json llama(const json& change) {
+    json c = {{"model_type", "llama"},        {"vocab_size", 256},        {"hidden_size", 32},
+              {"num_hidden_layers", 2},       {"num_attention_heads", 2}, {"intermediate_size", 64},
+              {"max_position_embeddings", 64}};
+    for (const auto& [key, value] : change.items()) c[key] = value;  // null stays null
+    return c;
+  }
+  // The UsageError's message on importing `config`, or "" when it imports.
+  std::string refusal(const json& config) const {
+    loom::write_file_atomic((dir_ / "hf" / "config.json").string(), config.dump());
+    try {
+      loom::interop::import_hf((dir_ / "hf").string(), (dir_ / "out").string(), 0);
+    } catch (const loom::UsageError& e) {
+      EXPECT_FALSE(fs::exists(dir_ / "out")) << "written before the refusal";
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(HfConfig, NamesAValueOfTheWrongType) {
+  EXPECT_NE(refusal(llama({{"num_attention_heads", "2"}}))
+                .find("has \"num_attention_heads\": \"2\"; it must be an integer"),
+            std::string::npos);
+  EXPECT_NE(refusal(llama({{"rope_theta", "high"}}))
+                .find("\"rope_theta\": \"high\"; it must be a number"),
+            std::string::npos);
+  EXPECT_NE(refusal(llama({{"tie_word_embeddings", 1}})).find("it must be true or false"),
+            std::string::npos);
+  EXPECT_NE(refusal(llama({{"model_type", 3}})).find("\"model_type\": 3; it must be a string"),
+            std::string::npos);
+  EXPECT_NE(refusal(json::array({1, 2})).find("not a JSON object"), std::string::npos);
+}
+
+TEST_F(HfConfig, RefusesImpossibleShapes) {
+  EXPECT_NE(refusal(llama({{"num_attention_heads", 0}})).find("num_attention_heads 0"),
+            std::string::npos);
+  EXPECT_NE(refusal(llama({{"hidden_size", -32}})).find("model.width must be >= 1"),
+            std::string::npos);
+  auto without = llama(json::object());
+  without.erase("hidden_size");
+  EXPECT_NE(refusal(without).find("lacks \"hidden_size\""), std::string::npos);
+}
+
+TEST_F(HfConfig, RefusesAModelLargerThanItsWeights) {
+  // 10^5 layers of width 4096: refused from the weights file's size, not built.
+  const std::string message = refusal(llama({{"num_hidden_layers", 100000},
+                                             {"hidden_size", 4096},
+                                             {"num_attention_heads", 32},
+                                             {"intermediate_size", 11008}}));
+  EXPECT_NE(message.find("parameters"), std::string::npos) << message;
+  EXPECT_NE(message.find("holds 2048"), std::string::npos) << message;
+}
+
+TEST_F(HfConfig, NullMeansUnset) {
+  // transformers writes null for options left unset; the import then goes on to the weights.
+  EXPECT_NE(
+      refusal(llama({{"num_key_value_heads", nullptr}, {"head_dim", nullptr}})).find("describes"),
+      std::string::npos);
+}
+
+}  // namespace
