@@ -103,6 +103,14 @@ fi
 "$loom" export --checkpoint "$tmp/nothing" --out "$tmp/x" >"$tmp/stdout" 2>"$tmp/stderr"
 rc=$?
 if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]]; then ok "export of a missing checkpoint: $(cat "$tmp/stderr")"; else fail "missing checkpoint (rc=$rc)"; fi
+"$loom" generate --checkpoint "$tmp/run/checkpoint" --prompt "$prompt" --max-tokens 1 \
+  --dump-logits "$tmp/no-such-folder/logits.safetensors" >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -q -- "--dump-logits" "$tmp/stderr"; then
+  ok "--dump-logits into a missing folder: $(cat "$tmp/stderr")"
+else
+  cat "$tmp/stderr"; fail "dump-logits into a missing folder (rc=$rc)"
+fi
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -80,7 +80,8 @@ int generate_command(const std::vector<std::string>& args) {
   const std::vector<int64_t> prompt = tokenizer->encode(a.get("prompt"));
   if (a.has("dump-logits"))
     interop::write_safetensors(a.get("dump-logits"),
-                               {{"logits", model::logits_of(w.model, prompt)}});
+                               {{"logits", model::logits_of(w.model, prompt)}},
+                               "pass a writable path to --dump-logits");
   const std::vector<int64_t> out = model::generate(w.model, w.config.seq_len, prompt, o);
   std::cout << a.get("prompt") << tokenizer->decode(out) << "\n";
   return 0;

@@ -11,7 +11,8 @@
 
 namespace loom::interop {
 
-void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& t) {
+void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& t,
+                       const std::string& usage_fix) {
   nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
   std::vector<torch::Tensor> data;
   int64_t offset = 0;
@@ -32,7 +33,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
   file.reserve(file.size() + offset);
   for (const auto& d : data)
     file.append(static_cast<const char*>(d.data_ptr()), static_cast<size_t>(d.numel()) * 4);
-  write_file_atomic(path, file);
+  write_file_atomic(path, file, usage_fix);
 }
 
 namespace {

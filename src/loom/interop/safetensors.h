@@ -10,8 +10,10 @@
 
 namespace loom::interop {
 
-// Writes float32 tensors (copied to the host, contiguous) durably and atomically.
-void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& t);
+// Writes float32 tensors (copied to the host, contiguous) durably and atomically. usage_fix:
+// when set, a file that cannot be written is a UsageError ending in it (a path the user named).
+void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& t,
+                       const std::string& usage_fix = "");
 // Reads every tensor as float32 (F32, BF16 and F16 are converted). UsageError (one line) when
 // the file is missing, truncated, or holds another type.
 std::map<std::string, torch::Tensor> read_safetensors(const std::string& path);
