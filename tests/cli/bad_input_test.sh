@@ -165,6 +165,11 @@ if [[ $mode == local ]]; then
     "unknown flag '--second' for loom profile; did you mean '--seconds'?" -- profile --second 1
   expect_command_usage launch_unknown_flag \
     "unknown flag '--nprocs' for loom launch; did you mean '--nproc'?" -- launch --nprocs 2 -- true
+  expect_command_usage launch_missing_program \
+    "cannot run 'no-such-program-x': no such program in PATH" -- launch --nproc 2 -- no-such-program-x
+  printf 'data\n' >"$tmp/not-executable"
+  expect_command_usage launch_not_executable "cannot run '$tmp/not-executable': not an executable" \
+    -- launch --nproc 2 -- "$tmp/not-executable"
   expect_command_usage train_unknown_field "unknown flag '--layer' for loom train; did you mean '--layers'?" \
     -- train --config "$good" --layer 3
   expect_command_usage missing_value "flag --pp needs a value, e.g. --pp" -- schedule --pp

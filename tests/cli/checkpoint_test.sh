@@ -116,6 +116,16 @@ train --output.dir "$tmp/B" --seed 99 || fail "second run"
 cp -r "$ck" "$tmp/foreign"
 cp "$tmp/B/checkpoint/step-000004/rank-00000.pt" "$tmp/foreign/rank-00000.pt"
 refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2" --resume "$tmp/foreign"
+# A rank file cut short or missing: found before any rank starts (on 2 ranks, a rank that
+# finds it prints MPI_Abort's banner of 8 lines).
+cp -r "$ck" "$tmp/cut"
+truncate -s 1000 "$tmp/cut/rank-00000.pt"
+refused cut_rank_file "rank-00000.pt' is 1000 bytes, its manifest says" -- --nproc 2 \
+  --output.dir "$tmp/o10" --resume "$tmp/cut"
+cp -r "$ck" "$tmp/lost"
+rm "$tmp/lost/rank-00000.pt"
+refused missing_rank_file "rank-00000.pt' is missing" -- --nproc 2 --output.dir "$tmp/o11" \
+  --resume "$tmp/lost"
 refused heads_changed "model.heads = 2, this run has 4" -- --output.dir "$tmp/o3" --resume "$ck" --heads 4
 refused width_changed "model.width = 32, this run has 64" -- --output.dir "$tmp/o4" --resume "$ck" --width 64
 refused optimizer_changed "train.optimizer = adamw, this run has sgd" -- --output.dir "$tmp/o5" --resume "$ck" --optimizer sgd
@@ -198,6 +208,24 @@ sys.exit(not (steps and steps == list(range(1, len(steps) + 1))))" "$mnt/run/met
   umount "$mnt"
 else
   echo "skip metrics on a full disk: cannot mount a tmpfs here (needs root)"
+fi
+
+# A full disk under `checkpoint convert` and `export`: nothing of their folders is left (a
+# half-written one would refuse the retry as "not an empty folder").
+if mount -t tmpfs -o size=100k tmpfs "$mnt" 2>/dev/null; then
+  "$loom" checkpoint convert "$ck" --out "$mnt/whole" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc_convert=$?
+  "$loom" export --checkpoint "$ck" --out "$mnt/hf" >"$tmp/stdout" 2>>"$tmp/stderr"
+  rc_export=$?
+  if [[ $rc_convert -eq 1 && $rc_export -eq 1 && $(grep -c "No space left on device" "$tmp/stderr") -eq 2 &&
+        -z $(ls -A "$mnt") ]]; then
+    ok "convert and export on a full disk: nothing left in $(basename "$mnt")"
+  else
+    fail "convert/export on a full disk: rc=$rc_convert/$rc_export; $(cat "$tmp/stderr"); $(ls -A "$mnt")"
+  fi
+  umount "$mnt"
+else
+  echo "skip convert and export on a full disk: cannot mount a tmpfs here (needs root)"
 fi
 
 # A failed save on several ranks leaves nothing of the checkpoint it did not write: one rank's

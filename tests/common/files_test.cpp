@@ -135,3 +135,49 @@ TEST_F(Files, ALineCutShortIsRemoved) {
   f.append("c");  // and it goes on from there once there is room
   EXPECT_EQ(loom::read_file(at("m.jsonl")), std::string(60, 'a') + "\nc\n");
 }
+
+TEST_F(Files, AtomicFolderAppearsWholeOnCommitOnly) {
+  {
+    loom::AtomicFolder folder(at("out"));
+    loom::write_file_atomic(folder.file("a"), "1");
+    loom::write_file_atomic(folder.file("b"), "2");
+    EXPECT_FALSE(fs::exists(at("out")));  // not before commit
+    folder.commit();
+  }
+  EXPECT_EQ(loom::read_file(at("out/a")), "1");
+  EXPECT_EQ(loom::read_file(at("out/b")), "2");
+  {
+    loom::AtomicFolder dropped(at("other"));
+    loom::write_file_atomic(dropped.file("a"), "never committed");
+  }
+  EXPECT_FALSE(fs::exists(at("other")));
+  EXPECT_EQ(entries(), 1u);  // "out" only: no temporary folder left
+}
+
+TEST_F(Files, AtomicFolderReplacesAnEmptyFolderOnly) {
+  fs::create_directories(at("empty"));
+  {
+    loom::AtomicFolder folder(at("empty/"));  // a trailing slash names the same folder
+    loom::write_file_atomic(folder.file("a"), "1");
+    folder.commit();
+  }
+  EXPECT_EQ(loom::read_file(at("empty/a")), "1");
+  {
+    loom::AtomicFolder again(at("empty"), "choose another --out");
+    loom::write_file_atomic(again.file("b"), "2");
+    EXPECT_THROW(again.commit(), loom::UsageError);  // "empty" holds a file now
+  }
+  EXPECT_FALSE(fs::exists(at("empty/b")));
+  EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(Files, AFailedWriteInsideAnAtomicFolderLeavesNothing) {
+  {
+    FileSizeLimit limit(1000);
+    loom::AtomicFolder folder(at("deep/out"));  // creates the missing parent
+    loom::write_file_atomic(folder.file("small"), "fits");
+    EXPECT_THROW(loom::write_file_atomic(folder.file("large"), std::string(5000, 'x')),
+                 loom::Error);
+  }
+  EXPECT_TRUE(fs::is_empty(at("deep")));
+}

@@ -2,7 +2,14 @@
 // LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set and a c10d store to meet at; the tests
 // run their multi-rank binaries through it for the gloo backend. With --nnodes H, one launcher
 // runs on each of H machines (docs/multi-host.md).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
@@ -47,6 +54,33 @@ examples:
 
 }  // namespace
 
+namespace {
+
+// A command no rank could start is refused here, once, rather than by every rank after the
+// start (each printed "cannot run" and the job ended with exit 127). `program` as execvp looks
+// for it: a path when it has a slash, else each folder of PATH.
+void check_runnable(const std::string& program) {
+  auto runnable = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    if (runnable(program)) return;
+    const int err = ::access(program.c_str(), F_OK) == 0 ? EACCES : errno;
+    LOOM_USAGE("cannot run '", program,
+               "': ", err == EACCES ? "not an executable file" : std::strerror(err),
+               "; check the command after loom launch's flags");
+  }
+  const char* path = std::getenv("PATH");
+  std::istringstream folders(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(folders, dir, ':');)
+    if (runnable(std::filesystem::path(dir.empty() ? "." : dir) / program)) return;
+  LOOM_USAGE("cannot run '", program, "': no such program in PATH; check the command after loom ",
+             "launch's flags");
+}
+
+}  // namespace
+
 int launch_command(const std::vector<std::string>& args) {
   // Flags end at "--" or at the first word that is no flag's value: the command to run.
   flags::Spec spec{"launch",
@@ -70,6 +104,7 @@ int launch_command(const std::vector<std::string>& args) {
   o.nproc = flags::to_int("nproc", a.get("nproc"), 1, 4096);
   if (a.has("comm")) o.comm = comm::parse_backend(a.get("comm"));
   o.command = a.rest;
+  check_runnable(o.command.front());
   o.nnodes = flags::to_int("nnodes", a.get("nnodes", "1"), 1, 4096);
   const bool node_flags = a.has("node-rank") || a.has("master-addr") || a.has("master-port");
   if (o.nnodes == 1 && node_flags)

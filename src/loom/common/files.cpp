@@ -87,6 +87,38 @@ void AtomicFile::commit() {
   fsync_folder(fs::path(path_).parent_path());
 }
 
+AtomicFolder::AtomicFolder(std::string path, std::string usage_fix)
+    : path_(std::move(path)), usage_fix_(std::move(usage_fix)) {
+  fs::path target(path_);
+  if (!target.has_filename()) target = target.parent_path();  // "out/" names "out"
+  path_ = target.string();
+  tmp_ = path_ + ".tmp" + std::to_string(::getpid());
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  if (ec) io_error("create", target.parent_path().string(), ec.value(), usage_fix_);
+  fs::remove_all(tmp_, ec);  // left by an earlier process of the same pid
+  if (::mkdir(tmp_.c_str(), 0755) != 0) io_error("create", path_, errno, usage_fix_);
+}
+
+AtomicFolder::~AtomicFolder() {
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+std::string AtomicFolder::file(const std::string& name) const {
+  return (fs::path(tmp_) / name).string();
+}
+
+void AtomicFolder::commit() {
+  LOOM_CHECK(!committed_, "commit twice: ", path_);
+  fsync_folder(tmp_);
+  // rename(2) replaces a missing or empty folder; anything else is refused (ENOTEMPTY).
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) io_error("write", path_, errno, usage_fix_);
+  committed_ = true;
+  fsync_folder(fs::path(tmp_).parent_path());
+}
+
 void write_file_atomic(const std::string& path, std::string_view content,
                        const std::string& usage_fix) {
   AtomicFile f(path, usage_fix);

@@ -1,9 +1,10 @@
 #pragma once
 // Files that nothing may find half-written: a whole file written under a temporary name and
 // renamed into place (AtomicFile, write_file_atomic: readers see the old file or the whole new
-// one), and a file of lines that grows by whole lines (LineFile: metrics.jsonl). A failure
-// throws Error naming the file and the system's reason ("cannot write 'x': No space left on
-// device"), or UsageError (exit 2) with a fix, for a file the user named.
+// one), a folder of such files published by one rename (AtomicFolder), and a file of lines that
+// grows by whole lines (LineFile: metrics.jsonl). A failure throws Error naming the file and the
+// system's reason ("cannot write 'x': No space left on device"), or UsageError (exit 2) with a fix,
+// for a file the user named.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,6 +30,26 @@ class AtomicFile {
   std::string path_, tmp_, usage_fix_;
   int fd_ = -1;
   uint64_t size_ = 0;
+};
+
+// A folder that appears whole or not at all (an exported model, a consolidated checkpoint):
+// its files are written into a temporary sibling ("<path>.tmp<pid>") that commit() renames
+// onto `path`, which must then be missing or an empty folder. Without commit() the temporary
+// folder and what it holds are removed, so a failed write leaves nothing to refuse a retry.
+class AtomicFolder {
+ public:
+  // Creates the temporary folder (and `path`'s parents). usage_fix as for AtomicFile.
+  explicit AtomicFolder(std::string path, std::string usage_fix = "");
+  ~AtomicFolder();
+  AtomicFolder(const AtomicFolder&) = delete;
+  AtomicFolder& operator=(const AtomicFolder&) = delete;
+
+  std::string file(const std::string& name) const;  // where to write `name` until commit()
+  void commit();                                    // rename onto the path, fsync its parent
+
+ private:
+  std::string path_, tmp_, usage_fix_;
+  bool committed_ = false;
 };
 
 // `content` into `path` through an AtomicFile (on failure `path` keeps its old content).

@@ -76,17 +76,18 @@ std::string export_hf(const train::WholeModel& w, const std::string& out,
   std::error_code ec;
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     LOOM_USAGE("--out '", out, "' exists and is not an empty folder; choose another");
-  fs::create_directories(out, ec);
-  if (ec) LOOM_USAGE("cannot create '", out, "': ", ec.message());
+  if (!tokenizer.empty() && !fs::is_regular_file(tokenizer, ec))
+    LOOM_USAGE("the tokenizer '", tokenizer, "' is not a file; pass --tokenizer FILE");
+  AtomicFolder folder(out, "choose another --out");
   std::map<std::string, torch::Tensor> tensors;
   for (const auto& [name, p] : train::named_parameters(w.model)) {
     const detail::HfTensor h = family.tensor(name, w.config);
     tensors[h.name] = h.transposed ? p.t().contiguous() : p;
   }
-  write_safetensors((fs::path(out) / "model.safetensors").string(), tensors);
-  write_file_atomic((fs::path(out) / "config.json").string(), config.dump(2) + "\n");
-  if (!tokenizer.empty()) fs::copy_file(tokenizer, fs::path(out) / "tokenizer.model", ec);
-  if (ec) LOOM_USAGE("cannot copy the tokenizer '", tokenizer, "' to '", out, "': ", ec.message());
+  write_safetensors(folder.file("model.safetensors"), tensors);
+  write_file_atomic(folder.file("config.json"), config.dump(2) + "\n");
+  if (!tokenizer.empty()) write_file_atomic(folder.file("tokenizer.model"), read_file(tokenizer));
+  folder.commit();
   return family.architecture;
 }
 

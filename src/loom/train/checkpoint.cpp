@@ -245,6 +245,21 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
   return m;
 }
 
+void check_file_size(const Manifest& m, const std::string& step_dir, size_t i) {
+  const Manifest::File& want = m.files.at(i);
+  const std::string f = (fs::path(step_dir) / want.name).string();
+  std::error_code ec;
+  const auto size = fs::file_size(f, ec);
+  if (ec)
+    LOOM_USAGE("checkpoint file '", f, "' is ",
+               ec == std::errc::no_such_file_or_directory ? "missing"
+                                                          : "unreadable (" + ec.message() + ")",
+               "; the checkpoint is incomplete: resume from another checkpoint");
+  if (static_cast<int64_t>(size) != want.bytes)
+    LOOM_USAGE("checkpoint file '", f, "' is ", size, " bytes, its manifest says ", want.bytes,
+               ": it is cut short, damaged or from another run; resume from another checkpoint");
+}
+
 bool Manifest::same_layout(const Manifest& run) const {
   return world == run.world && dp == run.dp && pp == run.pp && tp == run.tp && loops == run.loops &&
          placement == run.placement && first == run.first &&

@@ -88,9 +88,7 @@ torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, si
                                    parallel::ChunkSet& set, bool keep_replicas) {
   const Manifest::File& want = m.files.at(i);
   const std::string f = (std::filesystem::path(dir) / want.name).string();
-  if (!std::filesystem::exists(f))
-    LOOM_USAGE("checkpoint file '", f,
-               "' is missing; the checkpoint is incomplete: resume from another checkpoint");
+  check_file_size(m, dir, i);
   const std::string bytes = read_file(f);
   const uint32_t crc = crc32_of(bytes);
   if (static_cast<int64_t>(bytes.size()) != want.bytes || crc != want.crc32)

@@ -23,8 +23,7 @@ void write_consolidated(const CheckpointContents& c, const std::string& out) {
   std::error_code ec;
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     LOOM_USAGE("--out '", out, "' exists and is not an empty folder; choose another");
-  fs::create_directories(out, ec);
-  if (ec) LOOM_USAGE("cannot create '", out, "': ", ec.message());
+  AtomicFolder folder(out, "choose another --out");
   std::vector<parallel::Chunk> chunks;
   for (const auto& [key, t] : c.tensors) chunks.push_back(t);
   const std::string bytes = chunks_to_bytes(chunks, torch::Tensor());
@@ -32,8 +31,9 @@ void write_consolidated(const CheckpointContents& c, const std::string& out) {
   Manifest::File f{"consolidated.pt", static_cast<int64_t>(bytes.size()), crc32_of(bytes), -1, {}};
   for (int s = 0; s < m.pp * m.loops; ++s) f.stages.push_back(s);
   m.files = {f};
-  write_file_atomic((fs::path(out) / f.name).string(), bytes);
-  write_file_atomic((fs::path(out) / "manifest.json").string(), manifest_to_json(m));
+  write_file_atomic(folder.file(f.name), bytes);
+  write_file_atomic(folder.file("manifest.json"), manifest_to_json(m));
+  folder.commit();
 }
 
 }  // namespace loom::train

@@ -15,6 +15,7 @@ void check_resume_target(const config::Config& cfg, const Resolved& r, int world
   std::string dir;
   const Manifest saved = read_manifest(cfg.output.resume, &dir, /*quiet=*/true);
   check_resumable(saved, describe_run(cfg, r, world), dir);
+  for (size_t i = 0; i < saved.files.size(); ++i) check_file_size(saved, dir, i);
 }
 
 namespace {
