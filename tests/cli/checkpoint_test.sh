@@ -134,6 +134,29 @@ for step in -7 123456789012345678901234; do
   sed -i "s/\"step\": 4/\"step\": $step/" "$tmp/m$step/manifest.json"
   refused "manifest_step_$step" "it is corrupt" -- --output.dir "$tmp/o7" --resume "$tmp/m$step"
 done
+# A second run in the folder of a live one (on 2 ranks: the launcher holds the folder for its
+# ranks) is refused, with --overwrite too. The launcher killed (SIGKILL), its mpirun and ranks
+# stop as if preempted (they ran on, orphaned, before), saving a checkpoint; the folder is then
+# free again.
+"$loom" train --config "$cfg" --nproc 2 --output.dir "$tmp/live" --steps 100000 \
+  --checkpoint-every 0 >/dev/null 2>&1 &
+live=$!
+for _ in $(seq 100); do [[ -s $tmp/live/metrics.jsonl ]] && break; sleep 0.2; done
+refused folder_in_use "output folder '$tmp/live' is in use by another loom run (pid $live on host" \
+  -- --output.dir "$tmp/live" --overwrite
+kill -9 $live
+wait $live 2>/dev/null
+for _ in $(seq 60); do pgrep -f "$tmp/live" >/dev/null || break; sleep 0.5; done
+if pgrep -f "$tmp/live" >/dev/null; then
+  fail "launcher killed: its ranks still run 30 s later: $(pgrep -af "$tmp/live" | head -3)"
+  pkill -9 -f "$tmp/live"
+elif [[ ! -f $tmp/live/checkpoint/latest ]]; then
+  fail "launcher killed: the ranks stopped without a checkpoint"
+elif train --output.dir "$tmp/live" --overwrite --steps 2; then
+  ok "launcher killed: the ranks stopped with $(cat "$tmp/live/checkpoint/latest"); the folder is free again"
+else
+  fail "folder of a killed run: rc=$?"
+fi
 refused no_checkpoint "no checkpoint at" -- --output.dir "$tmp/o8" --resume "$tmp/nowhere"
 refused head_bias_changed "model.head_bias = false, this run has true" -- --output.dir "$tmp/o9" \
   --resume "$ck" --model.head_bias true

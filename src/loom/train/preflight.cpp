@@ -15,6 +15,7 @@
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/validate.h"
+#include "loom/train/run_lock.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;
@@ -63,6 +64,7 @@ void check_output_dir(const config::OutputConfig& o) {
                  "' is not writable; pass a writable folder with --output.dir");
   }
   fs::remove(probe, ec);
+  lock_output_folder(dir);
 }
 
 // Megatron-style tensor parallelism splits attention heads, the MLP's hidden units and the
