@@ -59,6 +59,9 @@ TOML
 
 if [[ $mode == local ]]; then
   expect_usage missing_config "not found" -- train --config "$tmp/nope.toml" --nproc 2
+  # A mistyped timeout was the default in silence (atof("10m") is 10 s).
+  LOOM_COMM_TIMEOUT_S=10m expect_usage bad_comm_timeout "LOOM_COMM_TIMEOUT_S='10m' is not a number" \
+    -- train --config "$good" --nproc 2
   printf '[model\nlayers = \n' >"$tmp/broken.toml"
   expect_usage unparsable_config "broken.toml" -- train --config "$tmp/broken.toml" --nproc 2
   printf '[model]\nlayerz = 3\n' >"$tmp/unknown.toml"

@@ -58,7 +58,8 @@ std::vector<std::string> expected_calls(const std::vector<schedule::Action>& act
   std::vector<std::string> out;
   for (size_t i = 0; i < actions.size(); ++i) {
     const auto& a = actions[i];
-    const std::string s = " " + std::to_string(a.stage);
+    std::string s = " ";  // appended, not " " + to_string(): GCC 12 warns (a false overflow)
+    s += std::to_string(a.stage);
     if (last_backward.count(a.stage) && last_backward[a.stage] == i)
       out.push_back("last-backward" + s);
     if (schedule::is_compute(a.kind))

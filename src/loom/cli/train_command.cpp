@@ -211,6 +211,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
       LOOM_USAGE("--min-nproc restarts on fewer replicas, which dp-mode ", mode,
                  " cannot resume (each replica keeps a model of its own); drop --min-nproc or use "
                  "another dp-mode");
+    comm::default_timeout();  // LOOM_COMM_TIMEOUT_S, read by every rank: refused once here
     // The output folder is made last: bad input leaves nothing behind.
     const train::Resolved r = train::preflight(cfg, n, /*check_output=*/false);
     train::check_resume_target(cfg, r, n);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "loom/common/error.h"
+#include "loom/common/text.h"
 
 namespace loom::comm {
 
@@ -80,8 +81,14 @@ std::string_view op_name(OpKind k) {
 std::chrono::milliseconds default_timeout() {
   static const std::chrono::milliseconds t = [] {
     const char* env = std::getenv("LOOM_COMM_TIMEOUT_S");
-    double s = env ? std::atof(env) : 300.0;
-    if (s <= 0) s = 300.0;
+    if (!env || !*env) return std::chrono::milliseconds(300'000);
+    // A mistyped value would leave the default in silence (atof("10m") is 10 s).
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(s > 0) || s > 1e7)
+      LOOM_USAGE("LOOM_COMM_TIMEOUT_S=", text::quote(env),
+                 " is not a number of seconds in (0, 1e7]; set it to e.g. 600, or unset it for ",
+                 "the default 300");
     return std::chrono::milliseconds(static_cast<long long>(s * 1000));
   }();
   return t;

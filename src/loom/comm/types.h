@@ -33,7 +33,8 @@ std::string_view backend_name(BackendKind k);
 BackendKind parse_backend(std::string_view name);
 
 // Default timeout of every operation: long enough for slow oversubscribed CI machines, short
-// enough that a hang turns into an error. LOOM_COMM_TIMEOUT_S overrides it process-wide.
+// enough that a hang turns into an error. LOOM_COMM_TIMEOUT_S overrides it process-wide
+// (UsageError when it is not a number of seconds > 0).
 std::chrono::milliseconds default_timeout();
 
 struct Options {

@@ -39,6 +39,7 @@ void init(BackendKind kind, int* argc, char*** argv) {
   // is gone) must fail as an error the backend reports, not kill the process: Gloo's sockets
   // expect SIGPIPE ignored, as Python does for PyTorch.
   std::signal(SIGPIPE, SIG_IGN);
+  default_timeout();  // a bad LOOM_COMM_TIMEOUT_S is refused here, not at the first wait
   if (kind == BackendKind::Mpi) {
     if (launched_by_env() && !launched_by_mpi() && std::atoi(std::getenv("WORLD_SIZE")) > 1)
       LOOM_USAGE(
