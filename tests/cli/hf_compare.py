@@ -3,8 +3,9 @@
 #                                                      (AutoModelForCausalLM: LlamaForCausalLM,
 #                                                      GPT2LMHeadModel) against loom's
 #                                                      (generate --dump-logits), fp32
-#   hf_compare.py make llama|gpt2 HF_DIR               a random model of that class from a
+#   hf_compare.py make llama|gpt2 HF_DIR [SHARD]       a random model of that class from a
 #                                                      config (no download), saved as safetensors
+#                                                      (in shards of at most SHARD, e.g. "40KB")
 import sys
 
 import torch
@@ -24,7 +25,8 @@ if sys.argv[1] == "make":
         config = GPT2Config(vocab_size=256, n_positions=32, n_embd=48, n_layer=2, n_head=4,
                             activation_function="gelu")
         model = GPT2LMHeadModel(config)
-    model.save_pretrained(sys.argv[3], safe_serialization=True)
+    shard = {"max_shard_size": sys.argv[4]} if len(sys.argv) > 4 else {}
+    model.save_pretrained(sys.argv[3], safe_serialization=True, **shard)
     sys.exit(0)
 
 hf_dir, loom_logits, tokens = sys.argv[2], sys.argv[3], [int(t) for t in sys.argv[4:]]

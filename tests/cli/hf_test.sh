@@ -5,7 +5,8 @@
 #    exported, loaded by LlamaForCausalLM / GPT2LMHeadModel: the same logits on the same tokens
 #    within 1e-4 (fp32);
 #  - a LlamaForCausalLM and a GPT2LMHeadModel made by transformers (random weights from a
-#    config), imported: the same logits; the imports resume training in another layout;
+#    config), imported (also from shards): the same logits; the imports resume training in
+#    another layout;
 #  - loom -> HF -> loom -> HF: the same bytes.
 # usage: hf_test.sh LOOM SOURCE_DIR
 set -uo pipefail
@@ -77,6 +78,18 @@ interop_checks() {
 }
 
 interop_checks llama "$tmp/run" llama --kv-heads 2 --ffn-width 96 --pp 2
+# A model saved in shards (model.safetensors.index.json, as transformers saves one above 5 GB).
+d=$tmp/sharded
+if "$py" "${compare[@]}" make llama "$d/hf" 40KB >"$tmp/out" 2>"$tmp/stderr" &&
+   [[ -f $d/hf/model.safetensors.index.json && ! -e $d/hf/model.safetensors ]] &&
+   "$loom" import --from "$d/hf" --out "$d/imported" >"$tmp/stdout" 2>"$tmp/stderr" &&
+   "$loom" generate --checkpoint "$d/imported" --prompt "$prompt" --max-tokens 1 \
+     --dump-logits "$d/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
+   "$py" "${compare[@]}" logits "$d/hf" "$d/imported.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
+  ok "llama import from $(ls "$d/hf" | grep -c 'safetensors$') shards: $(cat "$tmp/out")"
+else
+  cat "$tmp/out" "$tmp/stderr" 2>/dev/null; fail "sharded llama import"
+fi
 # transformers' GPT-2 ties its head to the token embedding, which loom does on one stage.
 gpt=(--model.kind gpt --vocab 256 --seq-len 32 --width 48 --heads 4 --layers 2 --data.kind synthetic
      --global-batch 8 --microbatches 2 --steps 3 --eval-batches 1 --progress false --overwrite)

@@ -81,7 +81,7 @@ TEST_F(HfConfig, RefusesAModelLargerThanItsWeights) {
                                              {"num_attention_heads", 32},
                                              {"intermediate_size", 11008}}));
   EXPECT_NE(message.find("parameters"), std::string::npos) << message;
-  EXPECT_NE(message.find("holds 2048"), std::string::npos) << message;
+  EXPECT_NE(message.find("its weights hold 2048"), std::string::npos) << message;
 }
 
 TEST_F(HfConfig, NullMeansUnset) {
@@ -89,6 +89,58 @@ TEST_F(HfConfig, NullMeansUnset) {
   EXPECT_NE(
       refusal(llama({{"num_key_value_heads", nullptr}, {"head_dim", nullptr}})).find("describes"),
       std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// A folder of weights in shards, as save_pretrained writes a model above max_shard_size.
+class HfShards : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("loom_hf_shards_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string refusal() const {
+    try {
+      loom::interop::import_hf(dir_.string(), (dir_ / "out").string(), 0);
+    } catch (const loom::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  void index(const json& weight_map) const {
+    loom::write_file_atomic((dir_ / "model.safetensors.index.json").string(),
+                            json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump());
+  }
+  fs::path dir_;
+};
+
+TEST_F(HfShards, NamesWhatIsNotThere) {
+  EXPECT_NE(refusal().find("is not a Hugging Face model folder (it has no config.json)"),
+            std::string::npos);
+  loom::write_file_atomic((dir_ / "config.json").string(), json{{"model_type", "gpt2"},
+                                                                {"vocab_size", 256},
+                                                                {"n_embd", 8},
+                                                                {"n_layer", 1},
+                                                                {"n_head", 2},
+                                                                {"n_positions", 16},
+                                                                {"activation_function", "gelu"}}
+                                                               .dump());
+  EXPECT_NE(refusal().find("has no model.safetensors (nor model.safetensors.index.json)"),
+            std::string::npos);
+  loom::write_file_atomic((dir_ / "pytorch_model.bin").string(), "pickle");
+  EXPECT_NE(refusal().find("loom reads safetensors"), std::string::npos);
+  index({{"wte.weight", "../elsewhere.safetensors"}});
+  EXPECT_NE(refusal().find("not a file of the folder"), std::string::npos);
+  index({{"wte.weight", "model-1.safetensors"}});
+  loom::interop::write_safetensors((dir_ / "model-1.safetensors").string(),
+                                   {{"wpe.weight", torch::zeros({16, 8})}});
+  EXPECT_NE(refusal().find("lacks 'wte.weight', which model.safetensors.index.json places there"),
+            std::string::npos);
 }
 
 }  // namespace

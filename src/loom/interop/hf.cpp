@@ -7,6 +7,7 @@
 
 #include "loom/common/error.h"
 #include "loom/common/files.h"
+#include "loom/common/text.h"
 #include "loom/interop/hf_family.h"
 #include "loom/interop/safetensors.h"
 #include "loom/plan/transformer.h"
@@ -91,8 +92,61 @@ std::string export_hf(const train::WholeModel& w, const std::string& out,
   return family.architecture;
 }
 
+namespace {
+
+// The folder's weights: model.safetensors, or the shards model.safetensors.index.json names
+// (transformers' save_pretrained splits a model above max_shard_size, 5 GB by default).
+std::map<std::string, torch::Tensor> read_weights(const fs::path& dir, const std::string& from) {
+  std::error_code ec;
+  if (fs::exists(dir / "model.safetensors", ec))
+    return read_safetensors((dir / "model.safetensors").string());
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (!fs::exists(index, ec)) {
+    if (fs::exists(dir / "pytorch_model.bin", ec) ||
+        fs::exists(dir / "pytorch_model.bin.index.json", ec))
+      LOOM_USAGE("'", from, "' holds its weights as pytorch_model.bin; loom reads safetensors: ",
+                 "save the model with save_pretrained(folder, safe_serialization=True)");
+    LOOM_USAGE("'", from, "' has no model.safetensors (nor model.safetensors.index.json)");
+  }
+  json map;
+  try {
+    map = json::parse(read_file(index.string())).at("weight_map");
+  } catch (const json::exception& e) {
+    LOOM_USAGE("'", index.string(), "' is not a safetensors index (", e.what(), ")");
+  }
+  if (!map.is_object() || map.empty())
+    LOOM_USAGE("'", index.string(), "' has no weight_map of tensor names to files");
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& [name, file] : map.items()) {
+    const std::string shard = file.is_string() ? file.get<std::string>() : "";
+    // A shard is a file of this folder: no path may lead elsewhere.
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+      LOOM_USAGE("'", index.string(), "' maps ", text::quote(name), " to ",
+                 text::escape(file.dump()), ", not a file of the folder");
+    by_file[shard].push_back(name);
+  }
+  std::map<std::string, torch::Tensor> weights;
+  for (const auto& [shard, names] : by_file) {
+    auto tensors = read_safetensors((dir / shard).string());
+    for (const std::string& name : names) {
+      auto it = tensors.find(name);
+      if (it == tensors.end())
+        LOOM_USAGE("'", (dir / shard).string(), "' lacks ", text::quote(name),
+                   ", which model.safetensors.index.json places there");
+      weights[name] = std::move(it->second);
+    }
+  }
+  return weights;
+}
+
+}  // namespace
+
 config::ModelConfig import_hf(const std::string& from, const std::string& out, int64_t seq_len) {
   const fs::path dir(from);
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "config.json", ec))
+    LOOM_USAGE("'", from, "' is not a Hugging Face model folder (it has no config.json); pass ",
+               "--from the folder save_pretrained wrote");
   json cfg;
   try {
     cfg = json::parse(read_file((dir / "config.json").string()));
@@ -108,16 +162,15 @@ config::ModelConfig import_hf(const std::string& from, const std::string& out, i
   whole.model = c;
   config::validate(whole);
 
-  const std::string weights_path = (dir / "model.safetensors").string();
-  const auto weights = read_safetensors(weights_path);
+  const auto weights = read_weights(dir, from);
   // The weights file holds every parameter: a config.json that says more than it can hold is
   // refused before the model is built (a damaged one could ask for terabytes).
   const double params = plan::total_params(plan::transformer_of(c));
   int64_t held = 0;
   for (const auto& [name, t] : weights) held += t.numel();
   if (params > static_cast<double>(held))
-    LOOM_USAGE("'", from, "/config.json' describes ", count_text(params), " parameters, '",
-               weights_path, "' holds ", count_text(static_cast<double>(held)));
+    LOOM_USAGE("'", from, "/config.json' describes ", count_text(params),
+               " parameters, its weights hold ", count_text(static_cast<double>(held)));
   const model::Model shape = model::build(c, 0);
   train::CheckpointContents contents;
   contents.manifest.step = 0;
@@ -135,7 +188,7 @@ config::ModelConfig import_hf(const std::string& from, const std::string& out, i
     if (it == weights.end() && h.name.starts_with("transformer."))
       it = weights.find(h.name.substr(std::string("transformer.").size()));
     if (it == weights.end())
-      LOOM_USAGE("'", from, "/model.safetensors' lacks '", h.name, "' (loom's ", name, ")");
+      LOOM_USAGE("'", from, "' has no weight '", h.name, "' (loom's ", name, ")");
     const torch::Tensor t = h.transposed ? it->second.t() : it->second;
     if (t.sizes() != p.sizes())
       LOOM_USAGE("'", h.name, "' has shape ", it->second.sizes(),
