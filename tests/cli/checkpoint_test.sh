@@ -85,6 +85,17 @@ else
   fail "debris: $(find "$A/checkpoint" -name '*.tmp*')"
 fi
 
+# The run's folder stands for its checkpoint folder, in --resume and the other commands.
+"$loom" checkpoint info "$A/checkpoint" >"$tmp/info-checkpoint" 2>&1
+if "$loom" checkpoint info "$A" >"$tmp/info-run" 2>"$tmp/stderr" &&
+   cmp -s "$tmp/info-checkpoint" "$tmp/info-run" &&
+   train --output.dir "$tmp/from-run-folder" --resume "$A" --steps 6 &&
+   grep -q "resumed at step 5" "$tmp/stderr"; then
+  ok "the run's folder stands for its checkpoint folder (checkpoint info, --resume)"
+else
+  fail "run folder as checkpoint: $(cat "$tmp/stderr")"
+fi
+
 # A `latest` that names no complete checkpoint (the newest folder deleted by hand, `latest`
 # damaged or missing): the newest complete checkpoint is used, with a notice.
 for damage in deleted garbage missing; do

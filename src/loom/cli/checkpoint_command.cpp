@@ -14,7 +14,8 @@ namespace {
 const char* kUsage =
     "usage: loom checkpoint info DIR [--tensors]\n"
     "       loom checkpoint convert DIR --out OUT\n\n"
-    "DIR: a checkpoint step folder, or a run's checkpoint folder (its newest, as `latest` says).\n"
+    "DIR: a checkpoint step folder, or a run's checkpoint folder or the run's folder (its\n"
+    "     newest checkpoint, as `latest` says).\n"
     "info     checks every file against the manifest and prints what the checkpoint holds:\n"
     "         step, layout, model, optimizer, partition, files, parameters (--tensors: every\n"
     "         tensor with its shape).\n"

@@ -20,7 +20,7 @@ Continues TEXT with the model of a checkpoint (gpt or llama), whatever layout tr
 (pipeline, data or tensor parallel, any dp-mode), in this one process. The prompt is run once,
 then each new token reuses the keys and values of the earlier ones (a KV cache).
 
-  --checkpoint DIR    a run's checkpoint folder (runs/NAME/checkpoint) or one of its steps
+  --checkpoint DIR    a run's folder (runs/NAME), its checkpoint folder or one of its steps
   --prompt TEXT       the text to continue
   --max-tokens N      new tokens (64); past the model's context, from its last seq_len tokens
   --temperature T     1.0; 0 = greedy (always the most likely token)

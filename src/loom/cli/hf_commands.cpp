@@ -19,7 +19,7 @@ GPT2LMHeadModel (if trained with model.head_bias = false, the default: GPT-2's h
 bias). The folder holds config.json, model.safetensors (float32) and, if the run had one, its
 SentencePiece tokenizer as tokenizer.model.
 
-  --checkpoint DIR   a run's checkpoint folder or one of its step folders
+  --checkpoint DIR   a run's folder, its checkpoint folder or one of its step folders
   --out DIR          a new (or empty) folder
   --format hf        the only format (default)
   --tokenizer FILE   the tokenizer to include; default: the run's data.tokenizer

@@ -470,7 +470,10 @@ const std::vector<Field>& schema() {
        "deleting its metrics and checkpoints",
        {}},
       {LOOM_FIELD(output, progress), "progress bar when stderr is a terminal", {}},
-      {LOOM_FIELD(output, resume), "checkpoint folder to resume from; empty = fresh start", {}},
+      {LOOM_FIELD(output, resume),
+       "checkpoint to resume from: a run's folder, its checkpoint folder or a step folder; empty = "
+       "fresh start",
+       {}},
       {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none", {}},
       {LOOM_FIELD(output, calibrate_every),
        "steps between speed calibrations (each rank in turn "

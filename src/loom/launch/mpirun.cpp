@@ -1,7 +1,6 @@
 #include "loom/launch/mpirun.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +66,10 @@ Outcome run_mpirun(const Options& o) {
                                   "-x",
                                   "LOOM_RESTART_COUNT"};
   if (std::getenv("LOOM_OUTPUT_LOCKED")) cmd.insert(cmd.end(), {"-x", "LOOM_OUTPUT_LOCKED"});
+  // The ranks watch this process: if it dies, they stop with a checkpoint (train/preemption.h)
+  // rather than train on, orphaned. (A SIGTERM to mpirun would give them 1 s.)
+  setenv("LOOM_LAUNCHER_PID", std::to_string(::getpid()).c_str(), 1);
+  cmd.insert(cmd.end(), {"-x", "LOOM_LAUNCHER_PID"});
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.insert(cmd.end(), o.command.begin(), o.command.end());
   std::vector<char*> argv;
@@ -78,15 +81,10 @@ Outcome run_mpirun(const Options& o) {
   sa.sa_handler = remember_signal;
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
-  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(detail::concat("cannot start mpirun: fork: ", std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the ranks once, through this process
-    // If this launcher dies (SIGKILL, the OOM killer), mpirun is told as if the job were
-    // preempted and passes it to the ranks; it and the ranks ran on, orphaned, before.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
     ::execvp("mpirun", argv.data());
     std::fprintf(
         stderr,

@@ -129,6 +129,9 @@ namespace {
 fs::path step_folder(const fs::path& path, bool quiet) {
   std::error_code ec;
   if (fs::exists(path / "manifest.json", ec)) return path;
+  // A run's folder (runs/x) stands for its checkpoint folder (runs/x/checkpoint).
+  if (!fs::exists(path / "latest", ec) && fs::is_directory(path / "checkpoint", ec))
+    return step_folder(path / "checkpoint", quiet);
   std::string latest;
   bool has_latest = false;
   if (std::ifstream f(path / "latest"); f) {
@@ -158,7 +161,7 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
   std::ifstream in(file);
   if (!in)
     LOOM_USAGE("no checkpoint at '", path, "' (", f,
-               " not found); pass the run's checkpoint folder to --resume");
+               " not found); pass a run's folder, its checkpoint folder or one step folder");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string json = ss.str();

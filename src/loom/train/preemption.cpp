@@ -1,9 +1,13 @@
 #include "loom/train/preemption.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 #include "loom/comm/backend.h"
 
@@ -12,6 +16,32 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 bool g_installed = false;
+// The launcher that started this rank through mpirun (LOOM_LAUNCHER_PID): a pidfd, which
+// stays bound to that process even if its pid is reused, else the pid itself.
+int g_launcher_fd = -1;
+pid_t g_launcher_pid = 0;
+
+void watch_launcher() {
+  const char* v = std::getenv("LOOM_LAUNCHER_PID");
+  if (!v || !*v || g_launcher_pid != 0) return;
+  g_launcher_pid = static_cast<pid_t>(std::atol(v));
+  if (g_launcher_pid <= 1) {
+    g_launcher_pid = 0;
+    return;
+  }
+#ifdef SYS_pidfd_open
+  g_launcher_fd = static_cast<int>(::syscall(SYS_pidfd_open, g_launcher_pid, 0));
+#endif
+}
+
+bool launcher_gone() {
+  if (g_launcher_pid == 0) return false;
+  if (g_launcher_fd >= 0) {
+    pollfd p{g_launcher_fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;  // readable once the process has ended
+  }
+  return ::kill(g_launcher_pid, 0) != 0 && errno == ESRCH;
+}
 
 void on_stop_signal(int sig) {
   if (g_stop == SIGINT && sig == SIGINT) _exit(128 + SIGINT);  // Ctrl-C twice: at once
@@ -28,6 +58,7 @@ void install_stop_handlers() {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   g_installed = true;
+  watch_launcher();
 }
 
 bool stop_handlers_installed() {
@@ -39,6 +70,9 @@ int local_stop_signal() {
 }
 
 int agree_stop_signal(comm::Backend& world) {
+  // A launcher that died (SIGKILL, the OOM killer) cannot pass a stop on: its ranks stop as
+  // if it had. (Under mpirun, a SIGTERM to mpirun gives them 1 s before SIGKILL.)
+  if (g_stop == 0 && launcher_gone()) g_stop = SIGTERM;
   int sig = g_stop;
   world.all_reduce(&sig, 1, comm::DType::Int32, comm::ReduceOp::Max)->wait();
   return sig;

@@ -3,7 +3,8 @@
 // every step the ranks agree, with one all-reduce (max), whether any of them was signalled,
 // so that a signal to a single rank stops all of them after the same step. The trainer then
 // checkpoints and returns; the rank exits with 128 + the signal (143 SIGTERM, 130 SIGINT).
-// A second SIGINT (Ctrl-C twice) exits at once with 130.
+// A second SIGINT (Ctrl-C twice) exits at once with 130. A rank that mpirun started for
+// `loom train --nproc N` (LOOM_LAUNCHER_PID) stops the same way when that launcher dies.
 namespace loom::comm {
 class Backend;
 }  // namespace loom::comm
