@@ -168,6 +168,9 @@ if [[ $mode == local ]]; then
     "unknown flag '--second' for loom profile; did you mean '--seconds'?" -- profile --second 1
   expect_command_usage launch_unknown_flag \
     "unknown flag '--nprocs' for loom launch; did you mean '--nproc'?" -- launch --nprocs 2 -- true
+  # ".invalid" never resolves (RFC 6761); the timeout bounds a failure of this check.
+  LOOM_COMM_TIMEOUT_S=10 expect_command_usage launch_unresolvable "'no-such.invalid' does not resolve" \
+    -- launch --nnodes 2 --node-rank 1 --master-addr no-such.invalid --nproc 1 -- true
   expect_command_usage launch_missing_program \
     "cannot run 'no-such-program-x': no such program in PATH" -- launch --nproc 2 -- no-such-program-x
   printf 'data\n' >"$tmp/not-executable"

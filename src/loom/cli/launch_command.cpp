@@ -2,6 +2,7 @@
 // LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set and a c10d store to meet at; the tests
 // run their multi-rank binaries through it for the gloo backend. With --nnodes H, one launcher
 // runs on each of H machines (docs/multi-host.md).
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,6 +80,19 @@ void check_runnable(const std::string& program) {
              "launch's flags");
 }
 
+// A master address no node can resolve is refused at once: c10d's store client would retry it
+// until the communication timeout, printing a warning at each try.
+void check_resolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int err = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found) ::freeaddrinfo(found);
+  if (err == EAI_NONAME || err == EAI_FAIL)  // not EAI_AGAIN: a name server may come back
+    LOOM_USAGE("--master-addr '", host, "' does not resolve (", ::gai_strerror(err),
+               "); give node 0's address or host name, the same on every node");
+}
+
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
@@ -120,6 +134,7 @@ int launch_command(const std::vector<std::string>& args) {
           "--host (docs/multi-host.md)");
     o.node_rank = flags::to_int("node-rank", a.get("node-rank"), 0, o.nnodes - 1);
     o.master_addr = a.get("master-addr");
+    check_resolvable(o.master_addr);
     o.master_port = flags::to_int("master-port", a.get("master-port", "29500"), 1, 65535);
   }
   o.max_restarts = flags::to_int("max-restarts", a.get("max-restarts", "0"), 0, 1000);
