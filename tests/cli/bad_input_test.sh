@@ -98,6 +98,18 @@ if [[ $mode == local ]]; then
   # and a vocabulary too small for byte-level text.
   expect_usage too_big_for_memory "available; use fewer ranks" -- train --config "$good" \
     --nproc 2 --width 16384 --layers 48 --heads 16
+  # The same for a lone process (no --nproc), which was built until the OOM killer ended it;
+  # an --overwrite of a run folder leaves that run as it was.
+  cp -r "$tmp/ckpt" "$tmp/kept"
+  expect_usage too_big_alone "this model needs about" -- train --config "$good" \
+    --width 16384 --layers 48 --heads 16
+  "$loom" train --config "$good" --width 16384 --layers 48 --heads 16 --overwrite \
+    --output.dir "$tmp/kept" >/dev/null 2>&1
+  if [[ $? -eq 2 && -f $tmp/kept/metrics.jsonl && -f $tmp/kept/checkpoint/latest ]]; then
+    echo "ok   too_big_overwrite: the run folder is kept"; passes=$((passes + 1))
+  else
+    echo "FAIL too_big_overwrite: $(ls -R "$tmp/kept")"; fails=$((fails + 1))
+  fi
   expect_usage vocab_below_bytes "set --vocab 256" -- train --config "$good" --nproc 2 \
     --data.kind text --vocab 100
   # Tensor parallelism splits whole heads; sequence parallelism needs tp > 1.

@@ -269,7 +269,12 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     if (a.has("nproc") && flags::to_int("nproc", a.get("nproc"), 1, 4096) != w.size())
       LOOM_USAGE("--nproc ", a.get("nproc"), " but the launcher started ", w.size(),
                  " ranks; drop --nproc when launching with mpirun or torchrun");
-    mesh = train::preflight(cfg, w.size(), w.rank() == 0);
+    // A lone process (`loom train` without --nproc) meets the memory check of the launcher
+    // path too: a model that cannot fit was built until the OOM killer ended it, in silence.
+    // (It runs before the output folder is touched, so --overwrite keeps the old run.)
+    mesh = train::preflight(cfg, w.size(), /*check_output=*/false);
+    if (w.size() == 1) train::check_memory(cfg, mesh, 1);
+    if (w.rank() == 0) train::preflight(cfg, w.size());
   } catch (const UsageError& e) {
     problem = e.what();
   }

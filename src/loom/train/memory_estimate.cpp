@@ -80,10 +80,14 @@ void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
   }
   const double have = available_bytes();
   if (per_rank <= 0 || have <= 0 || per_rank * nproc <= have) return;
-  LOOM_USAGE(nproc, " ranks of this model need about ", human_bytes(per_rank * nproc), " (",
-             human_bytes(per_rank),
-             " on the largest rank: parameters, gradients, optimizer state, activations), this ",
-             "machine has ", human_bytes(have),
+  const std::string need =
+      nproc == 1 ? detail::concat("this model needs about ", human_bytes(per_rank),
+                                  " (parameters, gradients, optimizer state, activations)")
+                 : detail::concat(nproc, " ranks of this model need about ",
+                                  human_bytes(per_rank * nproc), " (", human_bytes(per_rank),
+                                  " on the largest rank: parameters, gradients, optimizer state, ",
+                                  "activations)");
+  LOOM_USAGE(need, ", this machine has ", human_bytes(have),
              " available; use fewer ranks, more pipeline stages, --dp-mode zero3 or a smaller "
              "model (loom simulate --from-config shows the breakdown)");
 }
