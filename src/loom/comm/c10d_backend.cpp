@@ -1,7 +1,9 @@
 #include "loom/comm/c10d_backend.h"
 
+#include <c10/util/Logging.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <thread>
@@ -297,6 +299,11 @@ bool c10d_available(BackendKind kind, std::string* why) {
 
 std::unique_ptr<Backend> make_c10d_world(BackendKind kind, const Rendezvous& r) {
   LOOM_CHECK(kind != BackendKind::Mpi, "make_c10d_world takes gloo or nccl");
+  // c10d's own warnings (a socket poll that timed out, an address family that does not
+  // resolve) come before loom's one line about the same failure; TORCH_CPP_LOG_LEVEL, when
+  // set, still decides.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL"))
+    FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(r.port);
   o.isServer = r.host_store;
@@ -314,7 +321,32 @@ std::unique_ptr<Backend> make_c10d_world(BackendKind kind, const Rendezvous& r) 
   }
   if (!r.prefix.empty()) store = c10::make_intrusive<c10d::PrefixStore>(r.prefix, store);
   store = c10::make_intrusive<c10d::PrefixStore>("loom", store);
-  return std::make_unique<C10dBackend>(kind, "world", r.rank, r.size, store, r.host, r.timeout);
+  // Each rank says it came, so that a world that does not fill up names who is missing
+  // (the group's own timeout names only a key of its handshake).
+  auto joined = [](int rank) { return "joined/" + std::to_string(rank); };
+  store->set(joined(r.rank), std::vector<uint8_t>{1});
+  try {
+    return std::make_unique<C10dBackend>(kind, "world", r.rank, r.size, store, r.host, r.timeout);
+  } catch (const std::exception& e) {
+    std::vector<int> missing;
+    try {
+      for (int q = 0; q < r.size && missing.size() <= 8; ++q)
+        if (!store->check({joined(q)})) missing.push_back(q);
+    } catch (const std::exception&) {  // the store's host (rank 0, or a launcher) is gone
+      throw Error(detail::concat("[rank ", r.rank, "] lost the rendezvous store at ", r.host, ":",
+                                 r.port, " while the ", r.size,
+                                 " ranks met; its host stopped (see its own message)"));
+    }
+    if (missing.empty()) throw;
+    std::string who;
+    for (size_t i = 0; i < missing.size() && i < 8; ++i)
+      who += (i ? "," : "") + std::to_string(missing[i]);
+    if (missing.size() > 8) who += ",...";
+    throw Error(detail::concat(
+        "[rank ", r.rank, "] rank", missing.size() > 1 ? "s " : " ", who, " of WORLD_SIZE=", r.size,
+        " did not join within ", r.timeout.count() / 1000.0, " s at ", r.host, ":", r.port,
+        " (MASTER_ADDR:MASTER_PORT); start every rank, with the same MASTER_ADDR and MASTER_PORT"));
+  }
 }
 
 struct StoreServer::Impl {
