@@ -163,7 +163,7 @@ config::ModelConfig import_hf(const std::string& from, const std::string& out, i
   config::validate(whole);
 
   const auto weights = read_weights(dir, from);
-  // The weights file holds every parameter: a config.json that says more than it can hold is
+  // The weights hold every parameter: a config.json that says more than they can hold is
   // refused before the model is built (a damaged one could ask for terabytes).
   const double params = plan::total_params(plan::transformer_of(c));
   int64_t held = 0;
