@@ -16,18 +16,40 @@ using nlohmann::json;
 
 namespace {
 
-class HfConfig : public ::testing::Test {
+// An empty model folder (hf_) in a folder of its own (dir_), and import_hf of it.
+class HfFolder : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("loom_hf_config_test_" + std::to_string(::getpid()));
+    dir_ = fs::temp_directory_path() / ("loom_hf_folder_test_" + std::to_string(::getpid()));
+    hf_ = dir_ / "hf";
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "hf");
-    // One small tensor: enough to read, far too little for the models below.
-    loom::interop::write_safetensors((dir_ / "hf" / "model.safetensors").string(),
-                                     {{"model.embed_tokens.weight", torch::zeros({256, 8})}});
+    fs::create_directories(hf_);
   }
   void TearDown() override { fs::remove_all(dir_); }
+  void write(const std::string& name, const json& j) const {
+    loom::write_file_atomic((hf_ / name).string(), j.dump());
+  }
+  // The UsageError's message on importing the folder, or "" when it imports.
+  std::string refusal() const {
+    try {
+      loom::interop::import_hf(hf_.string(), (dir_ / "out").string(), 0);
+    } catch (const loom::UsageError& e) {
+      EXPECT_FALSE(fs::exists(dir_ / "out")) << "written before the refusal";
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_, hf_;
+};
 
+class HfConfig : public HfFolder {
+ protected:
+  void SetUp() override {
+    HfFolder::SetUp();
+    // One small tensor: enough to read, far too little for the models below.
+    loom::interop::write_safetensors((hf_ / "model.safetensors").string(),
+                                     {{"model.embed_tokens.weight", torch::zeros({256, 8})}});
+  }
   // A Llama of width 32 with `change` applied.
   static json llama(const json& change) {
     json c = {{"model_type", "llama"},        {"vocab_size", 256},        {"hidden_size", 32},
@@ -36,18 +58,11 @@ class HfConfig : public ::testing::Test {
     for (const auto& [key, value] : change.items()) c[key] = value;  // null stays null
     return c;
   }
-  // The UsageError's message on importing `config`, or "" when it imports.
+  using HfFolder::refusal;
   std::string refusal(const json& config) const {
-    loom::write_file_atomic((dir_ / "hf" / "config.json").string(), config.dump());
-    try {
-      loom::interop::import_hf((dir_ / "hf").string(), (dir_ / "out").string(), 0);
-    } catch (const loom::UsageError& e) {
-      EXPECT_FALSE(fs::exists(dir_ / "out")) << "written before the refusal";
-      return e.what();
-    }
-    return "";
+    write("config.json", config);
+    return refusal();
   }
-  fs::path dir_;
 };
 
 TEST_F(HfConfig, NamesAValueOfTheWrongType) {
@@ -91,53 +106,33 @@ TEST_F(HfConfig, NullMeansUnset) {
       std::string::npos);
 }
 
-}  // namespace
-
-namespace {
-
 // A folder of weights in shards, as save_pretrained writes a model above max_shard_size.
-class HfShards : public ::testing::Test {
+class HfShards : public HfFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("loom_hf_shards_test_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string refusal() const {
-    try {
-      loom::interop::import_hf(dir_.string(), (dir_ / "out").string(), 0);
-    } catch (const loom::UsageError& e) {
-      return e.what();
-    }
-    return "";
-  }
   void index(const json& weight_map) const {
-    loom::write_file_atomic((dir_ / "model.safetensors.index.json").string(),
-                            json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump());
+    write("model.safetensors.index.json",
+          json{{"metadata", json::object()}, {"weight_map", weight_map}});
   }
-  fs::path dir_;
 };
 
 TEST_F(HfShards, NamesWhatIsNotThere) {
   EXPECT_NE(refusal().find("is not a Hugging Face model folder (it has no config.json)"),
             std::string::npos);
-  loom::write_file_atomic((dir_ / "config.json").string(), json{{"model_type", "gpt2"},
-                                                                {"vocab_size", 256},
-                                                                {"n_embd", 8},
-                                                                {"n_layer", 1},
-                                                                {"n_head", 2},
-                                                                {"n_positions", 16},
-                                                                {"activation_function", "gelu"}}
-                                                               .dump());
+  write("config.json", {{"model_type", "gpt2"},
+                        {"vocab_size", 256},
+                        {"n_embd", 8},
+                        {"n_layer", 1},
+                        {"n_head", 2},
+                        {"n_positions", 16},
+                        {"activation_function", "gelu"}});
   EXPECT_NE(refusal().find("has no model.safetensors (nor model.safetensors.index.json)"),
             std::string::npos);
-  loom::write_file_atomic((dir_ / "pytorch_model.bin").string(), "pickle");
+  loom::write_file_atomic((hf_ / "pytorch_model.bin").string(), "pickle");
   EXPECT_NE(refusal().find("loom reads safetensors"), std::string::npos);
   index({{"wte.weight", "../elsewhere.safetensors"}});
   EXPECT_NE(refusal().find("not a file of the folder"), std::string::npos);
   index({{"wte.weight", "model-1.safetensors"}});
-  loom::interop::write_safetensors((dir_ / "model-1.safetensors").string(),
+  loom::interop::write_safetensors((hf_ / "model-1.safetensors").string(),
                                    {{"wpe.weight", torch::zeros({16, 8})}});
   EXPECT_NE(refusal().find("lacks 'wte.weight', which model.safetensors.index.json places there"),
             std::string::npos);

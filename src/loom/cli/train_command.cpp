@@ -216,7 +216,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     const train::Resolved r = train::preflight(cfg, n, /*check_output=*/false);
     train::check_resume_target(cfg, r, n);
     train::check_memory(cfg, r, n);
-    train::preflight(cfg, n);
+    train::prepare_output_dir(cfg.output);
     warn_oversubscribed(n);
     // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;
@@ -274,7 +274,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     // (It runs before the output folder is touched, so --overwrite keeps the old run.)
     mesh = train::preflight(cfg, w.size(), /*check_output=*/false);
     if (w.size() == 1) train::check_memory(cfg, mesh, 1);
-    if (w.rank() == 0) train::preflight(cfg, w.size());
+    if (w.rank() == 0) train::prepare_output_dir(cfg.output);
   } catch (const UsageError& e) {
     problem = e.what();
   }

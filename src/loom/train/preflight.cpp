@@ -48,7 +48,9 @@ void check_run_folder(const config::OutputConfig& o) {
              ", replace it with --overwrite, or choose another --output.dir");
 }
 
-void check_output_dir(const config::OutputConfig& o) {
+}  // namespace
+
+void prepare_output_dir(const config::OutputConfig& o) {
   check_run_folder(o);
   const std::string& dir = o.dir;
   std::error_code ec;
@@ -66,6 +68,8 @@ void check_output_dir(const config::OutputConfig& o) {
   fs::remove(probe, ec);
   lock_output_folder(dir);
 }
+
+namespace {
 
 // Megatron-style tensor parallelism splits attention heads, the MLP's hidden units and the
 // vocabulary: each must divide.
@@ -201,7 +205,7 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
     data::open_text(path, cfg.model.seq_len, data::Split::Test, cfg.data.test_fraction,
                     cfg.data.tokenizer);
   }
-  if (check_output) check_output_dir(cfg.output);
+  if (check_output) prepare_output_dir(cfg.output);
   return r;
 }
 

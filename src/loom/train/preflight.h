@@ -18,8 +18,14 @@ struct Resolved {
   schedule::Shape shape() const { return {pp, loops, m, placement}; }
 };
 
-// Throws loom::UsageError with one line naming the problem and the fix.
+// Throws loom::UsageError with one line naming the problem and the fix. check_output: then
+// prepare_output_dir too.
 Resolved preflight(const config::Config& cfg, int world_size, bool check_output = true);
+
+// The output folder, made and checked last, once the rest of the input passed: refused if it
+// holds another run (without --resume or --overwrite), is not writable, or a live run holds it
+// (run_lock.h); this process holds it from here on.
+void prepare_output_dir(const config::OutputConfig& o);
 
 // Default data location for a data kind when data.path is empty.
 std::string default_data_path(const config::Config& cfg);
