@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <set>
 
 #include "loom/common/error.h"
 
@@ -43,8 +44,12 @@ std::string read_holder(int fd) {
 void lock_output_folder(const std::string& dir) {
   std::error_code ec;
   const std::string folder = fs::weakly_canonical(dir, ec).string();
-  // Held already: by this process (a second call) or by the launcher that started it.
-  if (const char* held = std::getenv(kHeldEnv); held && folder == held) return;
+  if (const char* held = std::getenv(kHeldEnv); held && folder == held) return;  // the launcher's
+  // Every folder this process holds (the environment names only the last): a second flock of
+  // one of them through a new descriptor would conflict with this process's own lock (the
+  // in-process tests train in several folders, one after another, and again).
+  static std::set<std::string> locked;
+  if (locked.count(folder)) return;
   const std::string path = (fs::path(folder) / ".loom-lock").string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -63,8 +68,8 @@ void lock_output_folder(const std::string& dir) {
   }
   const std::string text = holder_text() + "\n";
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, text.data(), text.size(), 0);
-  // fd stays open (the lock with it) until the process ends.
-  ::setenv(kHeldEnv, folder.c_str(), 1);  // and the ranks this process starts
+  locked.insert(folder);                  // fd stays open (the lock with it) until the process ends
+  ::setenv(kHeldEnv, folder.c_str(), 1);  // for the ranks this process starts
 }
 
 }  // namespace loom::train
