@@ -20,7 +20,7 @@ const char* kHelp = R"(usage: loom <command> [flags]
        loom --version
 
 commands:
-  train      train a model on several ranks (pipeline x data parallel)
+  train      train a model on several ranks (pipeline x data x tensor parallel)
                loom train --config configs/gpt-fortunes.toml --nproc 4
   schedule   print or draw a pipeline schedule (ascii, svg, Chrome trace, csv)
                loom schedule --schedule bfs --pp 4 --loops 2 --microbatches 8 --format ascii
