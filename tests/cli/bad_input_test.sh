@@ -121,9 +121,13 @@ if [[ $mode == local ]]; then
     --nproc 2 --model.kind cnn --data.kind synthetic --recompute full
   # Devices and precision: no GPU on a machine without one (CI's); bf16 reduction is for the
   # modes that reduce gradients.
+  # The reason is the right one: a CUDA build on a machine without a GPU is not "built
+  # without CUDA" (torch::hasCUDA() said so).
   if ! nvidia-smi -L >/dev/null 2>&1; then
-    expect_usage cuda_without_gpu "sees no GPU" -- train --config "$good" --nproc 2 --device cuda
-    expect_usage cuda_without_gpu_one_rank "sees no GPU" -- train --config "$good" --device cuda
+    no_gpu="sees no GPU (this loom was built without CUDA"
+    "$loom" doctor 2>/dev/null | grep -q "CUDA compiled in" && no_gpu="sees no GPU (no GPU or no driver"
+    expect_usage cuda_without_gpu "$no_gpu" -- train --config "$good" --nproc 2 --device cuda
+    expect_usage cuda_without_gpu_one_rank "$no_gpu" -- train --config "$good" --device cuda
   fi
   expect_usage bf16_reduce_with_slim "compresses its exchange its own way" -- train \
     --config "$good" --nproc 2 --dp-mode slim --grad-reduce bf16

@@ -23,11 +23,17 @@ int cuda_count() {
 
 }  // namespace
 
+std::string why_no_gpu() {
+  if (cuda_count() > 0) return {};
+  // (torch::hasCUDA() cannot tell the two apart: it is false in a CUDA build without a GPU.)
+  return LOOM_HAVE_CUDA ? "no GPU or no driver on this machine, or CUDA_VISIBLE_DEVICES hides them"
+                        : "this loom was built without CUDA: no CUDA toolkit at build time";
+}
+
 void check_device(config::Device d) {
-  if (d == config::Device::Cuda && cuda_count() == 0)
-    LOOM_USAGE("train.device = cuda, but this process sees no GPU (",
-               torch::hasCUDA() ? "none visible to the driver, or CUDA_VISIBLE_DEVICES hides them"
-                                : "this libtorch was built without CUDA",
+  if (d != config::Device::Cuda) return;
+  if (const auto why = why_no_gpu(); !why.empty())
+    LOOM_USAGE("device cuda (--device, train.device), but this process sees no GPU (", why,
                "); use --device cpu");
 }
 

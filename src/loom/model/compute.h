@@ -9,6 +9,8 @@
 //              numerically touchy ops (softmax, norms, losses) in fp32.
 #include <torch/torch.h>
 
+#include <string>
+
 #include "loom/config/config.h"
 
 namespace loom::model {
@@ -21,6 +23,9 @@ struct Compute {
 // This process's rank among the ranks on its machine: LOCAL_RANK (torchrun, loom's launcher),
 // OMPI_COMM_WORLD_LOCAL_RANK (mpirun), SLURM_LOCALID (srun); 0 otherwise.
 int local_rank();
+// Why this process sees no GPU ("no GPU or no driver on this machine, ...", or that this loom
+// was built without CUDA); empty when it sees one.
+std::string why_no_gpu();
 // Throws UsageError naming the fix when `d` is cuda and no GPU is visible.
 void check_device(config::Device d);
 // The device of a rank with local rank `local` (throws UsageError naming the fix when cuda is

@@ -67,10 +67,8 @@ double fraction(double measured, double spec, const char* unit, const std::strin
 }  // namespace
 
 void require_gpu() {
-  if (!torch::cuda::is_available())
-    LOOM_USAGE("loom profile --device cuda: this process sees no GPU (",
-               torch::hasCUDA() ? "none visible to the driver, or CUDA_VISIBLE_DEVICES hides them"
-                                : "no CUDA driver or runtime loaded",
+  if (const auto why = model::why_no_gpu(); !why.empty())
+    LOOM_USAGE("loom profile --device cuda: this process sees no GPU (", why,
                "); run it on the GPU machine, or leave out --device to profile the CPU");
 }
 
