@@ -43,8 +43,16 @@ expect_usage vocab_too_small "--vocab" "$tmp/small.model" -- \
   tokenizer train --data "$tmp/corpus" --vocab 20 --out "$tmp/small.model"
 expect_usage vocab_too_large "Vocabulary size too high" "$tmp/large.model" -- \
   tokenizer train --data "$tmp/corpus/b.txt" --vocab 60000 --out "$tmp/large.model"
-expect_usage no_corpus "not found" "$tmp/none.model" -- \
+expect_usage no_corpus "not found; give --data" "$tmp/none.model" -- \
   tokenizer train --data "$tmp/nothing" --vocab 512 --out "$tmp/none.model"
+# An empty corpus is named as such (SentencePiece's own refusal said nothing), and the fix is
+# the flag given, not data.path.
+: >"$tmp/empty.txt"
+mkdir -p "$tmp/empty-folder"
+expect_usage empty_corpus "holds no text; give --data" "$tmp/none.model" -- \
+  tokenizer train --data "$tmp/empty.txt" --vocab 512 --out "$tmp/none.model"
+expect_usage empty_folder "contains no text files; give --data" "$tmp/none.model" -- \
+  tokenizer train --data "$tmp/empty-folder" --vocab 512 --out "$tmp/none.model"
 expect_usage no_out_folder "cannot create" "$tmp/no/such/tok.model" -- \
   tokenizer train --data "$tmp/corpus" --vocab 512 --out "$tmp/no/such/tok.model"
 expect_usage model_vocab_too_small "has 512 pieces but model.vocab is 256" "$tmp/run0" -- \

@@ -10,13 +10,20 @@
 
 namespace loom::data {
 
+// The fix a usage error about the corpus names: the setting that gave its path.
+inline constexpr std::string_view kDataPathFix =
+    "set data.path to a text file or a folder of text files";
+
 // `path` itself when it is a file; otherwise every regular file under the folder, sorted by
 // path, following symlinked folders once, a file reached by several paths only once, and
-// skipping "*.dat" index files (the fortune package's). Throws UsageError when missing or empty.
-std::vector<std::filesystem::path> text_files(const std::string& path);
+// skipping "*.dat" index files (the fortune package's). Throws UsageError naming `fix` when
+// missing or empty.
+std::vector<std::filesystem::path> text_files(const std::string& path,
+                                              std::string_view fix = kDataPathFix);
 
-// Appends the bytes of `file` to `bytes` (UsageError naming it when unreadable).
-void append_file(const std::filesystem::path& file, std::string& bytes);
+// Appends the bytes of `file` to `bytes` (UsageError naming it and `fix` when unreadable).
+void append_file(const std::filesystem::path& file, std::string& bytes,
+                 std::string_view fix = kDataPathFix);
 
 // Lines longer than this are cut (at a UTF-8 character boundary) into several chunks.
 inline constexpr size_t kMaxChunkBytes = 4096;

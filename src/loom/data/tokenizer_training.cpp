@@ -19,7 +19,10 @@ namespace fs = std::filesystem;
 // The corpus's chunks (text_files.h), one file in memory at a time.
 class ChunkIterator : public sentencepiece::SentenceIterator {
  public:
-  explicit ChunkIterator(std::vector<fs::path> files) : files_(std::move(files)) { load(); }
+  ChunkIterator(std::vector<fs::path> files, std::string_view fix)
+      : files_(std::move(files)), fix_(fix) {
+    load();
+  }
   bool done() const override { return chunk_ >= chunks_.size() && file_ >= files_.size(); }
   void Next() override {
     if (++chunk_ >= chunks_.size()) load();
@@ -34,12 +37,13 @@ class ChunkIterator : public sentencepiece::SentenceIterator {
     chunk_ = 0;
     while (chunks_.empty() && file_ < files_.size()) {
       text_.clear();
-      append_file(files_[file_++], text_);
+      append_file(files_[file_++], text_, fix_);
       for_each_chunk(text_, [&](std::string_view c) { chunks_.push_back(c); });
     }
   }
 
   std::vector<fs::path> files_;
+  std::string_view fix_;
   size_t file_ = 0;
   std::string text_;
   std::vector<std::string_view> chunks_;
@@ -75,8 +79,10 @@ std::string reason(const sentencepiece::util::Status& status) {
 }  // namespace
 
 TrainedTokenizer train_tokenizer(const std::string& data, int64_t vocab, const std::string& out) {
-  const std::vector<fs::path> files = text_files(data);
-  ChunkIterator chunks(files);
+  constexpr std::string_view fix = "give --data a text file or a folder of text files";
+  const std::vector<fs::path> files = text_files(data, fix);
+  ChunkIterator chunks(files, fix);
+  if (chunks.done()) LOOM_USAGE("loom tokenizer train: ", data, " holds no text; ", fix);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(settings(vocab), &chunks, &model);
   if (!status.ok())
@@ -92,7 +98,7 @@ TrainedTokenizer train_tokenizer(const std::string& data, int64_t vocab, const s
   r.pieces = tok->vocab_size();
   for (const fs::path& f : files) {
     std::string text;
-    append_file(f, text);
+    append_file(f, text, fix);
     r.bytes += static_cast<int64_t>(text.size());
     for_each_chunk(text, [&](std::string_view c) {
       r.tokens += static_cast<int64_t>(tok->encode(std::string(c)).size());
