@@ -75,6 +75,18 @@ if [[ $mode == local ]]; then
   expect_usage schedule_shape "1f1b" -- train --config "$good" --nproc 2 --pp 2 --loops 2 --schedule 1f1b
   expect_usage zbv_loops "set --loops 2" -- train --config "$good" --nproc 2 --pp 2 --schedule zbv
   expect_usage too_few_blocks "blocks" -- train --config "$good" --nproc 4 --pp 4 --loops 2 --schedule bfs
+  # A hand-written schedule that lacks an action: one line naming the file and the action, and
+  # `loom schedule --file` shows where (its grid follows the line).
+  printf '# pp=2 loops=1 microbatches=2 name=x\n0F0,0F1,0B0,0B1\n1F0,1F1,1B1\n' >"$tmp/bad.csv"
+  expect_usage bad_schedule_file "schedule file '$tmp/bad.csv' is not a valid schedule: missing backward 1B0" \
+    -- train --config "$good" --nproc 2 --pp 2 --microbatches 2 --schedule-file "$tmp/bad.csv"
+  "$loom" schedule --file "$tmp/bad.csv" >/dev/null 2>"$tmp/stderr"
+  if [[ $? -eq 2 ]] && head -1 "$tmp/stderr" | grep -qF "$tmp/bad.csv: missing backward 1B0" &&
+    grep -q '^rank 1 |  1F0   1F1   1B1$' "$tmp/stderr"; then
+    echo "ok   bad_schedule_file_grid"; passes=$((passes + 1))
+  else
+    echo "FAIL bad_schedule_file_grid"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
   expect_usage missing_dataset "not found" -- train --config "$good" --nproc 2 --model.kind cnn \
     --data.kind fashion-mnist --data.path "$tmp/no-such-folder"
   mkdir -p "$tmp/corrupt"

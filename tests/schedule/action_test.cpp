@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "loom/common/error.h"
 
 namespace loom::schedule {
@@ -39,6 +41,21 @@ TEST(Action, RejectsBadText) {
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos)
           << e.what();
+    }
+  }
+}
+
+TEST(Action, NamesWhatIsWrong) {
+  const std::pair<const char*, const char*> cases[] = {{"F0", "no stage number in front"},
+                                                       {"99999999999F0", "stage number too large"},
+                                                       {"0F", "missing micro-batch number"},
+                                                       {"0F99999999999", "micro-batch too large"}};
+  for (const auto& [bad, why] : cases) {
+    try {
+      parse_action(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   }
 }

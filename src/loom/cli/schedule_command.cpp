@@ -48,6 +48,12 @@ int schedule_command(const std::vector<std::string>& args) {
                           flags::to_int("microbatches", a.get("microbatches", "4"), 1, 4096)};
     s = schedule::generate(name, shape);
   }
+  if (a.has("file")) {
+    // A hand-written schedule: the problem, then the grid with the offending action marked.
+    if (const schedule::ValidationResult v = schedule::check(s); !v.ok)
+      throw UsageError(a.get("file") + ": " + v.message +
+                       "; fix the file (the action is marked below)\n" + v.grid);
+  }
   schedule::validate(s);
   if (a.has("lower")) {
     schedule::LowerOptions lo;

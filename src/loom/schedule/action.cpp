@@ -66,7 +66,8 @@ Action parse_action(std::string_view text) {
   size_t i = 0;
   while (i < text.size() && is_digit(text[i])) ++i;
   Action a;
-  if (!parse_int(text.substr(0, i), &a.stage)) bad_action(text, "no stage number in front");
+  if (!parse_int(text.substr(0, i), &a.stage))
+    bad_action(text, i == 0 ? "no stage number in front" : "stage number too large");
   size_t k = i;
   // Kind names are upper-case letters and '_' (SEND_F); digits after them are the micro-batch.
   while (k < text.size() && (std::isupper(static_cast<unsigned char>(text[k])) || text[k] == '_'))
@@ -82,7 +83,8 @@ Action parse_action(std::string_view text) {
   } else {
     for (char c : mb_text)
       if (!is_digit(c)) bad_action(text, "micro-batch must be a number");
-    if (!parse_int(mb_text, &a.microbatch)) bad_action(text, "missing micro-batch number");
+    if (!parse_int(mb_text, &a.microbatch))
+      bad_action(text, mb_text.empty() ? "missing micro-batch number" : "micro-batch too large");
   }
   return a;
 }

@@ -168,7 +168,10 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
                  " loops=", s.shape.loops, " microbatches=", s.shape.microbatches,
                  " but the run has pp=", r.pp, " loops=", r.loops, " microbatches=", r.m,
                  "; set --pp/--loops/--microbatches to match");
-    schedule::validate(s);
+    if (const schedule::ValidationResult v = schedule::check(s); !v.ok)
+      LOOM_USAGE("schedule file '", cfg.parallel.schedule_file,
+                 "' is not a valid schedule: ", v.message, "; fix it (`loom schedule --file ",
+                 cfg.parallel.schedule_file, "` marks the action)");
     r.placement = s.shape.placement;
   } else {
     std::string why = schedule::unsupported_reason(cfg.parallel.schedule, shape);
