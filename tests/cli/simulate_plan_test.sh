@@ -38,6 +38,14 @@ expect_exit2 overlap_needs_sp "add --sequence-parallel" -- simulate "${gpt[@]}" 
   --tp-comm-overlap
 expect_exit2 nothing_fits "No configuration fits" -- plan --model gpt --layers 96 --width 12288 \
   --heads 96 --seq-len 2048 --cluster "$a100" --gpus 8 --global-batch 8 --time-budget 5s
+# A budget spent before anything fits is not "nothing fits"; a zero budget or an empty list
+# is refused up front.
+expect_exit2 budget_spent "within the time budget" -- plan "${gpt[@]}" --gpus 8 \
+  --global-batch 8 --time-budget 1us
+expect_exit2 budget_zero "--time-budget must be more than 0" -- plan "${gpt[@]}" --gpus 8 \
+  --global-batch 8 --time-budget 0
+expect_exit2 empty_list "--schedules names nothing" -- plan "${gpt[@]}" --gpus 8 \
+  --global-batch 8 --schedules ,
 
 # --json says whether the peak fits in the device's memory.
 if "$loom" simulate "${gpt[@]}" --gpus 1 --json >"$tmp/stdout" 2>"$tmp/stderr" &&

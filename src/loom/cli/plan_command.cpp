@@ -137,6 +137,8 @@ int plan_command(const std::vector<std::string>& args) {
                          : file_batch;
   req.precision = a.get("precision");
   req.time_budget_s = config::parse_duration(a.get("time-budget", "30s"));
+  if (!(req.time_budget_s > 0))
+    LOOM_USAGE("--time-budget must be more than 0, got '", a.get("time-budget"), "'; e.g. 30s");
   if (a.has("memory-limit")) {
     char* end = nullptr;
     const std::string v = a.get("memory-limit");
@@ -145,6 +147,11 @@ int plan_command(const std::vector<std::string>& args) {
       LOOM_USAGE("--memory-limit must be a size in GB like 70 or 70GB, got '", v, "'");
     req.memory_limit = gb * 1e9;
   }
+  for (const char* list :
+       {"schedules", "dp-modes", "micro-batch-sizes", "loops", "recompute", "attention"})
+    if (a.has(list) && flags::split_list(a.get(list)).empty())
+      LOOM_USAGE("--", list, " names nothing ('", a.get(list),
+                 "'); give one or more, separated by commas, or leave it out");
   for (const std::string& s : flags::split_list(a.get("schedules"))) {
     bool known_name = false;
     for (const std::string& g : schedule::generator_names()) known_name = known_name || g == s;

@@ -257,6 +257,12 @@ std::string compare(const Candidate& w, const Candidate& u, const char* who) {
 }  // namespace
 
 std::string explain(const PlanResult& r) {
+  if (r.ranked.empty() && r.skipped_budget > 0)
+    return detail::concat("No configuration that fits in ", human_bytes(r.memory_limit),
+                          " per device was found within the time budget (", r.enumerated,
+                          " built, ", r.simulated, " simulated, ", r.over_memory,
+                          " of them over memory, ", r.skipped_budget,
+                          " not simulated); raise --time-budget.");
   if (r.ranked.empty())
     return detail::concat(
         "No configuration fits in ", human_bytes(r.memory_limit), " per device (", r.enumerated,
