@@ -63,4 +63,8 @@ fi
 one_line_2 "must be cpu or cuda" "$loom" profile --device tpu
 one_line_2 "add --device cuda" "$loom" profile --base "$src/clusters/h200.toml"
 one_line_2 "not found" "$loom" profile --device cuda --base "$tmp/none.toml"
+# A bad --out or --seconds is refused before a minute of measuring, not after it.
+one_line_2 "is a folder" timeout 10 "$loom" profile --out "$tmp" --config "$src/configs/gpt-fortunes.toml"
+one_line_2 "is a folder" "$loom" profile --device cuda --base "$src/clusters/h200.toml" --out "$tmp"
+one_line_2 "--seconds must be more than 0" "$loom" profile --seconds 0
 echo "ok: profile -> $blocks blocks; simulate: $(grep 'step time' "$tmp/sim")"

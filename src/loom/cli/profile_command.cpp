@@ -44,6 +44,13 @@ std::string measured_name(const std::string& base) {
   return (dot == std::string::npos ? base : base.substr(0, dot)) + "-measured.toml";
 }
 
+// --seconds: the measurement window, more than 0.
+double seconds(const flags::Parsed& a) {
+  const double s = config::parse_duration(a.get("seconds"));
+  if (!(s > 0)) LOOM_USAGE("--seconds must be more than 0, got '", a.get("seconds"), "'; e.g. 1s");
+  return s;
+}
+
 }  // namespace
 
 int profile_command(const std::vector<std::string>& args) {
@@ -71,7 +78,7 @@ int profile_command(const std::vector<std::string>& args) {
     if (a.has("slowdown-mb")) {
       child.config = a.get("config");
       child.slowdown_mb = flags::to_int("slowdown-mb", a.get("slowdown-mb"), 1, 1 << 16);
-      if (a.has("seconds")) child.seconds = config::parse_duration(a.get("seconds"));
+      if (a.has("seconds")) child.seconds = seconds(a);
     }
     profile::run_link_child(child);
     return 0;
@@ -85,7 +92,8 @@ int profile_command(const std::vector<std::string>& args) {
     const std::string base_path = a.get("base", "clusters/h200.toml");
     plan::Cluster base = plan::load_cluster(base_path);  // first: a bad file fails fast
     const std::string out_path = a.get("out", measured_name(base_path));
-    const double budget = a.has("seconds") ? config::parse_duration(a.get("seconds")) : 1.0;
+    const double budget = a.has("seconds") ? seconds(a) : 1.0;
+    profile::check_cluster_path(out_path);
     profile::require_gpu();
     std::cerr << "loom profile: bf16 products, a copy, the attention kernel and AdamW on GPU 0\n";
     const profile::DeviceMeasurements m = profile::measure_cuda(budget);
@@ -114,8 +122,9 @@ int profile_command(const std::vector<std::string>& args) {
     for (const std::string& item : flags::split_list(a.get("tp")))
       o.tp_degrees.push_back(flags::to_int("tp", item, 1, 1 << 10));
   }
-  if (a.has("seconds")) o.seconds = config::parse_duration(a.get("seconds"));
+  if (a.has("seconds")) o.seconds = seconds(a);
   o.links = !a.has("no-comm");
+  profile::check_cluster_path(out_path);
   o.alone = a.has("alone");
   std::optional<profile::Measured> m = profile::measure(o);
   if (!m) return 0;  // a rank other than 0 under mpirun
