@@ -75,6 +75,9 @@ if [[ $mode == local ]]; then
   expect_usage schedule_shape "1f1b" -- train --config "$good" --nproc 2 --pp 2 --loops 2 --schedule 1f1b
   expect_usage zbv_loops "set --loops 2" -- train --config "$good" --nproc 2 --pp 2 --schedule zbv
   expect_usage too_few_blocks "blocks" -- train --config "$good" --nproc 4 --pp 4 --loops 2 --schedule bfs
+  # The timeline is written after the last step; its path is checked before the first.
+  expect_usage trace_into_folder "is a folder, not a file; pass a writable file path to --output.trace" \
+    -- train --config "$good" --nproc 2 --output.trace "$tmp"
   # A hand-written schedule that lacks an action: one line naming the file and the action, and
   # `loom schedule --file` shows where (its grid follows the line).
   printf '# pp=2 loops=1 microbatches=2 name=x\n0F0,0F1,0B0,0B1\n1F0,1F1,1B1\n' >"$tmp/bad.csv"

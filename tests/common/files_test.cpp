@@ -181,3 +181,29 @@ TEST_F(Files, AFailedWriteInsideAnAtomicFolderLeavesNothing) {
   }
   EXPECT_TRUE(fs::is_empty(at("deep")));
 }
+
+TEST_F(Files, AWritablePathIsCheckedBeforeTheWork) {
+  const std::string fix = "pass another --out";
+  auto refusal = [&](const std::string& path, bool make_folder) -> std::string {
+    try {
+      loom::check_writable_path(path, fix, make_folder);
+    } catch (const loom::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal("", false).find("empty; " + fix), std::string::npos);
+  EXPECT_NE(refusal(dir_.string(), false).find("is a folder, not a file; " + fix),
+            std::string::npos);
+  EXPECT_NE(refusal(at("no/f.toml"), false).find("does not exist; " + fix), std::string::npos);
+  EXPECT_EQ(refusal(at("f.toml"), false), "");
+  EXPECT_EQ(refusal(at("made/f.toml"), true), "");
+  EXPECT_TRUE(fs::is_directory(at("made")));
+  EXPECT_FALSE(fs::exists(at("f.toml")));  // only checked, and the probe is gone
+  EXPECT_EQ(std::distance(fs::directory_iterator(at("made")), {}), 0);
+  if (::geteuid() != 0) {  // root writes into a read-only folder
+    fs::create_directories(at("ro"));
+    fs::permissions(at("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_NE(refusal(at("ro/f.toml"), false).find("cannot write into"), std::string::npos);
+  }
+}

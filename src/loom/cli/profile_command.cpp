@@ -4,6 +4,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/config/config.h"
 #include "loom/flags/flags.h"
 #include "loom/plan/cluster.h"
@@ -43,6 +44,8 @@ std::string measured_name(const std::string& base) {
   const size_t dot = base.rfind(".toml");
   return (dot == std::string::npos ? base : base.substr(0, dot)) + "-measured.toml";
 }
+
+constexpr const char* kOutFix = "pass a writable file path such as clusters/mine.toml to --out";
 
 // --seconds: the measurement window, more than 0.
 double seconds(const flags::Parsed& a) {
@@ -93,7 +96,7 @@ int profile_command(const std::vector<std::string>& args) {
     plan::Cluster base = plan::load_cluster(base_path);  // first: a bad file fails fast
     const std::string out_path = a.get("out", measured_name(base_path));
     const double budget = a.has("seconds") ? seconds(a) : 1.0;
-    profile::check_cluster_path(out_path);
+    check_writable_path(out_path, kOutFix, true);  // before a minute of measuring
     profile::require_gpu();
     std::cerr << "loom profile: bf16 products, a copy, the attention kernel and AdamW on GPU 0\n";
     const profile::DeviceMeasurements m = profile::measure_cuda(budget);
@@ -124,7 +127,7 @@ int profile_command(const std::vector<std::string>& args) {
   }
   if (a.has("seconds")) o.seconds = seconds(a);
   o.links = !a.has("no-comm");
-  profile::check_cluster_path(out_path);
+  check_writable_path(out_path, kOutFix, true);  // before a minute of measuring
   o.alone = a.has("alone");
   std::optional<profile::Measured> m = profile::measure(o);
   if (!m) return 0;  // a rank other than 0 under mpirun

@@ -119,6 +119,22 @@ void AtomicFolder::commit() {
   fsync_folder(fs::path(tmp_).parent_path());
 }
 
+void check_writable_path(const std::string& path, const std::string& usage_fix, bool make_folder) {
+  std::error_code ec;
+  if (path.empty()) throw UsageError(detail::concat("the file path is empty; ", usage_fix));
+  if (fs::is_directory(path, ec))
+    throw UsageError(detail::concat("'", path, "' is a folder, not a file; ", usage_fix));
+  const fs::path folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  if (make_folder) fs::create_directories(folder, ec);
+  if (!fs::is_directory(folder, ec))
+    throw UsageError(detail::concat("the folder of '", path, "' does not exist; ", usage_fix));
+  const std::string probe = (folder / (".loom-write-test-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("write into", folder.string(), errno, usage_fix);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 void write_file_atomic(const std::string& path, std::string_view content,
                        const std::string& usage_fix) {
   AtomicFile f(path, usage_fix);

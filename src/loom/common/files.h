@@ -52,6 +52,12 @@ class AtomicFolder {
   bool committed_ = false;
 };
 
+// Before long work whose result goes to the file `path`: UsageError ending in "; usage_fix"
+// when `path` is empty or a folder, or its folder is missing (made when `make_folder`) or
+// cannot be written (a probe file is created and removed there).
+void check_writable_path(const std::string& path, const std::string& usage_fix,
+                         bool make_folder = false);
+
 // `content` into `path` through an AtomicFile (on failure `path` keeps its old content).
 void write_file_atomic(const std::string& path, std::string_view content,
                        const std::string& usage_fix = "");

@@ -16,12 +16,9 @@
 #include "loom/profile/profile.h"
 
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -269,19 +266,6 @@ std::string profile_date() {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
   return date;
-}
-
-void check_cluster_path(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (path.empty() || fs::is_directory(path, ec))
-    LOOM_USAGE("--out '", path, "' ", path.empty() ? "is empty" : "is a folder",
-               "; pass a file path such as clusters/mine.toml");
-  const fs::path folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
-  fs::create_directories(folder, ec);
-  if (ec || ::access(folder.c_str(), W_OK) != 0)
-    LOOM_USAGE("cannot write into '", folder.string(), "' (",
-               ec ? ec.message() : std::strerror(errno), "); pass a writable path to --out");
 }
 
 void write_cluster(const plan::Cluster& c, const std::string& path) {

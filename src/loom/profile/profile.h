@@ -36,9 +36,6 @@ std::string profile_date();
 
 // Writes `c` to `path` (folders created, replaced atomically) after checking it reads back.
 void write_cluster(const plan::Cluster& c, const std::string& path);
-// Before measuring: UsageError naming --out when `path` is a folder or its folder cannot be made
-// or written (the measurements take a minute; a bad --out should not waste it).
-void check_cluster_path(const std::string& path);
 
 // The ranks that measure() starts for the link measurement, as
 //   mpirun -n 2 <this executable> profile --comm-child FILE

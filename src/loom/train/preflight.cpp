@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "loom/common/error.h"
+#include "loom/common/files.h"
 #include "loom/data/dataset.h"
 #include "loom/data/tokenizer.h"
 #include "loom/model/compute.h"
@@ -54,6 +55,15 @@ void prepare_output_dir(const config::OutputConfig& o) {
   check_run_folder(o);
   const std::string& dir = o.dir;
   std::error_code ec;
+  // The timeline is written after the last step: a bad path must not wait until then. It is
+  // checked before the run's folder is made (a refusal leaves no folder behind), or after, when
+  // it goes into that folder.
+  constexpr const char* kTraceFix = "pass a writable file path to --output.trace, or leave it out";
+  const fs::path trace_folder = fs::path(o.trace).parent_path();
+  const bool trace_in_run_folder =
+      !o.trace.empty() && fs::weakly_canonical(trace_folder.empty() ? "." : trace_folder, ec) ==
+                              fs::weakly_canonical(dir, ec);
+  if (!o.trace.empty() && !trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     LOOM_USAGE("cannot create output folder '", dir, "' (", ec ? ec.message() : "not a folder",
@@ -66,6 +76,7 @@ void prepare_output_dir(const config::OutputConfig& o) {
                  "' is not writable; pass a writable folder with --output.dir");
   }
   fs::remove(probe, ec);
+  if (trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
   lock_output_folder(dir);
 }
 
