@@ -74,6 +74,31 @@ else
   fail "resume metrics: $(grep -o '^{"step": [0-9]*' "$tmp/R/metrics.jsonl" | tr '\n' ' ')"
 fi
 
+# A resume that changes the run's course names each setting it changes, in one line; another
+# layout alone (more micro-batches) continues the same run and says nothing of the kind. The
+# settings travel with a consolidated checkpoint.
+course="with settings its run did not have"
+train --output.dir "$tmp/C1" --resume "$A/checkpoint/step-000002" --lr 0.002 --seed 7 --microbatches 2
+if [[ $? -eq 0 && $(grep -c "$course" "$tmp/stderr") -eq 1 ]] &&
+   grep -q "$course: train.lr 0.0003 -> 0.002, train.seed 1234 -> 7; from here" "$tmp/stderr"; then
+  ok "changed course named: $(grep "$course" "$tmp/stderr")"
+else
+  fail "changed course: $(cat "$tmp/stderr")"
+fi
+train --output.dir "$tmp/C2" --resume "$A/checkpoint/step-000002" --microbatches 2 --eval-every 1
+if [[ $? -eq 0 ]] && ! grep -q "$course" "$tmp/stderr"; then
+  ok "another layout: no change of course reported"
+else
+  fail "another layout reported: $(cat "$tmp/stderr")"
+fi
+"$loom" checkpoint convert "$A/checkpoint/step-000002" --out "$tmp/C3" >/dev/null 2>&1 &&
+  train --output.dir "$tmp/C4" --resume "$tmp/C3" --lr 0.003
+if [[ $? -eq 0 ]] && grep -q "$course: train.lr 0.0003 -> 0.003;" "$tmp/stderr"; then
+  ok "a consolidated checkpoint keeps its run's settings"
+else
+  fail "consolidated checkpoint's settings: $(cat "$tmp/stderr")"
+fi
+
 # Debris of a crash during a save: temporary files and a step folder without a manifest.
 mkdir -p "$A/checkpoint/step-000009"
 touch "$A/checkpoint/latest.tmp4242" "$A/checkpoint/step-000009/rank-00000.pt.tmp" \

@@ -16,6 +16,7 @@
 #include "loom/train/checkpoint.h"
 #include "loom/train/chunk_file.h"
 #include "loom/train/fault_injection.h"
+#include "loom/train/resume_check.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;
@@ -191,7 +192,8 @@ void prune_own(const fs::path& root, size_t keep, int rank) {
 // `latest`, then the pruning of the oldest.
 // m: the run's description (Checkpointer::this_run()).
 void write_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_t steps_done,
-                    const fs::path& dir, const fs::path& root, size_t keep) {
+                    const fs::path& dir, const fs::path& root, size_t keep,
+                    const std::string& config_toml) {
   m.step = steps_done;
   for (size_t q = 0; q * per < all.size(); ++q) {
     const int64_t* f = &all[per * q];
@@ -204,10 +206,30 @@ void write_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_
       if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
     m.files.push_back(std::move(file));
   }
+  // The run's settings, for a resume to say what it changes (resume_check.h: changed_course).
+  write_file_atomic((dir / "config.toml").string(), config_toml);
   inject_disk_full(0, steps_done, "manifest-disk-full", (dir / "manifest.json").string());
   write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
   write_file_atomic((root / "latest").string(), dir.filename().string() + "\n");
   prune(root, keep);
+}
+
+// One line when the resumed run's settings change its course from the saved run's (its
+// config.toml in the step folder; a checkpoint without one, or an unreadable one, says nothing).
+void report_changed_course(const std::string& dir, int64_t step, const config::Config& now) {
+  const fs::path file = fs::path(dir) / "config.toml";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  std::string changes;
+  try {
+    changes =
+        changed_course(config::from_toml_string(read_file(file.string()), file.string()), now);
+  } catch (const Error&) {  // written by another version of loom: nothing to compare with
+    return;
+  }
+  if (!changes.empty())
+    log::info0(detail::concat("resuming step ", step, " with settings its run did not have: ",
+                              changes, "; from here the run takes another course"));
 }
 
 }  // namespace
@@ -275,7 +297,7 @@ std::string Checkpointer::save(int64_t steps_done) {
     if (world_.rank() == 0) {
       try {
         write_manifest(this_run(), all, per, steps_done, dir, root,
-                       static_cast<size_t>(cfg_.output.keep));
+                       static_cast<size_t>(cfg_.output.keep), config::to_toml(cfg_));
       } catch (const Error& e) {
         failure = e.what();
         manifest_failed = true;
@@ -293,7 +315,10 @@ std::string Checkpointer::save(int64_t steps_done) {
     // Not when it may be the intact one (the step this run resumed from, written again).
     if (steps_done != previous_) {
       std::error_code ec;
-      if (world_.rank() == 0) fs::remove(dir / "manifest.json", ec);
+      if (world_.rank() == 0) {
+        fs::remove(dir / "manifest.json", ec);
+        fs::remove(dir / "config.toml", ec);
+      }
       fs::remove(file, ec);
       world_.barrier()->wait();
       fs::remove(dir, ec);  // only if empty: with a shared file system, one rank removes it
@@ -325,6 +350,7 @@ int64_t Checkpointer::load(const std::string& path) {
   const Manifest run = this_run();
   const std::string reshard = check_resumable(saved, run, dir);
   if (!reshard.empty()) log::info0(reshard);
+  if (world_.rank() == 0) report_changed_course(dir, saved.step, cfg_);
   if (saved.blocks != run.blocks)
     LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
                run.blocks, "; resume it with the model that wrote it");

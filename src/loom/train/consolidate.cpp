@@ -32,6 +32,9 @@ void write_consolidated(const CheckpointContents& c, const std::string& out) {
   for (int s = 0; s < m.pp * m.loops; ++s) f.stages.push_back(s);
   m.files = {f};
   write_file_atomic(folder.file(f.name), bytes);
+  // The run's settings go along, for a resume to say what it changes.
+  if (const fs::path config = fs::path(c.dir) / "config.toml"; fs::exists(config, ec))
+    write_file_atomic(folder.file("config.toml"), read_file(config.string()));
   write_file_atomic(folder.file("manifest.json"), manifest_to_json(m));
   folder.commit();
 }

@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "loom/common/error.h"
 #include "loom/train/checkpoint.h"
@@ -20,11 +23,80 @@ void check_resume_target(const config::Config& cfg, const Resolved& r, int world
 
 namespace {
 
+// "section.key" -> value, from to_toml's "key = value  # help" lines.
+std::map<std::string, std::string> settings_of(const config::Config& c) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(config::to_toml(c));
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.size() > 2 && line.front() == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos || line.front() == '#') continue;
+    const size_t help = line.find("  # ", eq);
+    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3, help - eq - 3);
+  }
+  return out;
+}
+
+// Settings that do not change where the parameters go: the layout and how it runs (a resume
+// under another layout continues the same run, to rounding), evaluation, output.
+bool layout_or_output(const std::string& key) {
+  static const std::set<std::string> keys = {"train.microbatches",
+                                             "train.eval_every",
+                                             "train.eval_batches",
+                                             "train.threads",
+                                             "train.device",
+                                             "train.cpu_gemm",
+                                             "parallel.dp",
+                                             "parallel.pp",
+                                             "parallel.tp",
+                                             "parallel.sequence_parallel",
+                                             "parallel.loops",
+                                             "parallel.schedule",
+                                             "parallel.schedule_file",
+                                             "parallel.partition",
+                                             "parallel.comm",
+                                             "parallel.bucket_mib",
+                                             "parallel.reshard_after_forward",
+                                             "parallel.max_unsharded",
+                                             "parallel.recompute",
+                                             "parallel.placement"};
+  return keys.count(key) || key.rfind("output.", 0) == 0 || key.rfind("emulate.", 0) == 0;
+}
+
+// A dp-mode's own section counts only when one of the two runs used that mode.
+bool unused_mode_section(const std::string& key, const config::Config& a, const config::Config& b) {
+  const std::string section = key.substr(0, key.find('.'));
+  auto uses = [&](const config::Config& c) {
+    const std::string mode = config::name_of(c.parallel.dp_mode);
+    return mode == section || (section == "diloco" && mode == "streaming-diloco");
+  };
+  const bool mode_section =
+      section == "slim" || section == "quant" || section == "diloco" || section == "powersgd";
+  return mode_section && !uses(a) && !uses(b);
+}
+
 std::string checkpoint_root(const config::Config& cfg) {
   return (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
 }
 
 }  // namespace
+
+std::string changed_course(const config::Config& was, const config::Config& now) {
+  const auto before = settings_of(was), after = settings_of(now);
+  std::string out;
+  for (const auto& [key, value] : after) {
+    const auto it = before.find(key);
+    if (it == before.end() || it->second == value || layout_or_output(key) ||
+        unused_mode_section(key, was, now))
+      continue;
+    out += (out.empty() ? "" : ", ") + key + " " + it->second + " -> " + value;
+  }
+  return out;
+}
 
 std::string job_checkpoint(const config::Config& cfg, double since) {
   std::string dir;

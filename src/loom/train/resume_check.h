@@ -13,6 +13,14 @@ namespace loom::train {
 // Does nothing when output.resume is empty; otherwise throws UsageError with one line.
 void check_resume_target(const config::Config& cfg, const Resolved& r, int world);
 
+// What a resume changes in the run's course: the settings of `now` that differ from `was` (the
+// run that wrote the checkpoint) among those that shape the parameters' path — model, data,
+// optimizer, learning-rate schedule, steps, seed, precision, the dp-mode and its own settings —
+// as "train.lr 0.001 -> 0.002, train.steps 20 -> 40"; "" when none. The layout (dp, pp, tp,
+// loops, schedule, micro-batches, recomputation), the backend, evaluation and output do not
+// count: a resume under another layout continues the same run.
+std::string changed_course(const config::Config& was, const config::Config& now);
+
 // The newest complete checkpoint under output.dir/checkpoint whose manifest was written at or
 // after `since` (seconds since the epoch): its step folder's name ("step-00000040"), "" for
 // none. Only a checkpoint of this job is a resume point, not an older run's in the same folder.
