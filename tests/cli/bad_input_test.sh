@@ -169,7 +169,20 @@ if [[ $mode == local ]]; then
     else
       echo "FAIL oversubscribed: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
     fi
+    # The same for one process whose compute threads outnumber the cores.
+    taskset -c 0 "$loom" train --config "$good" --threads 2 --steps 1 \
+      --output.dir "$tmp/oversubscribed-threads" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [[ $rc -eq 0 ]] &&
+       grep -q "^loom: warning: 1 rank of 2 compute threads (train.threads) on 1 core;" "$tmp/stderr"; then
+      echo "ok   oversubscribed_threads: $(grep '^loom: warning' "$tmp/stderr")"; passes=$((passes + 1))
+    else
+      echo "FAIL oversubscribed_threads: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+    fi
   fi
+  # A thread count no machine has (100000 threads brought this one to a halt) is refused.
+  expect_usage too_many_threads "train.threads must be in 1..1024" -- train --config "$good" \
+    --nproc 2 --threads 100000
   expect_usage bad_nproc "--nproc" -- train --config "$good" --nproc zero
   expect_usage bad_comm "parallel.comm" -- train --config "$good" --nproc 2 --comm infiniband
   expect_usage nccl_on_cpu "add --device cuda" -- train --config "$good" --nproc 2 --comm nccl

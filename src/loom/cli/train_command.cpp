@@ -140,12 +140,14 @@ int run_with_restarts(
   }
 }
 
-// More ranks than cores still trains, slowly: one line says so.
-void warn_oversubscribed(int nproc) {
+// More ranks (or their compute threads) than cores still trains, slowly: one line says so.
+void warn_oversubscribed(int nproc, int64_t threads) {
   const int cores = usable_cores();
-  if (nproc > cores)
-    std::fprintf(stderr, "loom: warning: %d ranks on %d core%s; every step will be slower\n", nproc,
-                 cores, cores == 1 ? "" : "s");
+  if (nproc * threads <= cores) return;
+  const std::string each =
+      threads > 1 ? detail::concat(" of ", threads, " compute threads (train.threads)") : "";
+  std::fprintf(stderr, "loom: warning: %d rank%s%s on %d core%s; every step will be slower\n",
+               nproc, nproc == 1 ? "" : "s", each.c_str(), cores, cores == 1 ? "" : "s");
 }
 
 int local_world_size(int nproc) {
@@ -217,7 +219,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     train::check_resume_target(cfg, r, n);
     train::check_memory(cfg, r, n);
     train::prepare_output_dir(cfg.output);
-    warn_oversubscribed(n);
+    warn_oversubscribed(n, cfg.train.threads);
     // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;
     if (a.has("config")) pass = {"--config", a.get("config")};
@@ -275,6 +277,7 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     mesh = train::preflight(cfg, w.size(), /*check_output=*/false);
     if (w.size() == 1) train::check_memory(cfg, mesh, 1);
     if (w.rank() == 0) train::prepare_output_dir(cfg.output);
+    if (w.size() == 1) warn_oversubscribed(1, cfg.train.threads);
   } catch (const UsageError& e) {
     problem = e.what();
   }

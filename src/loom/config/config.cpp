@@ -339,7 +339,7 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(train, eval_batches), "batches of global_batch samples per evaluation",
        int_range(1)},
       {LOOM_FIELD(train, seed), "random seed", seed_range()},
-      {LOOM_FIELD(train, threads), "compute threads per rank", int_range(1)},
+      {LOOM_FIELD(train, threads), "compute threads per rank", int_range(1, 1024)},
       {LOOM_FIELD(train, on_nan),
        "a step whose loss or gradient norm is not finite: stop "
        "(exit 1 naming the step, before its update) or skip (no update for that step)",
