@@ -316,7 +316,9 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(data, tokenizer),
        "text: SentencePiece model file (loom tokenizer train); empty = bytes (256 tokens)",
        {}},
-      {LOOM_FIELD(data, synthetic_size), "samples in the synthetic data set", int_range(1)},
+      {LOOM_FIELD(data, synthetic_size),
+       "samples in the synthetic data set (the sampler keeps 8 bytes a sample per rank)",
+       int_range(1, int64_t{1} << 26)},
       {LOOM_FIELD(data, test_fraction), "held-out tail of the text", float_range(0, true, 1)},
 
       {LOOM_FIELD(train, steps), "optimizer steps", int_range(0)},
