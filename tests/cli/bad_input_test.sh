@@ -321,6 +321,17 @@ else
   else
     echo "FAIL launcher_torch_error: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
+  # An allocation that fails: what it means, not "std::bad_alloc" alone.
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=out-of-memory timeout 120 "$loom" train \
+    --config "$good" --nproc 2 --comm gloo --steps 5 --output.dir "$tmp/g6" >"$tmp/stdout" \
+    2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -eq 1 ]] &&
+     grep -q "^\[rank 1\] loom: error: out of memory: an allocation failed (std::bad_alloc); lower" "$tmp/stderr"; then
+    echo "ok   launcher_out_of_memory: $(grep 'loom: error' "$tmp/stderr")"; passes=$((passes + 1))
+  else
+    echo "FAIL launcher_out_of_memory: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
   LOOM_COMM_TIMEOUT_S=3 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=hang timeout 120 \
     "$loom" train --config "$good" --nproc 2 --comm gloo --steps 5 --output.dir "$tmp/g3" \
     >"$tmp/stdout" 2>"$tmp/stderr"

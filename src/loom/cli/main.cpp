@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,10 @@ int main(int argc, char** argv) {
     loom::comm::exit_alone(2);
   } catch (const c10::Error& e) {  // what() carries a C++ backtrace: the message alone
     runtime_failure(one_line(e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {  // its what() is "std::bad_alloc": say what it means
+    runtime_failure(
+        "out of memory: an allocation failed (std::bad_alloc); lower the batch, the model or the "
+        "ranks on this machine (loom simulate --from-config shows the memory per rank)");
   } catch (const std::exception& e) {
     runtime_failure(e.what());
   }

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -48,6 +49,7 @@ void maybe_inject_fault(int rank, int64_t step) {
     return;
   TORCH_CHECK(kind != "torch-error", "LOOM_FAULT_KIND=torch-error on rank ", rank, " at step ",
               step);
+  if (kind == "out-of-memory") throw std::bad_alloc();
   const bool hang = fault_kind() == "hang";
   std::fprintf(stderr, "[rank %d] LOOM_FAULT_RANK: %s this rank at step %lld\n", rank,
                hang ? "hanging" : "killing", static_cast<long long>(step));

@@ -3,7 +3,8 @@
 // save loses nothing: LOOM_FAULT_RANK=r LOOM_FAULT_STEP=s kills rank r (SIGKILL, no clean-up)
 // at step s; with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps until
 // SIGTERM or SIGINT), so that the others' timeouts fire; with torch-error it fails a torch
-// check (an unexpected library error); nan and disk-full below. Only the first attempt of a
+// check (an unexpected library error), with out-of-memory it throws std::bad_alloc; nan and
+// disk-full below. Only the first attempt of a
 // job fails: under loom train --max-restarts the launcher sets LOOM_RESTART_COUNT, and a
 // restart (> 0) runs clean.
 #include <cstdint>
