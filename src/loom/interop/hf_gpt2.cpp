@@ -81,7 +81,7 @@ config::ModelConfig from_config(const json& cfg, const std::string& from, int64_
   c.seq_len = context_length(seq_len, positions);
   if (c.seq_len > positions)
     LOOM_USAGE("--seq-len ", c.seq_len, " exceeds the model's ", positions,
-               " learned positions (n_positions)");
+               " learned positions (n_positions); give --seq-len ", positions, " or less");
   const int64_t inner = value_or<int64_t>(cfg, from, "n_inner", 4 * c.width);
   if (inner != 4 * c.width)
     LOOM_USAGE("'", from, "' has n_inner ", inner, "; loom's GPT has an MLP of 4 x ",
