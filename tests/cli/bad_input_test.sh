@@ -78,6 +78,13 @@ if [[ $mode == local ]]; then
   # The timeline is written after the last step; its path is checked before the first.
   expect_usage trace_into_folder "is a folder, not a file; pass a writable file path to --output.trace" \
     -- train --config "$good" --nproc 2 --output.trace "$tmp"
+  # ... and a timeline inside the run's own folder, not made yet, is fine (however it is spelled).
+  if "$loom" train --config "$good" --steps 1 --output.dir "$tmp/traced/" \
+    --output.trace "$tmp/traced/t.json" >"$tmp/stdout" 2>"$tmp/stderr" && [[ -s $tmp/traced/t.json ]]; then
+    echo "ok   trace_in_new_run_folder"; passes=$((passes + 1))
+  else
+    echo "FAIL trace_in_new_run_folder"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
   # A hand-written schedule that lacks an action: one line naming the file and the action, and
   # `loom schedule --file` shows where (its grid follows the line).
   printf '# pp=2 loops=1 microbatches=2 name=x\n0F0,0F1,0B0,0B1\n1F0,1F1,1B1\n' >"$tmp/bad.csv"

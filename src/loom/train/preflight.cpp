@@ -59,10 +59,12 @@ void prepare_output_dir(const config::OutputConfig& o) {
   // checked before the run's folder is made (a refusal leaves no folder behind), or after, when
   // it goes into that folder.
   constexpr const char* kTraceFix = "pass a writable file path to --output.trace, or leave it out";
-  const fs::path trace_folder = fs::path(o.trace).parent_path();
+  auto folder_of = [&](fs::path p) {  // absolute, without "..", "." or a trailing "/"
+    p = fs::weakly_canonical(p.empty() ? "." : p, ec).lexically_normal();
+    return p.has_filename() ? p : p.parent_path();
+  };
   const bool trace_in_run_folder =
-      !o.trace.empty() && fs::weakly_canonical(trace_folder.empty() ? "." : trace_folder, ec) ==
-                              fs::weakly_canonical(dir, ec);
+      !o.trace.empty() && folder_of(fs::path(o.trace).parent_path()) == folder_of(dir);
   if (!o.trace.empty() && !trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
