@@ -2,6 +2,9 @@
 
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
+#if LOOM_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 #include <cstdlib>
 
@@ -28,6 +31,21 @@ std::string why_no_gpu() {
   // (torch::hasCUDA() cannot tell the two apart: it is false in a CUDA build without a GPU.)
   return LOOM_HAVE_CUDA ? "no GPU or no driver on this machine, or CUDA_VISIBLE_DEVICES hides them"
                         : "this loom was built without CUDA: no CUDA toolkit at build time";
+}
+
+GpuMemory gpu_memory() {
+  GpuMemory g;
+#if LOOM_HAVE_CUDA
+  g.count = cuda_count();
+  for (int i = 0; i < g.count; ++i) {
+    const auto* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
+    if (i == 0 || static_cast<double>(p->totalGlobalMem) < g.bytes) {
+      g.bytes = static_cast<double>(p->totalGlobalMem);
+      g.name = p->name;
+    }
+  }
+#endif
+  return g;
 }
 
 void check_device(config::Device d) {

@@ -26,6 +26,14 @@ int local_rank();
 // Why this process sees no GPU ("no GPU or no driver on this machine, ...", or that this loom
 // was built without CUDA); empty when it sees one.
 std::string why_no_gpu();
+// The GPUs this process sees: how many, and the smallest one's memory and name; count 0
+// without a GPU.
+struct GpuMemory {
+  int count = 0;
+  double bytes = 0;
+  std::string name;
+};
+GpuMemory gpu_memory();
 // Throws UsageError naming the fix when `d` is cuda and no GPU is visible.
 void check_device(config::Device d);
 // The device of a rank with local rank `local` (throws UsageError naming the fix when cuda is

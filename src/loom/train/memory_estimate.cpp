@@ -4,6 +4,7 @@
 #include <string>
 
 #include "loom/common/error.h"
+#include "loom/model/compute.h"
 #include "loom/plan/evaluate.h"
 #include "loom/train/report.h"
 
@@ -21,7 +22,7 @@ devices = 4096
 memory_gb = 1000000
 memory_bandwidth_gbs = 10
 precision = "fp32"
-peak_tflops = { fp32 = 1.0 }
+peak_tflops = { fp32 = 1.0, bf16 = 1.0 }
 [efficiency]
 gemm_size = [1.0]
 gemm = [1.0]
@@ -81,7 +82,9 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   p.reshard_after_forward = cfg.parallel.reshard_after_forward;
   p.max_unsharded = static_cast<int>(cfg.parallel.max_unsharded);
   p.recompute = cfg.parallel.recompute;
-  return plan::evaluate(m, p, nominal_cluster()).sim.peak_memory();
+  plan::EvalOptions eo;
+  eo.precision = cfg.train.precision == config::Precision::Bf16 ? "bf16" : "fp32";
+  return plan::evaluate(m, p, nominal_cluster(), eo).sim.peak_memory();
 }
 
 void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
@@ -90,21 +93,36 @@ void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
     model = estimate_rank_bytes(cfg, r);
   } catch (const UsageError&) {  // a layout the planner does not model: the baseline only
   }
+  constexpr const char* kFix =
+      "use fewer ranks, more pipeline stages, --dp-mode zero3 or a smaller model (loom simulate "
+      "--from-config shows the breakdown)";
+  // On GPUs the model lives in the GPU's memory (ranks beyond the GPUs share one), the host
+  // holds each process's libraries.
+  const bool gpu = cfg.train.device == config::Device::Cuda;
+  if (gpu && model > 0) {
+    const model::GpuMemory g = model::gpu_memory();
+    const int per_gpu = g.count > 0 ? (nproc + g.count - 1) / g.count : 0;
+    if (per_gpu > 0 && model * per_gpu > g.bytes)
+      LOOM_USAGE(
+          per_gpu == 1 ? std::string("a rank") : detail::concat(per_gpu, " ranks on one GPU"),
+          " of this model need", per_gpu == 1 ? "s" : "", " about ", human_bytes(model * per_gpu),
+          " of GPU memory (parameters, gradients, optimizer "
+          "state, activations), ",
+          g.name, " has ", human_bytes(g.bytes), "; ", kFix);
+  }
   const double baseline = process_baseline_bytes();
-  const double per_rank = model + baseline;
+  const double per_rank = (gpu ? 0 : model) + baseline;
   const double have = available_bytes();
   if (per_rank <= 0 || have <= 0 || per_rank * nproc <= have) return;
-  const std::string parts =
-      detail::concat(model > 0 ? "parameters, gradients, optimizer state, activations and " : "",
-                     human_bytes(baseline), " of libraries per process");
+  const std::string parts = detail::concat(
+      model > 0 && !gpu ? "parameters, gradients, optimizer state, activations and " : "",
+      human_bytes(baseline), " of libraries per process");
   const std::string need =
       nproc == 1
           ? detail::concat("this model needs about ", human_bytes(per_rank), " (", parts, ")")
           : detail::concat(nproc, " ranks of this model need about ", human_bytes(per_rank * nproc),
                            " (", human_bytes(per_rank), " on the largest rank: ", parts, ")");
-  LOOM_USAGE(need, ", this machine has ", human_bytes(have),
-             " available; use fewer ranks, more pipeline stages, --dp-mode zero3 or a smaller "
-             "model (loom simulate --from-config shows the breakdown)");
+  LOOM_USAGE(need, ", this machine has ", human_bytes(have), " available; ", kFix);
 }
 
 }  // namespace loom::train

@@ -12,8 +12,10 @@ namespace loom::train {
 // small, and for a GPT head with a bias).
 double estimate_rank_bytes(const config::Config& cfg, const Resolved& r);
 
-// UsageError (one line) when `nproc` ranks of this configuration are estimated to need more
-// than the memory this machine has available (MemAvailable in /proc/meminfo).
+// UsageError (one line) when `nproc` ranks of this configuration (all on this machine) are
+// estimated to need more than it has available (MemAvailable in /proc/meminfo; each process's
+// libraries count too), or, with train.device = cuda, more than a GPU's memory for the ranks it
+// holds (the host then holds only the libraries).
 void check_memory(const config::Config& cfg, const Resolved& r, int nproc);
 
 }  // namespace loom::train
