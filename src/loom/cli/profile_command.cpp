@@ -127,8 +127,8 @@ int profile_command(const std::vector<std::string>& args) {
   }
   if (a.has("seconds")) o.seconds = seconds(a);
   o.links = !a.has("no-comm");
-  check_writable_path(out_path, kOutFix, true);  // before a minute of measuring
   o.alone = a.has("alone");
+  check_writable_path(out_path, kOutFix, true);  // before a minute of measuring
   std::optional<profile::Measured> m = profile::measure(o);
   if (!m) return 0;  // a rank other than 0 under mpirun
   profile::write_cluster(m->cluster, out_path);

@@ -350,10 +350,10 @@ int64_t Checkpointer::load(const std::string& path) {
   const Manifest run = this_run();
   const std::string reshard = check_resumable(saved, run, dir);
   if (!reshard.empty()) log::info0(reshard);
-  if (world_.rank() == 0) report_changed_course(dir, saved.step, cfg_);
   if (saved.blocks != run.blocks)
     LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
                run.blocks, "; resume it with the model that wrote it");
+  if (world_.rank() == 0) report_changed_course(dir, saved.step, cfg_);
   const int dp_rank = syncs_.begin()->second->dp_rank();
   // This rank's own file holds exactly its state (the ranks may sit in another order).
   const Manifest::File* own =
