@@ -128,11 +128,18 @@ void check_writable_path(const std::string& path, const std::string& usage_fix, 
   if (make_folder) fs::create_directories(folder, ec);
   if (!fs::is_directory(folder, ec))
     throw UsageError(detail::concat("the folder of '", path, "' does not exist; ", usage_fix));
-  const std::string probe = (folder / (".loom-write-test-" + std::to_string(::getpid()))).string();
+  check_writable_folder(folder.string(), usage_fix);
+}
+
+void check_writable_folder(const std::string& folder, const std::string& usage_fix) {
+  const std::string probe =
+      (fs::path(folder) / (".loom-write-test-" + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("write into", folder.string(), errno, usage_fix);
+  if (fd < 0) io_error("write into", folder, errno, usage_fix);
+  const int err = write_all(fd, "x", -1);  // a full disk lets the file be made, not written
   ::close(fd);
   ::unlink(probe.c_str());
+  if (err) io_error("write into", folder, err, usage_fix);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content,

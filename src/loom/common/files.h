@@ -52,9 +52,12 @@ class AtomicFolder {
   bool committed_ = false;
 };
 
+// UsageError ending in "; usage_fix" (naming the system's reason) when a byte cannot be written
+// into the folder: a probe file is created, written and removed there.
+void check_writable_folder(const std::string& folder, const std::string& usage_fix);
 // Before long work whose result goes to the file `path`: UsageError ending in "; usage_fix"
 // when `path` is empty or a folder, or its folder is missing (made when `make_folder`) or
-// cannot be written (a probe file is created and removed there).
+// cannot be written (check_writable_folder).
 void check_writable_path(const std::string& path, const std::string& usage_fix,
                          bool make_folder = false);
 

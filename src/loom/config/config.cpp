@@ -912,4 +912,10 @@ std::string to_toml(const Config& c) {
   return out.str();
 }
 
+std::vector<std::pair<std::string, std::string>> settings(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : schema()) out.emplace_back(f.section + "." + f.name, toml_value(ref(c, f)));
+  return out;
+}
+
 }  // namespace loom::config

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace loom::flags {
@@ -371,6 +372,8 @@ void apply_overrides(Config& c, const std::vector<std::string>& args);
 void validate(const Config& c);
 // Serialized back to TOML (stored next to metrics and checkpoints).
 std::string to_toml(const Config& c);
+// Every field as ("section.name", its value as to_toml writes it), in the schema's order.
+std::vector<std::pair<std::string, std::string>> settings(const Config& c);
 
 // Parsers shared with the CLI: "1Gbit" -> bytes/s, "50us" -> seconds.
 double parse_bandwidth(const std::string& text);

@@ -1,9 +1,6 @@
 #include "loom/train/preflight.h"
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
 
 #include "loom/common/error.h"
 #include "loom/common/files.h"
@@ -70,14 +67,7 @@ void prepare_output_dir(const config::OutputConfig& o) {
   if (ec || !fs::is_directory(dir))
     LOOM_USAGE("cannot create output folder '", dir, "' (", ec ? ec.message() : "not a folder",
                "); pass a writable folder with --output.dir");
-  std::string probe = (fs::path(dir) / (".loom-write-test-" + std::to_string(::getpid()))).string();
-  {
-    std::ofstream f(probe);
-    if (!f || !(f << "x") || !f.flush())
-      LOOM_USAGE("output folder '", dir,
-                 "' is not writable; pass a writable folder with --output.dir");
-  }
-  fs::remove(probe, ec);
+  check_writable_folder(dir, "pass a writable folder with --output.dir");
   if (trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
   lock_output_folder(dir);
 }

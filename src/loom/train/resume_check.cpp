@@ -4,9 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <set>
-#include <sstream>
 
 #include "loom/common/error.h"
 #include "loom/train/checkpoint.h"
@@ -22,24 +20,6 @@ void check_resume_target(const config::Config& cfg, const Resolved& r, int world
 }
 
 namespace {
-
-// "section.key" -> value, from to_toml's "key = value  # help" lines.
-std::map<std::string, std::string> settings_of(const config::Config& c) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(config::to_toml(c));
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (line.size() > 2 && line.front() == '[') {
-      section = line.substr(1, line.find(']') - 1);
-      continue;
-    }
-    const size_t eq = line.find(" = ");
-    if (eq == std::string::npos || line.front() == '#') continue;
-    const size_t help = line.find("  # ", eq);
-    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3, help - eq - 3);
-  }
-  return out;
-}
 
 // Settings that do not change where the parameters go: the layout and how it runs (a resume
 // under another layout continues the same run, to rounding), evaluation, output.
@@ -86,14 +66,13 @@ std::string checkpoint_root(const config::Config& cfg) {
 }  // namespace
 
 std::string changed_course(const config::Config& was, const config::Config& now) {
-  const auto before = settings_of(was), after = settings_of(now);
+  const auto before = config::settings(was), after = config::settings(now);
   std::string out;
-  for (const auto& [key, value] : after) {
-    const auto it = before.find(key);
-    if (it == before.end() || it->second == value || layout_or_output(key) ||
-        unused_mode_section(key, was, now))
+  for (size_t i = 0; i < after.size(); ++i) {  // the same fields in the same order
+    const auto& [key, value] = after[i];
+    if (before[i].second == value || layout_or_output(key) || unused_mode_section(key, was, now))
       continue;
-    out += (out.empty() ? "" : ", ") + key + " " + it->second + " -> " + value;
+    out += (out.empty() ? "" : ", ") + key + " " + before[i].second + " -> " + value;
   }
   return out;
 }
