@@ -41,9 +41,19 @@ if [ -z "$loom" ]; then
     # zstd's and SentencePiece's .pc files say prefix=/usr: read them inside the bundle.
     export PKG_CONFIG_PATH="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$bundle"
   fi
+  # CMake finds nvcc on PATH or through CUDACXX; the toolkit's usual folder if neither says.
+  if [ "$device" = cuda ] && [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null; then
+    for c in /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc; do
+      if [ -x "$c" ]; then export CUDACXX=$c; break; fi
+    done
+  fi
   if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WITH_MPI=OFF \
       -DLOOM_BUILD_TESTS=OFF "-DLOOM_TORCH_DIR=$torch_dir" "${extra[@]}" >"$out/cmake.log" 2>&1; then
     say "build: cmake failed (tail of $out/cmake.log):"; tail -20 "$out/cmake.log" | tee -a "$report"; exit 1
+  fi
+  if [ "$device" = cuda ] && grep -q 'no CUDA toolkit found' "$out/cmake.log"; then
+    say "build: CMake found no CUDA compiler (nvcc not on PATH, CUDACXX unset): a CPU-only build cannot run the check"
+    exit 1
   fi
   if ! cmake --build "$build" --target loom -j "$(nproc)" >"$out/build.log" 2>&1; then
     say "build: failed (tail of $out/build.log):"; tail -30 "$out/build.log" | tee -a "$report"; exit 1

@@ -5,7 +5,8 @@
 # package and library, zlib's headers and shared library, gloo's headers (c10d's Gloo header
 # includes them), nlohmann/json, and zstd and SentencePiece (headers, pkg-config files and
 # shared libraries; bench/gpu_check.sh points pkg-config at the bundle as a sysroot). Copied from this machine's packages
-# (scripts/install-deps.sh installs them); a few MiB.
+# (scripts/install-deps.sh installs them); about 7 MiB. scripts/gpu-rehearsal.sh tries a build
+# with only these.
 #   bash scripts/gpu-bundle.sh [FOLDER]
 set -euo pipefail
 out=${1:-gpu-bundle}

@@ -1,0 +1,43 @@
+# loom_find_library(<target> PKG <module> HEADER <file> LIBS <lib>...): an imported target for a
+# C/C++ library, through pkg-config where the machine has it, else by its header and libraries
+# (each of LIBS, as the module's Libs line names them) on CMAKE_PREFIX_PATH: a machine without
+# pkg-config, such as the lent GPU machine, which builds against gpu-bundle/usr.
+find_package(PkgConfig QUIET)
+
+function(loom_find_library target)
+  cmake_parse_arguments(ARG "" "PKG;HEADER" "LIBS" ${ARGN})
+  if(TARGET ${target})
+    return()
+  endif()
+  string(MAKE_C_IDENTIFIER "LOOM_${ARG_PKG}" var)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(${var} QUIET IMPORTED_TARGET GLOBAL ${ARG_PKG})
+    if(${var}_FOUND)
+      add_library(${target} ALIAS PkgConfig::${var})
+      return()
+    endif()
+  endif()
+  find_path(${var}_INCLUDE_DIR ${ARG_HEADER})
+  set(missing "")
+  if(NOT ${var}_INCLUDE_DIR)
+    set(missing "${ARG_HEADER}")
+  endif()
+  set(libraries "")
+  foreach(lib IN LISTS ARG_LIBS)
+    find_library(${var}_${lib}_LIBRARY NAMES ${lib})
+    if(${var}_${lib}_LIBRARY)
+      list(APPEND libraries "${${var}_${lib}_LIBRARY}")
+    else()
+      list(APPEND missing "lib${lib}")
+    endif()
+  endforeach()
+  if(missing)
+    list(JOIN missing ", " missing)
+    message(FATAL_ERROR "loom: ${ARG_PKG} not found (no pkg-config module, and no ${missing} on "
+                        "CMAKE_PREFIX_PATH); run scripts/install-deps.sh")
+  endif()
+  add_library(${target} INTERFACE IMPORTED GLOBAL)
+  set_target_properties(${target} PROPERTIES INTERFACE_LINK_LIBRARIES "${libraries}"
+                                             INTERFACE_INCLUDE_DIRECTORIES "${${var}_INCLUDE_DIR}")
+  message(STATUS "loom: ${ARG_PKG} without pkg-config: ${libraries}")
+endfunction()
