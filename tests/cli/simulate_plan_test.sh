@@ -2,7 +2,7 @@
 # loom simulate and loom plan agree on what they accept and say what they find in one line:
 # uneven looped splits refused by both, --json's fits field, plan's exit code when nothing
 # fits, --gpus and model flags with --from-config, the recompute and attention choices, the warning for a
-# profile of another processor.
+# profile of another processor, plan's own lists and table, and its best command trained.
 # usage: simulate_plan_test.sh LOOM_BINARY SOURCE_DIR
 set -u
 loom=$1
@@ -105,6 +105,31 @@ expect_exit2 tied_across_stages "--pp 1 --loops 1" -- simulate "${llama[@]}" --g
   --tie-embeddings
 expect_exit2 model_kind "--model must be gpt or llama" -- simulate "${gpt[@]}" --gpus 1 \
   --model mlp
+
+# plan's own lists (--schedules, --dp-modes, --recompute, --attention, --memory-limit) bound
+# the search; the table is printed for people, and its best command trains as it is (gloo,
+# one step: the plan and the runtime agree on what a layout is).
+plan_lists=(plan --from-config "$src/configs/llama-fortunes.toml" --cluster "$src/clusters/this-machine.toml"
+  --gpus 4 --schedules 1f1b,bfs --dp-modes allreduce,zero1 --recompute none,full
+  --attention standard,flash --memory-limit 20GB --top 1000)
+if "$loom" "${plan_lists[@]}" --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  [[ $(grep -c . "$tmp/stdout") -gt 10 ]] &&
+  ! grep -v '"schedule":"\(1f1b\|bfs\)".*"dp_mode":"\(allreduce\|zero1\|none\)".*"recompute":"\(none\|full\)","attention":"\(standard\|flash\)"' \
+    "$tmp/stdout" | grep -q .; then
+  ok "plan_lists: $(grep -c . "$tmp/stdout") configurations, each within the lists"
+else fail "plan_lists"; fi
+if "$loom" "${plan_lists[@]}" --top 3 >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '^loom plan: Llama l=4 h=128 a=4 kv=2 f=384 s=64 V=256 on 4 devices of this-machine, global batch 32, memory limit 20.0 GB$' "$tmp/stdout" &&
+  [[ $(grep -c '^[123] ' "$tmp/stdout") -eq 3 ]] && grep -q ' wins with ' "$tmp/stdout"; then
+  ok "plan_table"
+else fail "plan_table"; fi
+best=$(grep -A1 '^the best as a loom train command' "$tmp/stdout" | tail -1)
+read -r -a best_args <<<"${best#  loom }"
+if [[ ${best_args[0]:-} == train ]] &&
+  "$loom" "${best_args[@]}" --comm gloo --steps 1 --eval-batches 1 --progress false \
+    --output.dir "$tmp/best" >"$tmp/stdout" 2>"$tmp/stderr" && grep -q '"step": 1,' "$tmp/best/metrics.jsonl"; then
+  ok "plan_best_trains: $best"
+else fail "plan_best_trains: $best"; fi
 
 # A shared cluster profiled on another processor: one warning line naming both.
 sed 's/^shared = true$/shared = true\ncpu = "Imaginary CPU 1"/' "$src/clusters/this-machine.toml" |

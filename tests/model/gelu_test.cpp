@@ -41,7 +41,9 @@ TEST(GeluKernel, WithinTheApproximationsBoundOfTheExactValues) {
     // Abramowitz-Stegun's 1.5e-7 on erfc, halved in Φ, times |x|; plus float rounding.
     const double tol = 1.5e-7 * std::max(1.0, std::fabs(double(x[i])));
     EXPECT_NEAR(y[i], exact_gelu(x[i]), tol) << "x = " << x[i];
-    EXPECT_NEAR(dx[i], exact_derivative(x[i]), 2e-7 * std::max(1.0, double(x[i]) * x[i]))
+    // Φ's 0.75e-7 plus the rounding of a dozen float operations on values near 0.5: without
+    // FMA (the portable clone, CPUs before AVX2) up to 2.7e-7 was measured, at x = ±0.094.
+    EXPECT_NEAR(dx[i], exact_derivative(x[i]), 3.2e-7 * std::max(1.0, double(x[i]) * x[i]))
         << "x = " << x[i];
   }
   // Far left GELU is a tiny negative number, not 0 - 0 or a NaN; far right it is x.

@@ -78,6 +78,43 @@ TEST(FusedAdamW, CheckpointsAreInterchangeableWithTorch) {
   EXPECT_LT(max_rel(a, b), 1e-6);
 }
 
+// The GPU's path (ATen's multi-tensor fused kernel, one step count per group) run on CPU
+// tensors, which that kernel also takes: the same updates as torch's AdamW, and a parameter
+// without a gradient left alone, before a GPU ever runs it.
+class DevicePathAdamW : public loom::parallel::FusedAdamW {
+ public:
+  using FusedAdamW::FusedAdamW;
+  torch::Tensor step(LossClosure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    step_on_device();
+    return {};
+  }
+};
+
+TEST(FusedAdamW, DevicePathMatchesTorchAdamW) {
+  auto base = make_params();
+  for (double wd : {0.0, 0.1}) {
+    auto a = clone_params(base), b = clone_params(base);
+    auto o = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd);
+    DevicePathAdamW device_path(a, o);
+    torch::optim::AdamW ref(b, o);
+    step_all({{&device_path, &a}, {&ref, &b}}, 0, 6);
+    // A step in which the last parameter has no gradient: it stays, the others move on.
+    const torch::Tensor last = a.back().detach().clone();
+    set_grads(a, 6);
+    set_grads(b, 6);
+    a.back().mutable_grad() = torch::Tensor();
+    b.back().mutable_grad() = torch::Tensor();
+    device_path.step();
+    ref.step();
+    EXPECT_TRUE(torch::equal(a.back(), last));
+    const double d = max_rel(a, b);
+    std::printf("[ adamw ] device path, weight decay %.1f: max relative difference %.3g\n", wd, d);
+    EXPECT_LT(d, 1e-6);
+    EXPECT_GT(max_rel(a, base), 1e-3) << "the parameters must have moved";
+  }
+}
+
 TEST(FusedAdamW, NonContiguousParametersTakeTorchsPath) {
   auto big = torch::randn({6, 8});
   auto a = big.clone().t().set_requires_grad(true);  // non-contiguous leaf

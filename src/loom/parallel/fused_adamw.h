@@ -21,10 +21,14 @@ class FusedAdamW : public torch::optim::AdamW {
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
 
- private:
-  torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
+ protected:
+  // The two fused paths; step() picks one by the parameters' device. Protected so that a test
+  // can run the device path's ATen kernel on CPU tensors, where it has a kernel too.
   void step_on_host();
   void step_on_device();
+
+ private:
+  torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
 };
 
 }  // namespace loom::parallel
