@@ -131,6 +131,28 @@ if [[ ${best_args[0]:-} == train ]] &&
   ok "plan_best_trains: $best"
 else fail "plan_best_trains: $best"; fi
 
+# simulate's pictures, the oversubscription factor, the distributed optimizer.
+step_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["step_s"])'; }
+fortunes=(simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$src/clusters/this-machine.toml")
+if "$loom" "${fortunes[@]}" --pp 2 --svg "$tmp/s.svg" --trace "$tmp/s.json" >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '</svg>' "$tmp/s.svg" && python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["traceEvents"]' "$tmp/s.json" &&
+  grep -q "^wrote $tmp/s.svg" "$tmp/stderr"; then
+  ok "simulate_pictures"
+else fail "simulate_pictures"; fi
+# 4 ranks on this machine's 2 cores: twice the slowdown beyond the fair share, a slower step.
+one=$("$loom" "${fortunes[@]}" --gpus 4 --oversubscribed 1 --json 2>"$tmp/stderr" | step_of)
+two=$("$loom" "${fortunes[@]}" --gpus 4 --oversubscribed 2 --json 2>"$tmp/stderr" | step_of)
+if python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (b > 1.5 * a > 0))' "$one" "$two"; then
+  ok "oversubscribed: $one s -> $two s"
+else fail "oversubscribed: $one s -> $two s"; fi
+expect_exit2 oversubscribed_range "from 1 to 100" -- "${fortunes[@]}" --gpus 4 --oversubscribed 0.5
+if "$loom" simulate "${gpt[@]}" --gpus 16 --tp 8 --distributed-optimizer --json >"$tmp/stdout" 2>"$tmp/stderr" &&
+  grep -q '"configuration":"dp=2 pp=1 tp=8 1f1b m=1 b=1 distopt"' "$tmp/stdout"; then
+  ok "distributed_optimizer"
+else fail "distributed_optimizer"; fi
+expect_exit2 distopt_with_zero3 "drop --dp-mode" -- simulate "${gpt[@]}" --gpus 16 --tp 8 \
+  --distributed-optimizer --dp-mode zero3
+
 # A shared cluster profiled on another processor: one warning line naming both.
 sed 's/^shared = true$/shared = true\ncpu = "Imaginary CPU 1"/' "$src/clusters/this-machine.toml" |
   grep -v '^cpu = "Intel' >"$tmp/other.toml"
