@@ -151,6 +151,11 @@ compare() {  # label a b tolerance
 }
 run one "$device" 1 --microbatches 8
 run one-cpu cpu 1 --microbatches 8 && compare "one process, $device vs cpu" one one-cpu 1e-4
+# NCCL's communicator on the GPU (one rank: NCCL refuses two ranks on one GPU).
+if [ "$device" = cuda ]; then
+  run one-nccl "$device" 1 --microbatches 8 --nproc 1 --comm nccl &&
+    compare "one rank under --comm nccl" one-nccl one 1e-5
+fi
 run pp2 "$device" 2 --pp 2 --microbatches 8 && compare "pp=2 1f1b" pp2 one 1e-5
 run pp2-bf16 "$device" 2 --pp 2 --microbatches 8 --precision bf16 &&
   run one-bf16 "$device" 1 --microbatches 8 --precision bf16 && compare "pp=2 bf16" pp2-bf16 one-bf16 1e-5
