@@ -106,34 +106,6 @@ class TransformerLayer : public RecomputableLayer {
   torch::Tensor mask_;
 };
 
-class Head : public TpBlock {
- public:
-  // tied: the token embedding's weight (not a parameter of this block), or undefined.
-  Head(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied)
-      : TpBlock(tp), vocab_(c.vocab), seq_len_(c.seq_len), width_(c.width), tied_(std::move(tied)) {
-    lnf_ = register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width})));
-    if (!tied_.defined())
-      head_ = register_module(
-          "head", torch::nn::Linear(torch::nn::LinearOptions(c.width, c.vocab).bias(c.head_bias)));
-    keep_my_part();
-  }
-  // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
-  torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor n = layer_norm(x, lnf_, tp_);
-    // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
-    if (tied_.defined()) return split_products(n, {{tied_, {}}}, tp_, /*record=*/false)[0];
-    return split_products(n, {weights_of(head_)}, tp_)[0];
-  }
-  double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
-  std::string kind() const override { return "head"; }
-
- private:
-  int64_t vocab_, seq_len_, width_;
-  torch::Tensor tied_;
-  torch::nn::LayerNorm lnf_{nullptr};
-  torch::nn::Linear head_{nullptr};
-};
-
 }  // namespace
 
 Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
@@ -151,8 +123,10 @@ Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
   for (int64_t i = 0; i < c.layers; ++i)
     m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp,
                                                           recompute, c.attention));
-  m.blocks.push_back(std::make_shared<Head>(
-      c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor()));
+  torch::nn::LayerNorm lnf(torch::nn::LayerNormOptions({c.width}));
+  m.blocks.push_back(std::make_shared<LmHead>(
+      c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor(), c.head_bias, "lnf",
+      lnf.ptr(), [lnf, tp](const torch::Tensor& x) mutable { return layer_norm(x, lnf, tp); }));
   if (tp.size > 1)
     m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {
       return vocab_parallel_loss(logits, target, tp);

@@ -156,34 +156,6 @@ class LlamaLayer : public RecomputableLayer {
   torch::Tensor cos_, sin_, mask_;
 };
 
-class LlamaHead : public TpBlock {
- public:
-  // tied: the token embedding's weight (not a parameter of this block), or undefined.
-  LlamaHead(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied)
-      : TpBlock(tp), vocab_(c.vocab), seq_len_(c.seq_len), width_(c.width), tied_(std::move(tied)) {
-    norm_ = register_module("norm", RmsNorm(c.width));
-    if (!tied_.defined())
-      head_ = register_module(
-          "head", torch::nn::Linear(torch::nn::LinearOptions(c.width, c.vocab).bias(false)));
-    keep_my_part();
-  }
-  // Under tp: this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
-  torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor n = rms_norm(x, norm_, tp_);
-    // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
-    if (tied_.defined()) return split_products(n, {{tied_, {}}}, tp_, /*record=*/false)[0];
-    return split_products(n, {weights_of(head_)}, tp_)[0];
-  }
-  double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
-  std::string kind() const override { return "head"; }
-
- private:
-  int64_t vocab_, seq_len_, width_;
-  torch::Tensor tied_;
-  RmsNorm norm_{nullptr};
-  torch::nn::Linear head_{nullptr};
-};
-
 }  // namespace
 
 Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
@@ -202,8 +174,10 @@ Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
   m.blocks.push_back(embedding);
   for (int64_t i = 0; i < c.layers; ++i)
     m.blocks.push_back(std::make_shared<LlamaLayer>(c, tp, recompute));
-  m.blocks.push_back(std::make_shared<LlamaHead>(
-      c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor()));
+  RmsNorm norm(c.width);
+  m.blocks.push_back(std::make_shared<LmHead>(
+      c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor(), /*bias=*/false, "norm",
+      norm.ptr(), [norm, tp](const torch::Tensor& x) mutable { return rms_norm(x, norm, tp); }));
   if (tp.size > 1)
     m.criterion = [tp](const torch::Tensor& logits, const torch::Tensor& target) {
       return vocab_parallel_loss(logits, target, tp);

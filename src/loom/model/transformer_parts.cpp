@@ -1,9 +1,11 @@
 #include "loom/model/transformer_parts.h"
 
 #include <cmath>
+#include <utility>
 
 #include "loom/common/error.h"
 #include "loom/model/compute.h"
+#include "loom/model/split_products.h"
 
 namespace loom::model {
 
@@ -50,6 +52,29 @@ torch::Tensor TokenEmbedding::forward(const torch::Tensor& idx) {
   // Sequence parallelism: this rank's positions of the summed embedding.
   const int64_t n = t / tp_.size;
   return with_positions(leave_split(e, tp_), tp_.rank * n, (tp_.rank + 1) * n);
+}
+
+LmHead::LmHead(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied,
+               bool bias, const std::string& norm_name, std::shared_ptr<torch::nn::Module> norm,
+               std::function<torch::Tensor(const torch::Tensor&)> apply_norm)
+    : TpBlock(tp),
+      vocab_(c.vocab),
+      seq_len_(c.seq_len),
+      width_(c.width),
+      tied_(std::move(tied)),
+      apply_norm_(std::move(apply_norm)) {
+  register_module(norm_name, std::move(norm));
+  if (!tied_.defined())
+    head_ = register_module(
+        "head", torch::nn::Linear(torch::nn::LinearOptions(c.width, c.vocab).bias(bias)));
+  keep_my_part();
+}
+
+torch::Tensor LmHead::forward(const torch::Tensor& x) {
+  const torch::Tensor n = apply_norm_(x);
+  // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.
+  if (tied_.defined()) return split_products(n, {{tied_, {}}}, tp_, /*record=*/false)[0];
+  return split_products(n, {weights_of(head_)}, tp_)[0];
 }
 
 torch::Tensor TokenEmbedding::at(const torch::Tensor& idx, int64_t first) {

@@ -2,7 +2,9 @@
 // What the transformer models (gpt.cpp, llama.cpp) share: blocks that may be split over a
 // tensor-parallel group, the token embedding (vocabulary-parallel under tp), and layers that
 // recompute a part of themselves in the backward (parallel.recompute). Internal to model/.
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "loom/model/model.h"
@@ -41,6 +43,26 @@ class TokenEmbedding : public TpBlock {
  private:
   int64_t seq_len_, width_, part_;
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
+};
+
+// The language-model head: the model's final norm, then the logits' product with the head's
+// own weight or, tied, with the token embedding's (not a parameter of this block). Under tp:
+// this rank's vocabulary columns of the logits (vocab_parallel_loss takes them).
+class LmHead : public TpBlock {
+ public:
+  // norm: the model's norm module, registered as `norm_name`; apply_norm runs it on x.
+  LmHead(const config::ModelConfig& c, const TensorParallel& tp, torch::Tensor tied, bool bias,
+         const std::string& norm_name, std::shared_ptr<torch::nn::Module> norm,
+         std::function<torch::Tensor(const torch::Tensor&)> apply_norm);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
+  std::string kind() const override { return "head"; }
+
+ private:
+  int64_t vocab_, seq_len_, width_;
+  torch::Tensor tied_;
+  std::function<torch::Tensor(const torch::Tensor&)> apply_norm_;
+  torch::nn::Linear head_{nullptr};
 };
 
 // Generation: the keys and values of the positions one layer has decoded so far.
