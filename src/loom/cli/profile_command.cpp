@@ -22,8 +22,8 @@ const char* kProfileHelp =
 
 Measures this machine (matrix products, memory bandwidth, the gpt or llama blocks of the
 config's model at each micro-batch size, the AdamW step, and point-to-point latency and
-bandwidth between two ranks via `mpirun -n 2`) and writes a cluster file for loom simulate
-and loom plan.
+bandwidth between two ranks: `mpirun -n 2` where loom has MPI, else (or with LOOM_COMM=gloo)
+its own launcher over Gloo) and writes a cluster file for loom simulate and loom plan.
 Blocks are timed alone; then the layer, in windows of seconds, alone and while every other
 core runs it too (as the other ranks of a training run do: they share memory bandwidth,
 caches and, on a virtual machine, maybe the physical core); the ratio is written as each

@@ -1,5 +1,6 @@
 // Point-to-point latency and bandwidth, all-reduce bus bandwidth, and a rank's compute while
-// another rank computes: two ranks started by `mpirun -n 2` of this executable.
+// another rank computes: two ranks of this executable, started by `mpirun -n 2` where loom has
+// MPI, else (or with LOOM_COMM=gloo) by its own launcher over Gloo, as loom train would run.
 #include "loom/profile/links.h"
 
 #include <sys/wait.h>
@@ -99,13 +100,20 @@ std::vector<double> measure_comm() {
   return out;
 }
 
-std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_args) {
+std::vector<double> comm_via_two_ranks(const std::vector<std::string>& slowdown_args) {
   const std::string file =
       (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid())))
           .string();
-  std::vector<std::string> cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
-  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const bool mpi = comm::launch_backend() == comm::BackendKind::Mpi;
+  std::vector<std::string> cmd;
+  if (mpi) {
+    cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
+    if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  } else {
+    cmd = {self, "launch", "--nproc", "2", "--comm", "gloo", "--"};
+  }
+  cmd.push_back(self);
   for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
   cmd.push_back(file);
   cmd.insert(cmd.end(), slowdown_args.begin(), slowdown_args.end());
@@ -115,23 +123,27 @@ std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_arg
     std::vector<char*> argv;
     for (auto& c : cmd) argv.push_back(c.data());
     argv.push_back(nullptr);
-    ::execvp("mpirun", argv.data());
+    ::execvp(argv[0], argv.data());
     _exit(127);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
   std::ifstream in(file);
   std::vector<double> v(4, 0.0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> v[0] >> v[1] >> v[2] >> v[3]))
-    throw Error(
-        "the communication measurement (mpirun -n 2 loom profile --comm-child) failed; "
-        "run loom doctor, or pass --no-comm to skip it");
-  std::filesystem::remove(file);
+  const bool ok =
+      WIFEXITED(status) && WEXITSTATUS(status) == 0 && (in >> v[0] >> v[1] >> v[2] >> v[3]);
+  std::error_code ec;
+  std::filesystem::remove(file, ec);
+  if (!ok)
+    throw Error(detail::concat(
+        "the communication measurement (",
+        mpi ? "mpirun -n 2" : "loom launch --nproc 2 --comm gloo",
+        " of loom profile --comm-child) failed; run loom doctor, or pass --no-comm to skip it"));
   return v;
 }
 
 void run_link_child(const LinkChild& o) {
-  comm::init(comm::BackendKind::Mpi, nullptr, nullptr);
+  comm::init(comm::launch_backend(), nullptr, nullptr);
   std::vector<double> v = measure_comm();
   v.push_back(0);
   if (o.slowdown_mb > 0 && comm::world().size() == 2)

@@ -10,9 +10,10 @@ namespace loom::profile {
 // {latency_s, bandwidth_Bps, allreduce_busbw_Bps}.
 std::vector<double> measure_comm();
 
-// Runs `mpirun -n 2 <self> profile --comm-child FILE [slowdown_args]` and reads its numbers:
-// latency, bandwidth, all-reduce bus bandwidth, and (when asked) the slowdown of one rank's
-// compute while the other computes (0 = not measured).
-std::vector<double> comm_via_mpirun(const std::vector<std::string>& slowdown_args);
+// Runs `<self> profile --comm-child FILE [slowdown_args]` on two ranks (mpirun -n 2 where
+// loom has MPI, else, or with LOOM_COMM=gloo, `loom launch --nproc 2 --comm gloo`) and reads
+// its numbers: latency, bandwidth, all-reduce bus bandwidth, and (when asked) the slowdown of
+// one rank's compute while the other computes (0 = not measured).
+std::vector<double> comm_via_two_ranks(const std::vector<std::string>& slowdown_args);
 
 }  // namespace loom::profile

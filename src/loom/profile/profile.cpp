@@ -10,8 +10,9 @@
 //    the cores among the ranks that compute at the same moment (plan/core_sharing.h);
 //  - the AdamW step per parameter;
 //  - point-to-point latency and bandwidth between two ranks through loom's communication
-//    layer (ping-pong), by running `mpirun -n 2` of itself (or directly when started by MPI
-//    with two ranks or more), plus the all-reduce bus bandwidth for the record.
+//    layer (ping-pong), by running two ranks of itself (mpirun -n 2, or loom's launcher over
+//    Gloo without MPI; directly when started by MPI with two ranks or more), plus the
+//    all-reduce bus bandwidth for the record.
 // A node is this machine: devices = cores, `shared = true` (more ranks than cores time-share).
 #include "loom/profile/profile.h"
 
@@ -201,7 +202,7 @@ std::optional<Measured> measure(const Options& o) {
   }
 
   if (o.links && !in_mpi) {
-    std::cerr << "loom profile: point-to-point between two ranks (mpirun -n 2)";
+    std::cerr << "loom profile: point-to-point between two ranks";
     std::vector<std::string> slowdown_args;
     if (load_cores > 0) {  // and the slowdown of a rank while the other computes
       std::cerr << ", and a rank's compute while the other computes";
@@ -210,7 +211,7 @@ std::optional<Measured> measure(const Options& o) {
                        "--seconds",     detail::concat(budget)};
     }
     std::cerr << "\n";
-    link = comm_via_mpirun(slowdown_args);
+    link = comm_via_two_ranks(slowdown_args);
   }
   // One slowdown under load for the machine, from the layer at the largest micro-batch: two
   // MPI ranks as loom train runs them when the links were measured, else forked processes.
@@ -242,8 +243,9 @@ std::optional<Measured> measure(const Options& o) {
                       : std::string(" timed alone"))
        << "; ";
   if (link[1] > 0)
-    note << "p2p via loom::comm: " << link[0] * 1e6 << " us, " << link[1] / 1e9
-         << " GB/s; all-reduce bus bandwidth " << link[2] / 1e9 << " GB/s (2 ranks)";
+    note << "p2p via loom::comm (" << comm::backend_name(comm::launch_backend())
+         << "): " << link[0] * 1e6 << " us, " << link[1] / 1e9 << " GB/s; all-reduce bus bandwidth "
+         << link[2] / 1e9 << " GB/s (2 ranks)";
   else
     note << "links NOT measured (--no-comm): 10 GB/s and 50 us are placeholders";
   c.note = note.str();

@@ -14,7 +14,7 @@ struct Options {
   std::string config = "configs/gpt-fortunes.toml";  // a GPT `loom train` configuration
   std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8, 16};
   double seconds = 1.0;  // time budget of each measurement
-  bool links = true;     // point-to-point between two ranks (mpirun -n 2)
+  bool links = true;     // point-to-point between two ranks (mpirun -n 2, or loom launch)
   bool alone = false;    // skip the slowdown with every core busy (written as 1)
   // Tensor-parallel degrees whose shard of each block is timed too (with a group in which
   // nothing moves: the shard's compute only); degrees that do not divide the model's heads
@@ -38,7 +38,7 @@ std::string profile_date();
 void write_cluster(const plan::Cluster& c, const std::string& path);
 
 // The ranks that measure() starts for the link measurement, as
-//   mpirun -n 2 <this executable> profile --comm-child FILE
+//   mpirun -n 2 <this executable> profile --comm-child FILE  (or under loom launch, Gloo)
 //                                  [--config C --slowdown-mb B --seconds S]
 // so the executable must route those flags here. Rank 0 writes the numbers to `file`.
 struct LinkChild {
