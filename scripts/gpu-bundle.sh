@@ -8,12 +8,15 @@
 # (scripts/install-deps.sh installs them); about 7 MiB. scripts/gpu-rehearsal.sh tries a build
 # with only these.
 #   bash scripts/gpu-bundle.sh [FOLDER]
+#   bash scripts/gpu-bundle.sh --list        (the packages, for scripts/gpu-rehearsal.sh)
 set -euo pipefail
+packages=(libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev
+  libzstd-dev libzstd1 libsentencepiece-dev libsentencepiece0)
+if [ "${1:-}" = --list ]; then echo "${packages[@]}"; exit 0; fi
 out=${1:-gpu-bundle}
 rm -rf "$out"
 mkdir -p "$out"
-for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev \
-    libzstd-dev libzstd1 libsentencepiece-dev libsentencepiece0; do
+for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || { echo "gpu-bundle: $pkg is not installed; run scripts/install-deps.sh" >&2; exit 2; }
   dpkg -L "$pkg" | while read -r f; do
     case "$f" in /usr/share/doc/*) continue ;; esac

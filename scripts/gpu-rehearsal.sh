@@ -21,9 +21,11 @@ fi
 ov="$work/overlay"
 mkdir -p "$ov/upper" "$ov/work" "$ov/usr"
 mount -t overlay overlay -o "lowerdir=/usr,upperdir=$ov/upper,workdir=$ov/work" "$ov/usr"
-for pkg in libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev \
-    libzstd-dev libsentencepiece-dev libsentencepiece0 libgtest-dev libopenmpi-dev pkgconf \
+# The bundle's packages (but libzstd1: this machine's cmake links it, the GPU machine's cmake
+# is its own) and what the check's build must not need: GoogleTest, Open MPI, pkg-config.
+for pkg in $(bash "$repo/scripts/gpu-bundle.sh" --list) libgtest-dev libopenmpi-dev pkgconf \
     pkg-config pkgconf-bin; do
+  [ "$pkg" = libzstd1 ] && continue
   dpkg -L "$pkg" 2>/dev/null | while read -r f; do
     case "$f" in /usr/share/doc/*) continue ;; /usr/*) ;; *) continue ;; esac
     if [ -f "$f" ] || [ -L "$f" ]; then rm -f "$ov/usr${f#/usr}"; fi
