@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+#include <sstream>
+
 #include "loom/common/error.h"
 
 namespace loom::plan {
@@ -55,6 +59,21 @@ TEST(Cluster, ParsesAndInterpolates) {
   EXPECT_DOUBLE_EQ(d.inter.latency, c.inter.latency);
 }
 
+// gemm_in_training scales the whole curve (the curve: products alone; the scale: inside a
+// training step), survives to_toml, and is 1 when absent.
+TEST(Cluster, GemmInTrainingScalesTheCurve) {
+  EXPECT_DOUBLE_EQ(parse_cluster(kGood, "x.toml").gemm_in_training, 1.0);
+  std::string text = kGood;
+  text.replace(text.find("elementwise"), 0, "gemm_in_training = 0.8\n");
+  Cluster c = parse_cluster(text, "x.toml");
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(32), 0.2);
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(128), 0.3);
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(4096), 0.8);
+  EXPECT_DOUBLE_EQ(parse_cluster(to_toml(c), "y.toml").gemm_in_training, 0.8);
+  text.replace(text.find("0.8\n"), 3, "1.5");
+  EXPECT_NE(error_of(text).find("gemm_in_training"), std::string::npos) << error_of(text);
+}
+
 TEST(Cluster, ErrorsNameTheKey) {
   std::string text = kGood;
   auto without = [&](const std::string& line) {
@@ -86,6 +105,29 @@ TEST(Cluster, ShippedFilesLoad) {
     EXPECT_EQ(c.devices_per_node, 8);
     EXPECT_DOUBLE_EQ(c.memory_bytes, 80e9);
     EXPECT_GT(c.intra.effective_bandwidth(), c.inter.effective_bandwidth());
+  }
+}
+
+// Every number in the GPU cluster files says where it comes from: a tag in its own comment, or
+// in the comment block just above it (since the last blank line). ASSUMED counts as saying so.
+TEST(Cluster, EveryShippedConstantNamesItsSource) {
+  const std::regex tag("SPEC|NCCL|MEASURED|FITTED|ASSUMED");
+  const std::regex number_key(R"(^([a-z_]+) = [\[{]?[0-9.])");
+  for (const char* name : {"a100-80gb", "h100-80gb", "h200"}) {
+    std::ifstream in(std::string(LOOM_CLUSTERS_DIR) + "/" + name + ".toml");
+    ASSERT_TRUE(in) << name;
+    std::string line, block;  // comments since the last blank line
+    int checked = 0;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.empty() || line[0] == '[') block.clear();
+      if (line.rfind('#', 0) == 0) block += line;
+      std::smatch m;
+      if (!std::regex_search(line, m, number_key)) continue;
+      ++checked;
+      EXPECT_TRUE(std::regex_search(line, tag) || std::regex_search(block, tag))
+          << name << ".toml line " << n << ": " << m[1] << " has no source";
+    }
+    EXPECT_GE(checked, 14) << name;
   }
 }
 

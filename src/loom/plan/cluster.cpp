@@ -134,14 +134,15 @@ std::string quoted(const std::string& s) {
 }  // namespace
 
 double Cluster::gemm_fraction(double d) const {
-  if (gemm_size.empty()) return 1.0;
-  if (d <= gemm_size.front()) return gemm_efficiency.front();
-  if (d >= gemm_size.back()) return gemm_efficiency.back();
+  if (gemm_size.empty()) return gemm_in_training;
+  if (d <= gemm_size.front()) return gemm_in_training * gemm_efficiency.front();
+  if (d >= gemm_size.back()) return gemm_in_training * gemm_efficiency.back();
   size_t i = 1;
   while (gemm_size[i] < d) ++i;
   const double x0 = std::log2(gemm_size[i - 1]), x1 = std::log2(gemm_size[i]);
   const double t = (std::log2(d) - x0) / (x1 - x0);
-  return gemm_efficiency[i - 1] + t * (gemm_efficiency[i] - gemm_efficiency[i - 1]);
+  return gemm_in_training *
+         (gemm_efficiency[i - 1] + t * (gemm_efficiency[i] - gemm_efficiency[i - 1]));
 }
 
 double Cluster::peak(const std::string& p) const {
@@ -195,6 +196,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
     if (i > 0 && c.gemm_size[i] <= c.gemm_size[i - 1]) eff.fail("gemm_size", "must be increasing");
     if (c.gemm_efficiency[i] > 1) eff.fail("gemm", "values must be fractions in (0, 1]");
   }
+  c.gemm_in_training = eff.number("gemm_in_training", 0.001, 1.0, 1.0);
   c.elementwise_efficiency = eff.number("elementwise", 0.001, 1.0);
   c.calibrated = eff.text("calibrated", "");
   c.attention_forward = eff.number("attention_forward", 0.001, 1.0, 0.0);
@@ -302,7 +304,9 @@ std::string to_toml(const Cluster& c) {
   os << "]\ngemm = [";
   for (size_t i = 0; i < c.gemm_efficiency.size(); ++i)
     os << (i ? ", " : "") << num(c.gemm_efficiency[i]);
-  os << "]\nelementwise = " << num(c.elementwise_efficiency) << "\n";
+  os << "]\n";
+  if (c.gemm_in_training != 1) os << "gemm_in_training = " << num(c.gemm_in_training) << "\n";
+  os << "elementwise = " << num(c.elementwise_efficiency) << "\n";
   if (!c.calibrated.empty()) os << "calibrated = " << quoted(c.calibrated) << "\n";
   if (c.attention_forward > 0) os << "attention_forward = " << num(c.attention_forward) << "\n";
   if (c.attention_backward > 0) os << "attention_backward = " << num(c.attention_backward) << "\n";

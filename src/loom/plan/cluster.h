@@ -22,6 +22,8 @@
 //   [efficiency]
 //   gemm_size = [512, 1024, ...]       # d = cbrt(M*N*K) of a matrix product
 //   gemm = [0.35, 0.55, ...]           # fraction of peak at that size (log2-interpolated)
+//   gemm_in_training = 0.76            # optional (1): share of the curve's rate the products
+//                                      # of a training step reach (the curve: kernels alone)
 //   elementwise = 0.8                  # fraction of memory bandwidth for elementwise kernels
 //   calibrated = "..."                 # optional: which points were fitted, to what
 //   attention_forward = 0.6            # optional: fraction of peak a flash-attention kernel
@@ -88,6 +90,7 @@ struct Cluster {
   std::string precision;                     // default precision, a key of peak_flops
   std::map<std::string, double> peak_flops;  // FLOP/s by precision
   std::vector<double> gemm_size, gemm_efficiency;
+  double gemm_in_training = 1;  // scales the curve (kernels alone) to a training step's products
   double elementwise_efficiency = 1;
   std::string calibrated;
   double attention_forward = 0, attention_backward = 0;  // 0 = the GEMM curve
