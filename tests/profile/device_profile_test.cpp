@@ -22,6 +22,7 @@ plan::Cluster spec() {
   c.peak_flops = {{"bf16", 1000e12}, {"fp32", 60e12}};
   c.gemm_size = {512, 4096};
   c.gemm_efficiency = {0.1, 0.5};
+  c.gemm_in_training = 0.75;  // not measured by the profile: kept from the base
   c.intra = {450e9, 0.8, 5e-6};
   c.inter = {50e9, 0.8, 10e-6};
   return c;
@@ -74,6 +75,7 @@ TEST(DeviceProfile, MeasurementsReplaceTheSpecificationsEfficiencies) {
   // And the file reads back.
   const plan::Cluster d = plan::parse_cluster(plan::to_toml(c), "measured.toml");
   EXPECT_NEAR(d.gemm_efficiency[2], 0.7, 1e-6);
+  EXPECT_NEAR(d.gemm_fraction(8192), 0.7 * 0.75, 1e-6);
   EXPECT_NEAR(d.attention_backward, 0.45, 1e-6);
   EXPECT_NEAR(d.elementwise_efficiency, 0.85, 1e-6);
 }
