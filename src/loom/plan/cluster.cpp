@@ -131,18 +131,22 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+// y at x = d, interpolated in log2(x) between the points around it; flat outside.
+double interpolate_log2(const std::vector<double>& x, const std::vector<double>& y, double d) {
+  if (d <= x.front()) return y.front();
+  if (d >= x.back()) return y.back();
+  size_t i = 1;
+  while (x[i] < d) ++i;
+  const double x0 = std::log2(x[i - 1]), x1 = std::log2(x[i]);
+  const double t = (std::log2(d) - x0) / (x1 - x0);
+  return y[i - 1] + t * (y[i] - y[i - 1]);
+}
+
 }  // namespace
 
 double Cluster::gemm_fraction(double d) const {
-  if (gemm_size.empty()) return gemm_in_training;
-  if (d <= gemm_size.front()) return gemm_in_training * gemm_efficiency.front();
-  if (d >= gemm_size.back()) return gemm_in_training * gemm_efficiency.back();
-  size_t i = 1;
-  while (gemm_size[i] < d) ++i;
-  const double x0 = std::log2(gemm_size[i - 1]), x1 = std::log2(gemm_size[i]);
-  const double t = (std::log2(d) - x0) / (x1 - x0);
-  return gemm_in_training *
-         (gemm_efficiency[i - 1] + t * (gemm_efficiency[i] - gemm_efficiency[i - 1]));
+  const double curve = gemm_size.empty() ? 1.0 : interpolate_log2(gemm_size, gemm_efficiency, d);
+  return gemm_in_training * curve;
 }
 
 double Cluster::peak(const std::string& p) const {
