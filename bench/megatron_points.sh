@@ -4,7 +4,10 @@
 # Selene table, 1.7B to 1T) and every row of its Table 2 (PTD-P and ZeRO-3). All: s = 2048,
 # V = 51200, mixed precision as Megatron-LM keeps it, full activation recomputation (the paper's TFLOP/s count
 # includes the recomputed forward, as `tflops_per_device` does), no sequence parallelism
-# (it came later). Table 1 does not give the micro-batch size or the loops of its interleaved
+# (it came later), pipeline messages and gradient reductions as Megatron-LM's 2021 code issued
+# them (--blocking-p2p: batched exchanges waited for at both ends, the interleaved schedule's
+# forward output sent after the backward that follows it; --grad-reduce-after-flush: the
+# data-parallel all-reduce after the pipeline flush). Table 1 does not give the micro-batch size or the loops of its interleaved
 # schedule: micro-batch 1 and the loops below are our choice; pp = 1 rows are 1f1b (nothing
 # to interleave). Prints one markdown row per run, with the command that produced it.
 # usage: bench/megatron_points.sh [BUILD=build]   CLUSTER=clusters/a100-80gb.toml
@@ -44,6 +47,7 @@ while read -r table params l h a tp pp gpus batch mb mode v pub; do
   cmd="loom simulate --model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
 --cluster $cluster --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
 --micro-batch-size $mb --dp-mode $mode --schedule $sched --loops $v --recompute full --blocking-p2p \
+--grad-reduce-after-flush \
 --megatron --json"
   # shellcheck disable=SC2086
   out=$("$loom" ${cmd#loom })

@@ -45,7 +45,11 @@ configuration:
          --sequence-parallel, as far as the cluster's efficiency.tp_overlap says]
         [--distributed-optimizer: Megatron-Core's (zero1, fp32 gradients reduce-scattered,
          the parameter all-gather overlapped with the next step's forward)]
-        [--blocking-p2p: each rank waits for its pipeline sends (Megatron-LM of 2021)]
+        [--blocking-p2p: pipeline messages as Megatron-LM's 2021 code moves them: one
+         batched exchange between compute steps, waited for at both ends; its interleaved
+         schedule sends a forward's output after the backward that follows it]
+        [--grad-reduce-after-flush: data-parallel gradients reduced after the last backward
+         (Megatron-LM of 2021), not behind the backwards still running]
         [--oversubscribed X: a shared (CPU) cluster's slowdown beyond the fair share of the
          cores when ranks outnumber them (overrides the file's [node] oversubscribed)]
         [--max-unsharded K (2)] [--no-reshard-after-forward]
@@ -108,6 +112,7 @@ int simulate_command(const std::vector<std::string>& args) {
                                            {"tp-comm-overlap", ""},
                                            {"distributed-optimizer", ""},
                                            {"blocking-p2p", ""},
+                                           {"grad-reduce-after-flush", ""},
                                            {"oversubscribed", "1.5"},
                                            {"max-unsharded", "2"},
                                            {"no-reshard-after-forward", ""},
@@ -135,6 +140,7 @@ int simulate_command(const std::vector<std::string>& args) {
   eo.precision = a.get("precision");
   eo.timeline = a.has("svg") || a.has("trace");
   eo.blocking_p2p = a.has("blocking-p2p");
+  eo.grad_reduce_after_flush = a.has("grad-reduce-after-flush");
   if (a.has("from-config")) {
     from_config(a, &m, &p, &eo.cut);
     apply_parallel_flags(a, p, true);

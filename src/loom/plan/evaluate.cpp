@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "loom/common/error.h"
+#include "loom/plan/blocking_exchanges.h"
 #include "loom/plan/transformer_model.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
@@ -31,6 +32,9 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   so.dp_mode = p.dp_mode;
   so.timeline = o.timeline;
   so.blocking_p2p = o.blocking_p2p;
+  so.grad_reduce_after_flush = o.grad_reduce_after_flush;
+  // Megatron-LM's interleaved schedule exchanges once per forward-backward pair.
+  if (o.blocking_p2p) e.lowered = blocking_exchanges(e.lowered, p.schedule == "interleaved");
   // Megatron-Core's buckets hold 40M parameters (ddp_bucket_size's default).
   if (p.distributed_optimizer) so.param_gather_bucket_bytes = 40e6 * cost.precision().param;
   e.sim = simulate(e.lowered, used, so);

@@ -19,7 +19,8 @@ struct EvalOptions {
   // Compute-time multiplier per pipeline rank (RankSpeedModel); empty = all 1.
   std::vector<double> rank_speed;
   bool timeline = false;
-  bool blocking_p2p = false;  // SimOptions::blocking_p2p
+  bool blocking_p2p = false;  // SimOptions::blocking_p2p, messages placed by blocking_exchanges
+  bool grad_reduce_after_flush = false;  // SimOptions::grad_reduce_after_flush
 };
 
 struct Evaluation {

@@ -34,7 +34,10 @@ struct RankState {
   std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
   std::map<std::pair<int, int>, double> w_since;    // (stage, mb) -> I end (W's inputs kept)
   std::vector<MemEvent> mem;
-  bool optimized = false;  // the optimizer step after the list has run
+  double exchange_posted = -1;  // blocking p2p: when the current exchange was posted (-1: none)
+  double exchange_end = 0;      // its latest completion so far
+  std::vector<Action> deferred_reduce;  // grad_reduce_after_flush: REDUCE_GRADs of the list
+  bool optimized = false;               // the optimizer step after the list has run
   double opt_start = 0, opt_end = 0;
 };
 
@@ -51,6 +54,7 @@ class Sim {
     if (o.mesh.pp != sh.pp)
       LOOM_USAGE("cannot simulate '", s.name, "': mesh pp=", o.mesh.pp, " but schedule pp=", sh.pp);
     arrival_.assign(size_t(sh.stages()) * sh.microbatches * 2, -1.0);
+    posted_ = arrival_;
     st_.resize(sh.pp);
     out_.ranks.resize(sh.pp);
     out_.schedule_name = s.name;
@@ -80,6 +84,10 @@ class Sim {
           if (st_[r].next < s_.ranks[r].size())
             waits += detail::concat(waits.empty() ? "" : ", ", "rank ", r, " at ",
                                     schedule::to_string(s_.ranks[r][st_[r].next]));
+        if (o_.blocking_p2p)
+          LOOM_USAGE("cannot simulate '", s_.name, "' with blocking p2p: it deadlocks when each ",
+                     "send waits for its receiver (", waits, "); drop --blocking-p2p (it models ",
+                     "Megatron-LM's gpipe, 1f1b and interleaved schedules)");
         LOOM_USAGE("cannot simulate '", s_.name, "': deadlock (", waits,
                    "); validate the schedule with loom schedule --file");
       }
@@ -95,6 +103,10 @@ class Sim {
  private:
   double& arrival(int stage, int mb, int dir) {
     return arrival_[(size_t(stage) * s_.shape.microbatches + mb) * 2 + dir];
+  }
+  // Blocking p2p: when the receiving rank posted the receive of (stage, mb, dir).
+  double& posted(int stage, int mb, int dir) {
+    return posted_[(size_t(stage) * s_.shape.microbatches + mb) * 2 + dir];
   }
   int world(int pp_rank) const { return o_.mesh.rank(pp_rank, 0, 0); }
 
@@ -140,43 +152,19 @@ class Sim {
       }
       case Kind::SEND_F:
       case Kind::SEND_B: {
-        const int to_stage = a.kind == Kind::SEND_F ? s + 1 : s - 1;
-        const int peer = sh.rank_of(to_stage);
-        const double bytes = c_.boundary_bytes(a.kind == Kind::SEND_F ? s : s - 1);
-        double& link = st.link_free[peer];
-        const double t0 = std::max(st.cursor, link);
-        const double t1 = t0 + c_.p2p_s(bytes, world(r), world(peer));
-        link = t1;
-        arrival(to_stage, j, a.kind == Kind::SEND_F ? 0 : 1) = t1;
-        rr.p2p_s += t1 - t0;
-        rr.p2p_bytes += bytes;
-        event(r, a, Stream::Send, t0, t1);
-        if (o_.blocking_p2p) st.cursor = t1;  // the rank waits for its transfer
+        if (o_.blocking_p2p) return exchange(r, a);
+        transfer(r, a, st.cursor);
         return true;
       }
       case Kind::RECV_F:
-      case Kind::RECV_B: return true;
-      case Kind::UNSHARD:
-      case Kind::REDUCE_GRAD: {
-        const bool gather = a.kind == Kind::UNSHARD;
-        const Collective op = gather ? Collective::AllGather : c_.reduce_collective(o_.dp_mode);
-        const double bytes = gather ? c_.param_bytes(s) : c_.grad_bytes(s);
-        if (bytes <= 0) return true;  // slim, diloco: no gradient exchange
-        const double t0 = std::max(st.cursor, st.dp_free);
-        const double t1 = t0 + c_.collective_s(op, bytes, o_.mesh.dp_group(r));
-        st.dp_free = t1;
-        rr.dp_s += t1 - t0;
-        rr.dp_bytes += ring_bytes(op, bytes);
-        event(r, a, Stream::Dp, t0, t1);
-        if (gather) {
-          st.gathered_ready[s] = t1;
-          st.gathered_since[s] = t0;
-        } else if (auto b = st.buffer_since.find(s); b != st.buffer_since.end()) {
-          mem(r, b->second, t1, c_.memory(s).grad_buffer, 1);
-          st.buffer_since.erase(b);
-        }
+      case Kind::RECV_B: return o_.blocking_p2p ? exchange(r, a) : true;
+      case Kind::UNSHARD: dp_collective(r, a); return true;
+      case Kind::REDUCE_GRAD:
+        if (o_.grad_reduce_after_flush)
+          st.deferred_reduce.push_back(a);
+        else
+          dp_collective(r, a);
         return true;
-      }
       case Kind::RESHARD: {
         if (auto g = st.gathered_since.find(s); g != st.gathered_since.end()) {
           mem(r, g->second, st.cursor, c_.memory(s).gathered, 0);
@@ -185,6 +173,80 @@ class Sim {
         st.gathered_ready.erase(s);
         return true;
       }
+    }
+    return true;
+  }
+
+  // UNSHARD / REDUCE_GRAD: a collective on the data-parallel stream, issued at the cursor.
+  void dp_collective(int r, const Action& a) {
+    RankState& st = st_[r];
+    RankResult& rr = out_.ranks[r];
+    const int s = a.stage;
+    const bool gather = a.kind == Kind::UNSHARD;
+    const Collective op = gather ? Collective::AllGather : c_.reduce_collective(o_.dp_mode);
+    const double bytes = gather ? c_.param_bytes(s) : c_.grad_bytes(s);
+    if (bytes <= 0) return;  // slim, diloco: no gradient exchange
+    const double t0 = std::max(st.cursor, st.dp_free);
+    const double t1 = t0 + c_.collective_s(op, bytes, o_.mesh.dp_group(r));
+    st.dp_free = t1;
+    rr.dp_s += t1 - t0;
+    rr.dp_bytes += ring_bytes(op, bytes);
+    event(r, a, Stream::Dp, t0, t1);
+    if (gather) {
+      st.gathered_ready[s] = t1;
+      st.gathered_since[s] = t0;
+    } else if (auto b = st.buffer_since.find(s); b != st.buffer_since.end()) {
+      mem(r, b->second, t1, c_.memory(s).grad_buffer, 1);
+      st.buffer_since.erase(b);
+    }
+  }
+
+  // SEND_F / SEND_B from `ready` on, once the link to the peer is free; returns the arrival.
+  double transfer(int r, const Action& a, double ready) {
+    const bool fwd = a.kind == Kind::SEND_F;
+    const int to_stage = fwd ? a.stage + 1 : a.stage - 1;
+    const int peer = s_.shape.rank_of(to_stage);
+    const double bytes = c_.boundary_bytes(fwd ? a.stage : a.stage - 1);
+    double& link = st_[r].link_free[peer];
+    const double t0 = std::max(ready, link);
+    const double t1 = t0 + c_.p2p_s(bytes, world(r), world(peer));
+    link = t1;
+    arrival(to_stage, a.microbatch, fwd ? 0 : 1) = t1;
+    out_.ranks[r].p2p_s += t1 - t0;
+    out_.ranks[r].p2p_bytes += bytes;
+    event(r, a, Stream::Send, t0, t1);
+    return t1;
+  }
+
+  // Blocking p2p: a run of consecutive SEND/RECV actions is one batched exchange. The rank
+  // posts all its receives on reaching it; a transfer starts once both ends have posted (and
+  // the link is free); the rank goes on when every transfer of the exchange has completed.
+  bool exchange(int r, const Action& a) {
+    RankState& st = st_[r];
+    const std::vector<Action>& list = s_.ranks[r];
+    if (st.exchange_posted < 0) {
+      st.exchange_posted = st.exchange_end = st.cursor;
+      for (size_t i = st.next; i < list.size() && schedule::is_p2p(list[i].kind); ++i) {
+        const Action& x = list[i];
+        if (x.kind == Kind::RECV_F || x.kind == Kind::RECV_B)
+          posted(x.stage, x.microbatch, x.kind == Kind::RECV_F ? 0 : 1) = st.cursor;
+      }
+    }
+    const int s = a.stage, j = a.microbatch;
+    if (a.kind == Kind::SEND_F || a.kind == Kind::SEND_B) {
+      const bool fwd = a.kind == Kind::SEND_F;
+      const double peer_posted = posted(fwd ? s + 1 : s - 1, j, fwd ? 0 : 1);
+      if (peer_posted < 0) return false;
+      const double t1 = transfer(r, a, std::max(st.exchange_posted, peer_posted));
+      st.exchange_end = std::max(st.exchange_end, t1);
+    } else {
+      const double t = arrival(s, j, a.kind == Kind::RECV_F ? 0 : 1);
+      if (t < 0) return false;
+      st.exchange_end = std::max(st.exchange_end, t);
+    }
+    if (st.next + 1 == list.size() || !schedule::is_p2p(list[st.next + 1].kind)) {
+      st.cursor = st.exchange_end;
+      st.exchange_posted = -1;
     }
     return true;
   }
@@ -207,6 +269,8 @@ class Sim {
   // The optimizer step once the rank's streams are idle; false while its end is not known.
   bool optimize(int r) {
     RankState& st = st_[r];
+    for (const Action& a : st.deferred_reduce) dp_collective(r, a);
+    st.deferred_reduce.clear();
     double t = std::max(st.cursor, st.dp_free);
     for (const auto& [peer, free] : st.link_free) t = std::max(t, free);
     double work = 0, slowdown = 0;
@@ -351,6 +415,7 @@ class Sim {
   const SimOptions& o_;
   bool record_;
   std::vector<double> arrival_;
+  std::vector<double> posted_;
   std::vector<RankState> st_;
   std::set<int> buffer_started_;  // stages whose buffer was allocated this step
   double compute_end_ = 0;

@@ -17,6 +17,9 @@
 //                   (zero1/2/3) of the stage's gradients on the DP stream, overlapping the
 //                   compute that follows (nothing for slim and diloco);
 //   RESHARD         frees the gathered parameters.
+// With SimOptions::blocking_p2p the SEND/RECV actions between two computes are one exchange
+// that waits for both ends; with grad_reduce_after_flush the REDUCE_GRADs wait for the list's
+// end (Megatron-LM of 2021, both).
 // After its list a rank waits for its streams, runs the optimizer, under zero1/zero2
 // all-gathers the updated parameters, and under slim / diloco all-reduces what they meet on
 // (CostModel::sync_bytes, a mean step's share). Step time = the latest rank.
@@ -55,9 +58,16 @@ struct SimOptions {
   // zero1/zero2: > 0 = the parameter all-gather after the optimizer overlaps the next step's
   // forward bucket by bucket; only the first bucket of this many bytes is waited for.
   double param_gather_bucket_bytes = 0;
-  // A rank waits for each of its sends before going on (Megatron-LM's p2p_communication of
-  // 2021 waits on its isend/irecv pairs between compute steps); default: sends overlap.
+  // Pipeline messages in batched exchanges that wait for both ends (Megatron-LM's 2021
+  // p2p_communication): a run of consecutive SEND/RECV actions in a list is one exchange; the
+  // rank posts its receives on reaching it, a transfer starts once the receiver has posted its
+  // receive, and the rank goes on when all have completed (blocking_exchanges.h places them as
+  // that code does). Default: sends overlap the compute and need no posted receive.
   bool blocking_p2p = false;
+  // The gradient reductions start after the rank's last action, one after another (Megatron-LM
+  // of 2021 all-reduces after the pipeline flush); default: each when its stage's last
+  // backward is done, behind the compute that follows.
+  bool grad_reduce_after_flush = false;
 };
 
 enum class Stream { Compute = 0, Send = 1, Dp = 2 };
