@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# loom's analytic model against published Megatron-LM throughput on A100-80GB (Selene):
-# every row of Narayanan et al. 2021 Table 1 (the same rows as the Megatron-LM README's
-# Selene table, 1.7B to 1T) and every row of its Table 2 (PTD-P and ZeRO-3). All: s = 2048,
-# V = 51200, mixed precision as Megatron-LM keeps it, full activation recomputation (the paper's TFLOP/s count
-# includes the recomputed forward, as `tflops_per_device` does), no sequence parallelism
-# (it came later), pipeline messages and gradient reductions as Megatron-LM's 2021 code issued
-# them (--blocking-p2p: batched exchanges waited for at both ends, the interleaved schedule's
-# forward output sent after the backward that follows it; --grad-reduce-after-flush: the
-# data-parallel all-reduce after the pipeline flush). Table 1 does not give the micro-batch size or the loops of its interleaved
-# schedule: micro-batch 1 and the loops below are our choice; pp = 1 rows are 1f1b (nothing
-# to interleave). Prints one markdown row per run, with the command that produced it.
+# loom's analytic model against published Megatron-LM throughput on A100-80GB (Selene): every
+# row of Narayanan et al. 2021 Table 1 (the same rows as the Megatron-LM README's Selene table,
+# 1.7B to 1T) and every row of its Table 2 (PTD-P and ZeRO-3). All: s = 2048, V = 51200, mixed
+# precision as Megatron-LM keeps it, full activation recomputation (the paper's TFLOP/s count
+# includes the recomputed forward, as `tflops_per_device` does), no sequence parallelism (it
+# came later), pipeline messages and gradient reductions as Megatron-LM's 2021 code issued them
+# (--blocking-p2p: batched exchanges waited for at both ends, the interleaved schedule's forward
+# output sent after the backward that follows it; --grad-reduce-after-flush: the data-parallel
+# all-reduce after the pipeline flush). Table 1 does not give the micro-batch size or the loops
+# of its interleaved schedule: micro-batch 1 and the loops below are our choice; pp = 1 rows are
+# 1f1b (nothing to interleave). Prints one markdown row per run, with the command that produced
+# it.
 # usage: bench/megatron_points.sh [BUILD=build]   CLUSTER=clusters/a100-80gb.toml
 set -euo pipefail
 build=${1:-build}
