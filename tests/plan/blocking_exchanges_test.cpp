@@ -7,18 +7,12 @@
 
 #include "loom/common/error.h"
 #include "loom/plan/simulator.h"
-#include "loom/schedule/generate.h"
-#include "loom/schedule/lower.h"
+#include "lowered_schedule.h"
 
 namespace loom::plan {
 namespace {
 
-schedule::Schedule lowered(const std::string& name, schedule::Shape shape,
-                           schedule::DpMode mode = schedule::DpMode::None) {
-  schedule::LowerOptions lo;
-  lo.dp_mode = mode;
-  return schedule::lower(schedule::generate(name, shape), lo);
-}
+using test::lowered;
 
 std::string joined(const std::vector<schedule::Action>& list) {
   std::string s;

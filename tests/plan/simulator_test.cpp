@@ -5,18 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "loom/common/error.h"
-#include "loom/schedule/generate.h"
-#include "loom/schedule/lower.h"
+#include "lowered_schedule.h"
 
 namespace loom::plan {
 namespace {
 
-schedule::Schedule lowered(const std::string& name, schedule::Shape shape,
-                           schedule::DpMode mode = schedule::DpMode::None) {
-  schedule::LowerOptions lo;
-  lo.dp_mode = mode;
-  return schedule::lower(schedule::generate(name, shape), lo);
-}
+using test::lowered;
 
 SimResult run(const schedule::Schedule& s, const CostModel& c, int dp = 1,
               DpMode mode = DpMode::AllReduce) {
