@@ -202,6 +202,9 @@ if [[ $mode == local ]]; then
     --pp 2 --cluster "$cluster" --rank-speed 1.2
   expect_command_usage rank_speed_value "--rank-speed" -- simulate --from-config "$good" \
     --pp 2 --cluster "$cluster" --rank-speed 1,-1
+  expect_command_usage blocking_bfs "drop --blocking-p2p" -- simulate --model gpt --layers 8 --seq-len 64 \
+    --width 64 --heads 2 --cluster "$cluster" --gpus 4 --pp 4 --global-batch 16 --schedule bfs \
+    --loops 2 --blocking-p2p
   # One flag parser for every command (src/loom/flags): the same rules everywhere.
   sim=(simulate --model gpt --layers 2 --width 64 --heads 2 --cluster "$cluster" --gpus 1 --json)
   if "$loom" "${sim[@]}" --seq_len 16 >"$tmp/underscore" 2>"$tmp/stderr" &&
