@@ -112,6 +112,34 @@ TEST(TransformerModel, MegatronOneTrillionPoint) {
   }
 }
 
+// A pipeline message per tensor-parallel rank (b = 2, s = 1024, h = 1024, bf16 under
+// --megatron, loom's fp32 residual stream otherwise): loom's runtime sends the whole tensor
+// from every rank without sequence parallelism and its part with it; Megatron-LM sends a 1/t
+// slice and the receivers all-gather it (receive_s), but not under sequence parallelism.
+TEST(TransformerModel, PipelineMessagesPerTensorParallelRank) {
+  Cluster c = a100();
+  Transformer m{8, 1024, 16, 1024, 51200, true};
+  Parallel p;
+  p.pp = 2;
+  p.tp = 4;
+  p.micro_batch = 2;
+  const double tensor = 2.0 * 1024 * 1024;  // values
+  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).boundary_bytes(0), tensor * 4);
+  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).receive_s(0), 0.0);
+  p.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).boundary_bytes(0), tensor * 4 / 4);
+  p.megatron = true;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).boundary_bytes(0), tensor * 2 / 4);
+  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).receive_s(0), 0.0);
+  p.sequence_parallel = false;
+  const TransformerCostModel megatron(m, p, c);
+  EXPECT_DOUBLE_EQ(megatron.boundary_bytes(0), tensor * 2 / 4);
+  // The gather of the whole bf16 tensor over the 4 ranks of one node's NVLink.
+  EXPECT_DOUBLE_EQ(megatron.receive_s(0), Network(c).collective_s(Collective::AllGather, tensor * 2,
+                                                                  p.mesh().tp_group(0, 0)));
+  EXPECT_GT(megatron.receive_s(0), 0.0);
+}
+
 // Profiled block times replace the analytic ones (tp = 1), linear in the micro-batch.
 TEST(TransformerModel, ProfiledBlocks) {
   Cluster c = a100();

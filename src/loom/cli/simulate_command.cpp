@@ -26,7 +26,9 @@ model:  --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V 
         [--precision bf16|fp16|fp32 (the cluster's)] [--megatron: memory as Megatron-LM
         keeps it, not as loom's runtime does: bf16 parameters, gradients and residual stream
         with fp32 master weights in the optimizer (loom: autocast over fp32 ones), a stage's
-        output freed once sent (loom keeps it until its backward)]
+        output freed once sent (loom keeps it until its backward), pipeline messages cut
+        into 1/t slices that the receivers all-gather (loom: whole, or with
+        --sequence-parallel the rank's part)]
         or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
         dp-mode and the trainer's own model cut); the model flags given and the flags
         below override it

@@ -42,6 +42,9 @@ class CostModel {
   // Bytes one rank sends from `stage` to `stage + 1` for one micro-batch (the activation; its
   // gradient travels back with the same size).
   virtual double boundary_bytes(int stage) const = 0;
+  // Seconds from a message's arrival until the receiver can use it (Megatron-LM's
+  // scatter/gather: the receiving tensor-parallel ranks all-gather their slices).
+  virtual double receive_s(int stage) const { return 0; }
   // Data-parallel traffic of one rank for a stage: full gradient bytes (REDUCE_GRAD; quant: its
   // quantized message, 0 for the modes that exchange no gradient) and full parameter bytes
   // (UNSHARD, and the zero1/zero2 all-gather after the optimizer step).
@@ -116,6 +119,7 @@ class ForwardingCostModel : public CostModel {
     return m_.collective_s(op, bytes, group);
   }
   double boundary_bytes(int s) const override { return m_.boundary_bytes(s); }
+  double receive_s(int s) const override { return m_.receive_s(s); }
   double grad_bytes(int s) const override { return m_.grad_bytes(s); }
   double param_bytes(int s) const override { return m_.param_bytes(s); }
   double sync_bytes(int s) const override { return m_.sync_bytes(s); }
@@ -141,6 +145,7 @@ class FreeCommModel : public ForwardingCostModel {
   }
   double compute_comm_s(int, schedule::Kind) const override { return 0; }
   double p2p_s(double, int, int) const override { return 0; }
+  double receive_s(int) const override { return 0; }
   double collective_s(Collective, double, const std::vector<int>&) const override { return 0; }
 };
 

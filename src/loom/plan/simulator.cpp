@@ -211,7 +211,7 @@ class Sim {
     const double t0 = std::max(ready, link);
     const double t1 = t0 + c_.p2p_s(bytes, world(r), world(peer));
     link = t1;
-    arrival(to_stage, a.microbatch, fwd ? 0 : 1) = t1;
+    arrival(to_stage, a.microbatch, fwd ? 0 : 1) = t1 + c_.receive_s(fwd ? a.stage : a.stage - 1);
     out_.ranks[r].p2p_s += t1 - t0;
     out_.ranks[r].p2p_bytes += bytes;
     event(r, a, Stream::Send, t0, t1);

@@ -436,8 +436,18 @@ double TransformerCostModel::compute_comm_s(int stage, Kind kind) const {
   return 0;
 }
 
-double TransformerCostModel::boundary_bytes(int) const {  // the residual stream
-  return double(p_.micro_batch) * m_.seq_len * m_.hidden * prec_.residual / p_.tp;
+// The residual stream, as each tensor-parallel rank sends it: its part of the sequence under
+// sequence parallelism; without, the whole tensor from every rank in loom's runtime, a 1/t
+// slice in Megatron-LM (scatter/gather), which the receivers all-gather before using it.
+double TransformerCostModel::boundary_bytes(int) const {
+  const bool sliced = p_.sequence_parallel || p_.megatron;
+  return double(p_.micro_batch) * m_.seq_len * m_.hidden * prec_.residual / (sliced ? p_.tp : 1);
+}
+
+double TransformerCostModel::receive_s(int stage) const {
+  if (!p_.megatron || p_.sequence_parallel || p_.tp <= 1) return 0;
+  return net_.collective_s(Collective::AllGather, p_.tp * boundary_bytes(stage),
+                           p_.mesh().tp_group(0, 0));
 }
 
 double TransformerCostModel::grad_bytes(int stage) const {

@@ -64,6 +64,7 @@ class TransformerCostModel : public CostModel {
     return net_.collective_s(op, bytes, g);
   }
   double boundary_bytes(int stage) const override;
+  double receive_s(int stage) const override;
   double grad_bytes(int stage) const override;
   double param_bytes(int stage) const override;
   double sync_bytes(int stage) const override;
