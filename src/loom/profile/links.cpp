@@ -17,6 +17,7 @@
 #include "loom/common/error.h"
 #include "loom/common/files.h"
 #include "loom/config/config.h"
+#include "loom/model/block_timing.h"
 #include "loom/profile/profile.h"
 #include "loom/profile/timing.h"
 
@@ -67,12 +68,15 @@ std::vector<double> measure_comm() {
     w.barrier()->wait();
     return out;
   }
+  // Half the median round trip: a round trip the scheduler interrupted (the machine may be
+  // busy with other work) does not move it.
   auto one_way = [&](size_t bytes) {
     std::vector<float> buf(std::max<size_t>(1, bytes / 4));
     const int reps = bytes <= (1 << 16) ? 200 : 20;
+    std::vector<double> round_trips;
     w.barrier()->wait();
-    auto t0 = Clock::now();
     for (int i = 0; i < reps; ++i) {
+      auto t0 = Clock::now();
       if (me == 0) {
         w.send(buf.data(), buf.size(), comm::DType::Float32, 1, 7)->wait();
         w.recv(buf.data(), buf.size(), comm::DType::Float32, 1, 8)->wait();
@@ -80,14 +84,17 @@ std::vector<double> measure_comm() {
         w.recv(buf.data(), buf.size(), comm::DType::Float32, 0, 7)->wait();
         w.send(buf.data(), buf.size(), comm::DType::Float32, 0, 8)->wait();
       }
+      round_trips.push_back(seconds(t0));
     }
-    return seconds(t0) / reps / 2;
+    return model::median_of(round_trips) / 2;
   };
   const double lat = one_way(4);
   const size_t big = size_t(16) << 20;
   const double t_big = one_way(big);
   out[0] = lat;
-  out[1] = big / std::max(1e-9, t_big - lat);
+  // The latency is subtracted only while it is a small part of the big message's time: when
+  // it is not, the two were measured under different loads and big / t_big is the safe side.
+  out[1] = big / (lat < 0.5 * t_big ? t_big - lat : t_big);
   if (w.size() == 2) {
     std::vector<float> v(big / 4, 1.0f);
     w.all_reduce(v.data(), v.size(), comm::DType::Float32)->wait();
