@@ -12,6 +12,8 @@ namespace {
 
 // GPT-3 175B shapes: s = 2048, h = 12288, a = 96.
 const Transformer kGpt3{96, 12288, 96, 2048, 51200, true};
+// A small GPT: 8 layers, h = 1024, 16 heads, s = 1024.
+const Transformer kSmallGpt{8, 1024, 16, 1024, 51200, true};
 
 TEST(Transformer, ActivationBytesKorthikanti) {
   const double sbh = 2048.0 * 12288;
@@ -61,7 +63,7 @@ Cluster a100() {
 // parameters, gradients and moments).
 TEST(TransformerModel, MemoryPerDpMode) {
   Cluster c = a100();
-  Transformer m{8, 1024, 16, 1024, 51200, true};
+  const Transformer& m = kSmallGpt;
   Parallel p;
   p.dp = 4;
   p.pp = 2;
@@ -117,27 +119,27 @@ TEST(TransformerModel, MegatronOneTrillionPoint) {
 // from every rank without sequence parallelism and its part with it; Megatron-LM sends a 1/t
 // slice and the receivers all-gather it (receive_s), but not under sequence parallelism.
 TEST(TransformerModel, PipelineMessagesPerTensorParallelRank) {
-  Cluster c = a100();
-  Transformer m{8, 1024, 16, 1024, 51200, true};
+  const Cluster c = a100();
   Parallel p;
   p.pp = 2;
   p.tp = 4;
   p.micro_batch = 2;
+  auto bytes = [&] { return TransformerCostModel(kSmallGpt, p, c).boundary_bytes(0); };
+  auto gather_s = [&] { return TransformerCostModel(kSmallGpt, p, c).receive_s(0); };
   const double tensor = 2.0 * 1024 * 1024;  // values
-  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).boundary_bytes(0), tensor * 4);
-  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).receive_s(0), 0.0);
+  EXPECT_DOUBLE_EQ(bytes(), tensor * 4);
+  EXPECT_DOUBLE_EQ(gather_s(), 0.0);
   p.sequence_parallel = true;
-  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).boundary_bytes(0), tensor * 4 / 4);
+  EXPECT_DOUBLE_EQ(bytes(), tensor * 4 / 4);
   p.megatron = true;
-  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).boundary_bytes(0), tensor * 2 / 4);
-  EXPECT_DOUBLE_EQ(TransformerCostModel(m, p, c).receive_s(0), 0.0);
+  EXPECT_DOUBLE_EQ(bytes(), tensor * 2 / 4);
+  EXPECT_DOUBLE_EQ(gather_s(), 0.0);
   p.sequence_parallel = false;
-  const TransformerCostModel megatron(m, p, c);
-  EXPECT_DOUBLE_EQ(megatron.boundary_bytes(0), tensor * 2 / 4);
+  EXPECT_DOUBLE_EQ(bytes(), tensor * 2 / 4);
   // The gather of the whole bf16 tensor over the 4 ranks of one node's NVLink.
-  EXPECT_DOUBLE_EQ(megatron.receive_s(0), Network(c).collective_s(Collective::AllGather, tensor * 2,
-                                                                  p.mesh().tp_group(0, 0)));
-  EXPECT_GT(megatron.receive_s(0), 0.0);
+  EXPECT_DOUBLE_EQ(gather_s(), Network(c).collective_s(Collective::AllGather, tensor * 2,
+                                                       p.mesh().tp_group(0, 0)));
+  EXPECT_GT(gather_s(), 0.0);
 }
 
 // Profiled block times replace the analytic ones (tp = 1), linear in the micro-batch.
