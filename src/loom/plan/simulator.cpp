@@ -101,13 +101,21 @@ class Sim {
   double compute_makespan() const { return compute_end_; }
 
  private:
-  double& arrival(int stage, int mb, int dir) {
-    return arrival_[(size_t(stage) * s_.shape.microbatches + mb) * 2 + dir];
+  // A message, named by its receiving end: dir 0 the input of (stage, mb), 1 the gradient of
+  // its output.
+  size_t slot(int stage, int mb, int dir) const {
+    return (size_t(stage) * s_.shape.microbatches + mb) * 2 + dir;
   }
-  // Blocking p2p: when the receiving rank posted the receive of (stage, mb, dir).
-  double& posted(int stage, int mb, int dir) {
-    return posted_[(size_t(stage) * s_.shape.microbatches + mb) * 2 + dir];
+  // The message a SEND or RECV action moves.
+  size_t message(const Action& a) const {
+    switch (a.kind) {
+      case Kind::SEND_F: return slot(a.stage + 1, a.microbatch, 0);
+      case Kind::SEND_B: return slot(a.stage - 1, a.microbatch, 1);
+      case Kind::RECV_F: return slot(a.stage, a.microbatch, 0);
+      default: return slot(a.stage, a.microbatch, 1);  // RECV_B
+    }
   }
+  double& arrival(int stage, int mb, int dir) { return arrival_[slot(stage, mb, dir)]; }
   int world(int pp_rank) const { return o_.mesh.rank(pp_rank, 0, 0); }
 
   void event(int r, const Action& a, Stream stream, double t0, double t1) {
@@ -204,14 +212,14 @@ class Sim {
   // SEND_F / SEND_B from `ready` on, once the link to the peer is free; returns the arrival.
   double transfer(int r, const Action& a, double ready) {
     const bool fwd = a.kind == Kind::SEND_F;
-    const int to_stage = fwd ? a.stage + 1 : a.stage - 1;
-    const int peer = s_.shape.rank_of(to_stage);
-    const double bytes = c_.boundary_bytes(fwd ? a.stage : a.stage - 1);
+    const int boundary = fwd ? a.stage : a.stage - 1;  // between stages boundary and boundary + 1
+    const int peer = s_.shape.rank_of(fwd ? a.stage + 1 : a.stage - 1);
+    const double bytes = c_.boundary_bytes(boundary);
     double& link = st_[r].link_free[peer];
     const double t0 = std::max(ready, link);
     const double t1 = t0 + c_.p2p_s(bytes, world(r), world(peer));
     link = t1;
-    arrival(to_stage, a.microbatch, fwd ? 0 : 1) = t1 + c_.receive_s(fwd ? a.stage : a.stage - 1);
+    arrival_[message(a)] = t1 + c_.receive_s(boundary);
     out_.ranks[r].p2p_s += t1 - t0;
     out_.ranks[r].p2p_bytes += bytes;
     event(r, a, Stream::Send, t0, t1);
@@ -227,20 +235,17 @@ class Sim {
     if (st.exchange_posted < 0) {
       st.exchange_posted = st.exchange_end = st.cursor;
       for (size_t i = st.next; i < list.size() && schedule::is_p2p(list[i].kind); ++i) {
-        const Action& x = list[i];
-        if (x.kind == Kind::RECV_F || x.kind == Kind::RECV_B)
-          posted(x.stage, x.microbatch, x.kind == Kind::RECV_F ? 0 : 1) = st.cursor;
+        const Kind k = list[i].kind;
+        if (k == Kind::RECV_F || k == Kind::RECV_B) posted_[message(list[i])] = st.cursor;
       }
     }
-    const int s = a.stage, j = a.microbatch;
     if (a.kind == Kind::SEND_F || a.kind == Kind::SEND_B) {
-      const bool fwd = a.kind == Kind::SEND_F;
-      const double peer_posted = posted(fwd ? s + 1 : s - 1, j, fwd ? 0 : 1);
+      const double peer_posted = posted_[message(a)];
       if (peer_posted < 0) return false;
       const double t1 = transfer(r, a, std::max(st.exchange_posted, peer_posted));
       st.exchange_end = std::max(st.exchange_end, t1);
     } else {
-      const double t = arrival(s, j, a.kind == Kind::RECV_F ? 0 : 1);
+      const double t = arrival_[message(a)];
       if (t < 0) return false;
       st.exchange_end = std::max(st.exchange_end, t);
     }
@@ -415,7 +420,7 @@ class Sim {
   const SimOptions& o_;
   bool record_;
   std::vector<double> arrival_;
-  std::vector<double> posted_;
+  std::vector<double> posted_;  // blocking p2p: when the receiver posted each message's receive
   std::vector<RankState> st_;
   std::set<int> buffer_started_;  // stages whose buffer was allocated this step
   double compute_end_ = 0;
