@@ -11,3 +11,7 @@ for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_
   echo "== $b"
   bash "$b" "$build" || echo "($b failed)"
 done
+echo "== bench/megatron_points.sh"
+bash bench/megatron_points.sh "$build" || echo "(bench/megatron_points.sh failed)"
+echo "== bench/megatron_step_split.py"
+python3 bench/megatron_step_split.py "$build" || echo "(bench/megatron_step_split.py failed)"
