@@ -18,8 +18,10 @@ import sys
 
 # name, layers, hidden, heads, pp, loops to try, rows of (GPUs, global batch, published TFLOP/s)
 FAMILIES = [
-    ("174.6B", 96, 12288, 96, 12, [1, 2, 4], [(384, 1536, 153), (768, 1536, 149), (1536, 1536, 141)]),
-    ("529.6B", 105, 20480, 128, 35, [1, 3], [(560, 2240, 171), (1120, 2240, 167), (2240, 2240, 159)]),
+    ("174.6B", 96, 12288, 96, 12, [1, 2, 4],
+     [(384, 1536, 153), (768, 1536, 149), (1536, 1536, 141)]),
+    ("529.6B", 105, 20480, 128, 35, [1, 3],
+     [(560, 2240, 171), (1120, 2240, 167), (2240, 2240, 159)]),
 ]
 
 
@@ -53,7 +55,8 @@ def main():
     for name, layers, hidden, heads, pp, loops_list, rows in FAMILIES:
         dps = [gpus // (8 * pp) for gpus, _, _ in rows]
         for loops in loops_list:
-            sims = [simulate(loom, cluster, layers, hidden, heads, pp, loops, g, b) for g, b, _ in rows]
+            sims = [simulate(loom, cluster, layers, hidden, heads, pp, loops, g, b)
+                    for g, b, _ in rows]
             published = [step * tflops / pub for (step, tflops), (_, _, pub) in zip(sims, rows)]
             w_sim, c_sim = fit(dps, [step for step, _ in sims])
             w_pub, c_pub = fit(dps, published)
