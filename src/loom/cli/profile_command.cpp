@@ -24,8 +24,9 @@ Measures this machine (matrix products, memory bandwidth, the gpt or llama block
 config's model at each micro-batch size, the AdamW step, and point-to-point latency and
 bandwidth between two ranks: `mpirun -n 2` where loom has MPI, else (or with LOOM_COMM=gloo)
 its own launcher over Gloo) and writes a cluster file for loom simulate and loom plan.
-Blocks are timed alone; then the layer, in windows of seconds, alone and while every other
-core runs it too (as the other ranks of a training run do: they share memory bandwidth,
+Blocks are timed alone, 4 micro-batches in flight as a pipeline stage keeps them (their
+forwards with the graphs alive, then their backwards); then the layer, in windows of seconds,
+alone and while every other core runs it too (as the other ranks of a training run do: they share memory bandwidth,
 caches and, on a virtual machine, maybe the physical core); the ratio is written as each
 block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an otherwise idle
 machine: what else runs is measured too. --tp lists tensor-parallel degrees whose shard of

@@ -22,6 +22,22 @@ torch::Tensor forward_for_timing(Block& block, const torch::Tensor& input,
 double time_forward_backward(Block& block, const torch::Tensor& input, const torch::Tensor& target,
                              torch::Tensor& grad, const LossFn& loss = &Model::loss);
 
+// How many micro-batches a timing keeps in flight, as a pipeline stage does: the forwards of
+// that many copies of the input with their autograd graphs alive, then their backwards, last
+// first. Each pass so writes fresh activations and each backward reads them after other
+// passes' work, as in a training step; a loop over one input reuses the same buffers, warm in
+// cache, and timed a layer 10-15% faster on a 2-core VM than one rank's steps ran it
+// (docs/notes/planner-validation.md, 2026-12-04).
+constexpr int kTimingInFlight = 4;
+
+// Seconds of each forward and each backward of kTimingInFlight micro-batches timed so (the
+// copies are made outside the timed passes); `grad` as for time_forward_backward.
+struct InFlightTimes {
+  std::vector<double> forward_s, backward_s;
+};
+InFlightTimes time_in_flight(Block& block, const torch::Tensor& input, const torch::Tensor& target,
+                             torch::Tensor& grad, const LossFn& loss = &Model::loss);
+
 // The median of timing samples (the upper one of the middle two; 0 for none).
 double median_of(std::vector<double> samples);
 

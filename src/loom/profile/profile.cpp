@@ -237,10 +237,11 @@ std::optional<Measured> measure(const Options& o) {
   std::ostringstream note;
   note << "measured by loom profile on " << profile_date() << ": " << cpu_model() << ", " << cores
        << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
-       << TORCH_VERSION << "; blocks of " << config_path
-       << (load_cores ? detail::concat(" timed alone; loaded_slowdown: the layer with the other ",
-                                       load_cores, " core(s) running it, in windows of seconds")
-                      : std::string(" timed alone"))
+       << TORCH_VERSION << "; blocks of " << config_path << " timed alone, "
+       << model::kTimingInFlight << " micro-batches in flight"
+       << (load_cores ? detail::concat("; loaded_slowdown: the layer with the other ", load_cores,
+                                       " core(s) running it, in windows of seconds")
+                      : std::string())
        << "; ";
   if (link[1] > 0)
     note << "p2p via loom::comm (" << comm::backend_name(comm::launch_backend())

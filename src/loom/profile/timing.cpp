@@ -87,10 +87,10 @@ double forward_backward(BlockJob& j) {
   return model::time_forward_backward(*j.block, j.input, j.target, j.grad, j.loss);
 }
 
-// One round of `budget` seconds: forward with autograd as in training, backward from a random
-// output gradient (the head: from its loss), each alone; forward and forward + backward
-// alternate in one loop so that both medians see the same moments (backward = their
-// difference). Activation bytes (first round): heap growth while the forward's output (and
+// One round of `budget` seconds: forwards with autograd as in training and backwards from a
+// random output gradient (the head: from its loss), kTimingInFlight micro-batches in flight
+// as a stage keeps them (model/block_timing.h); a sample is the median over those
+// micro-batches. Activation bytes (first round): heap growth while the forward's output (and
 // so its autograd graph) is alive, smallest of 3 tries.
 void sample_block(BlockJob& j, double budget) {
   if (j.activation_bytes < 0) {
@@ -104,40 +104,42 @@ void sample_block(BlockJob& j, double budget) {
   // The zero-bubble split as parallel/stage.cpp runs it (model/linear_uses.h): I, every
   // gradient but the matrix products' weight gradients, then W, those from the products'
   // inputs and output gradients (not for the embedding, whose input is token ids: its whole
-  // backward is in I).
+  // backward is in I). The same micro-batches in flight.
   const bool split = j.input.is_floating_point();
+  const int n = model::kTimingInFlight;
   std::vector<torch::Tensor> weights = j.block->parameters();
   const auto t_all = Clock::now();
   for (int it = 0; it < 2 || (seconds(t_all) < budget && it < 2000); ++it) {
-    double ti = 0, tw = 0;
+    const model::InFlightTimes t =
+        model::time_in_flight(*j.block, j.input, j.target, j.grad, j.loss);
+    std::vector<double> ti, tw;
     if (split) {
-      torch::Tensor x = j.input.detach().requires_grad_(true);
-      model::SplitBackward split;
-      torch::Tensor y;
-      {
-        model::RecordLinearUses record(&split.uses);
-        y = j.block->forward(x);
+      std::vector<model::SplitBackward> splits(n);
+      std::vector<torch::Tensor> xs, ys;
+      for (int k = 0; k < n; ++k) xs.push_back(j.input.clone().requires_grad_(true));
+      for (int k = 0; k < n; ++k) {
+        model::RecordLinearUses record(&splits[k].uses);
+        torch::Tensor y = j.block->forward(xs[k]);
+        ys.push_back(j.target.defined() ? j.loss(y, j.target) : y);
       }
-      if (j.target.defined()) y = j.loss(y, j.target);
-      if (!j.grad.defined() && !j.target.defined()) j.grad = torch::randn_like(y);
       const torch::Tensor g = j.target.defined() ? torch::Tensor() : j.grad;
-      auto t0 = Clock::now();
-      split.input_grad(y, g, x, weights);
-      ti = seconds(t0);
-      t0 = Clock::now();
-      split.weight_grads();
-      tw = seconds(t0);
+      for (int k = n - 1; k >= 0; --k) {
+        auto t0 = Clock::now();
+        splits[k].input_grad(ys[k], g, xs[k], weights);
+        ti.push_back(seconds(t0));
+        t0 = Clock::now();
+        splits[k].weight_grads();
+        tw.push_back(seconds(t0));
+        ys[k] = xs[k] = torch::Tensor();
+      }
     }
-    auto t0 = Clock::now();
-    { torch::Tensor y = run_forward(j); }
-    const double f = seconds(t0);
-    const double fb = forward_backward(j);
     if (it == 0) continue;  // warm-up
+    const double f = model::median_of(t.forward_s);
     j.fwd.push_back(f);
-    j.both.push_back(fb);
+    j.both.push_back(f + model::median_of(t.backward_s));
     if (split) {
-      j.in_s.push_back(ti);
-      j.w_s.push_back(tw);
+      j.in_s.push_back(model::median_of(ti));
+      j.w_s.push_back(model::median_of(tw));
     }
   }
 }
