@@ -26,12 +26,13 @@ bandwidth between two ranks: `mpirun -n 2` where loom has MPI, else (or with LOO
 its own launcher over Gloo) and writes a cluster file for loom simulate and loom plan.
 Blocks are timed alone, 4 micro-batches in flight as a pipeline stage keeps them (their
 forwards with the graphs alive, then their backwards); then the layer, in windows of seconds,
-alone and while every other core runs it too (as the other ranks of a training run do: they share memory bandwidth,
-caches and, on a virtual machine, maybe the physical core); the ratio is written as each
-block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an otherwise idle
-machine: what else runs is measured too. --tp lists tensor-parallel degrees whose shard of
-each block is timed too (the shard's compute alone; the simulator adds the collectives):
-degrees that do not divide the model's heads and width are skipped, 1 times none.
+alone and while every other core runs it too (as the other ranks of a training run do: they
+share memory bandwidth, caches and, on a virtual machine, maybe the physical core); the ratio
+is written as each block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an
+otherwise idle machine: what else runs is measured too. --tp lists tensor-parallel degrees
+whose shard of each block is timed too (the shard's compute alone; the simulator adds the
+collectives): degrees that do not divide the model's heads and width are skipped, 1 times
+none.
 
 --device cuda measures GPU 0 instead: bf16 matrix products by size (the GEMM efficiency
 curve, against the base file's bf16 peak), a large copy (elementwise, against its memory

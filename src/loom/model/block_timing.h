@@ -25,9 +25,9 @@ double time_forward_backward(Block& block, const torch::Tensor& input, const tor
 // How many micro-batches a timing keeps in flight, as a pipeline stage does: the forwards of
 // that many copies of the input with their autograd graphs alive, then their backwards, last
 // first. Each pass so writes fresh activations and each backward reads them after other
-// passes' work, as in a training step; a loop over one input reuses the same buffers, warm in
-// cache, and timed a layer 10-15% faster on a 2-core VM than one rank's steps ran it
-// (docs/notes/planner-validation.md, 2026-12-04).
+// passes' work, as in a training step. A loop over one input reuses the same buffers, warm in
+// cache: on a 2-core VM it timed a layer 8-17% faster than this, and one rank's steps were
+// predicted 14% fast from it, 4% from this (docs/notes/planner-validation.md, 2026-12-04).
 constexpr int kTimingInFlight = 4;
 
 // Seconds of each forward and each backward of kTimingInFlight micro-batches timed so (the
