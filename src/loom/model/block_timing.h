@@ -31,12 +31,15 @@ double time_forward_backward(Block& block, const torch::Tensor& input, const tor
 constexpr int kTimingInFlight = 4;
 
 // Seconds of each forward and each backward of kTimingInFlight micro-batches timed so (the
-// copies are made outside the timed passes); `grad` as for time_forward_backward.
+// copies are made outside the timed passes); `grad` as for time_forward_backward. With
+// `split_weights` (the block's parameters; a float input) each backward runs as the zero-bubble
+// split does (model/linear_uses.h): I, then W, each timed, and backward = I + W.
 struct InFlightTimes {
-  std::vector<double> forward_s, backward_s;
+  std::vector<double> forward_s, backward_s, input_s, weight_s;
 };
 InFlightTimes time_in_flight(Block& block, const torch::Tensor& input, const torch::Tensor& target,
-                             torch::Tensor& grad, const LossFn& loss = &Model::loss);
+                             torch::Tensor& grad, const LossFn& loss = &Model::loss,
+                             const std::vector<torch::Tensor>* split_weights = nullptr);
 
 // The median of timing samples (the upper one of the middle two; 0 for none).
 double median_of(std::vector<double> samples);

@@ -13,8 +13,6 @@
 #include <cstdio>
 #include <functional>
 
-#include "loom/model/linear_uses.h"
-
 namespace loom::profile {
 namespace {
 
@@ -104,42 +102,22 @@ void sample_block(BlockJob& j, double budget) {
   // The zero-bubble split as parallel/stage.cpp runs it (model/linear_uses.h): I, every
   // gradient but the matrix products' weight gradients, then W, those from the products'
   // inputs and output gradients (not for the embedding, whose input is token ids: its whole
-  // backward is in I). The same micro-batches in flight.
+  // backward is in I), timed in flight too, on micro-batches of its own.
   const bool split = j.input.is_floating_point();
-  const int n = model::kTimingInFlight;
   std::vector<torch::Tensor> weights = j.block->parameters();
   const auto t_all = Clock::now();
   for (int it = 0; it < 2 || (seconds(t_all) < budget && it < 2000); ++it) {
     const model::InFlightTimes t =
         model::time_in_flight(*j.block, j.input, j.target, j.grad, j.loss);
-    std::vector<double> ti, tw;
-    if (split) {
-      std::vector<model::SplitBackward> splits(n);
-      std::vector<torch::Tensor> xs, ys;
-      for (int k = 0; k < n; ++k) xs.push_back(j.input.clone().requires_grad_(true));
-      for (int k = 0; k < n; ++k) {
-        model::RecordLinearUses record(&splits[k].uses);
-        torch::Tensor y = j.block->forward(xs[k]);
-        ys.push_back(j.target.defined() ? j.loss(y, j.target) : y);
-      }
-      const torch::Tensor g = j.target.defined() ? torch::Tensor() : j.grad;
-      for (int k = n - 1; k >= 0; --k) {
-        auto t0 = Clock::now();
-        splits[k].input_grad(ys[k], g, xs[k], weights);
-        ti.push_back(seconds(t0));
-        t0 = Clock::now();
-        splits[k].weight_grads();
-        tw.push_back(seconds(t0));
-        ys[k] = xs[k] = torch::Tensor();
-      }
-    }
+    model::InFlightTimes parts;
+    if (split) parts = model::time_in_flight(*j.block, j.input, j.target, j.grad, j.loss, &weights);
     if (it == 0) continue;  // warm-up
     const double f = model::median_of(t.forward_s);
     j.fwd.push_back(f);
     j.both.push_back(f + model::median_of(t.backward_s));
     if (split) {
-      j.in_s.push_back(model::median_of(ti));
-      j.w_s.push_back(model::median_of(tw));
+      j.in_s.push_back(model::median_of(parts.input_s));
+      j.w_s.push_back(model::median_of(parts.weight_s));
     }
   }
 }
