@@ -8,10 +8,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +20,7 @@
 #include "loom/cli/commands.h"
 #include "loom/comm/c10d_backend.h"
 #include "loom/comm/node_store.h"
+#include "loom/comm/single_copy.h"
 #include "loom/comm/world.h"
 #include "loom/flags/flags.h"
 #include "loom/model/cpu_gemm.h"
@@ -103,31 +101,6 @@ std::string gpus() {
   return os.str();
 }
 
-// Why Open MPI's shared-memory transport cannot copy a message once, straight from the
-// sender's memory (CMA, process_vm_readv), or "" when it can. Without it every message goes
-// through shared buffers that both ranks must work on: 2-rank pipeline steps ran 8% (1F1B)
-// and 32% (bfs) slower so here (docs/architecture.md, MPI engine).
-std::string single_copy_problem() {
-  // Open MPI 4's values: cma (1), none (3), emulated (4, through the shared buffers too).
-  if (const char* m = std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism");
-      m && std::string(m) != "cma" && std::string(m) != "1")
-    return std::string("OMPI_MCA_btl_vader_single_copy_mechanism=") + m + " turns it off";
-  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f) {
-    int scope = 0;
-    // 1 is fine: Open MPI then lets any process of the user attach (PR_SET_PTRACER_ANY).
-    if (f >> scope && scope >= 2)
-      return "kernel.yama.ptrace_scope = " + std::to_string(scope) +
-             " forbids it (sysctl kernel.yama.ptrace_scope=1)";
-  }
-  // A container's seccomp filter refuses the call whatever process it names, even this one.
-  char from[8] = "loom", to[8] = {};
-  iovec local{to, sizeof to}, remote{from, sizeof from};
-  if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != sizeof from)
-    return std::string("process_vm_readv is refused (") + std::strerror(errno) +
-           "; in a container allow it, e.g. docker run --cap-add SYS_PTRACE)";
-  return "";
-}
-
 const char* kDoctorHelp = R"(usage: loom doctor
 
 Reports what this machine gives a loom run: the libtorch version and whether CUDA is compiled
@@ -157,7 +130,7 @@ int doctor_command(const std::vector<std::string>& args) {
   double gf = matmul_gflops(512);
   std::string blas = loaded_blas();
   unsigned cores = std::thread::hardware_concurrency();
-  const std::string cma = single_copy_problem();
+  const std::string cma = comm::single_copy_problem();
   std::cout << "loom doctor\n"
             << "  libtorch            " << TORCH_VERSION
             << (LOOM_HAVE_CUDA ? " (CUDA compiled in)" : " (CPU-only build)") << "\n"

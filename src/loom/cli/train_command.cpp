@@ -13,6 +13,7 @@
 #include "loom/cli/commands.h"
 #include "loom/cli/config_reference.h"
 #include "loom/comm/rank_hosts.h"
+#include "loom/comm/single_copy.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/thread_slice.h"
@@ -220,12 +221,18 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     train::check_memory(cfg, r, n);
     train::prepare_output_dir(cfg.output);
     warn_oversubscribed(n, cfg.train.threads);
+    const comm::BackendKind kind = chosen_backend(cfg, n);
+    if (kind == comm::BackendKind::Mpi && local_world_size(n) > 1)
+      if (const std::string why = comm::single_copy_problem(); !why.empty())
+        std::fprintf(stderr,
+                     "loom: warning: Open MPI cannot copy messages between the ranks in one step: "
+                     "%s (loom doctor)\n",
+                     why.c_str());
     // The ranks get the same configuration flags (the = form keeps values such as "--x").
     std::vector<std::string> pass;
     if (a.has("config")) pass = {"--config", a.get("config")};
     for (const auto& item : a.items)
       if (item.from_source) pass.push_back("--" + item.spelled + "=" + item.value);
-    const comm::BackendKind kind = chosen_backend(cfg, n);
     return run_with_restarts(
         cfg, pass, n, max_restarts, min_nproc, [&](const auto& args, int attempt, int ranks) {
           launch::Options lo;

@@ -1,0 +1,13 @@
+#pragma once
+// Whether Open MPI's shared-memory transport can copy a message between two ranks of this
+// machine in one step, straight from the sender's memory (CMA, process_vm_readv). Without it
+// every message goes through shared buffers that both ranks must work on: 2-rank pipeline
+// steps ran 8% (1F1B) and 32% (bfs) slower so here (docs/architecture.md, MPI engine).
+#include <string>
+
+namespace loom::comm {
+
+// Why it cannot, naming the cause and the fix, or "" when it can.
+std::string single_copy_problem();
+
+}  // namespace loom::comm
