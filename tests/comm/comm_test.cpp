@@ -3,10 +3,14 @@
 #include <c10/util/BFloat16.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "loom/comm/mpi_backend.h"
 #include "loom/comm/mpi_engine.h"
+#include "loom/comm/single_copy.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/thread_slice.h"
@@ -282,4 +286,23 @@ TEST(Comm, EngineSliceFollowsCoreSharing) {
     EXPECT_EQ(seen, std::chrono::milliseconds(10));
   else
     EXPECT_NE(seen, std::chrono::milliseconds(10));
+}
+
+// Transfers with ranks of this machine are quiet (the engine backs off longer while only
+// such transfers are posted) exactly when Open MPI copies them once through shared memory;
+// comm_tcp_np2 runs these tests over TCP, where they must not be.
+TEST(Comm, PeersOnThisMachineAreQuietOnlyWithSingleCopy) {
+  Backend& w = world();
+  if (w.kind() != BackendKind::Mpi) GTEST_SKIP() << "the MPI engine only";
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  const bool tcp = btl && std::string(btl) == "tcp,self";
+  if (tcp) EXPECT_FALSE(shared_memory_single_copy());
+  const bool quiet = shared_memory_single_copy();
+  auto& m = dynamic_cast<MpiBackend&>(w);
+  for (int r = 0; r < w.size(); ++r) EXPECT_EQ(m.quiet_peer(r), quiet) << "world rank " << r;
+  // A split communicator maps its ranks to the world's.
+  auto sub = w.split(0, w.size() - w.rank(), "reversed");  // the ranks in reverse order
+  for (int r = 0; r < sub->size(); ++r)
+    EXPECT_EQ(dynamic_cast<MpiBackend&>(*sub).quiet_peer(r), quiet) << "split rank " << r;
+  EXPECT_FALSE(m.quiet_peer(w.size()));  // out of range
 }

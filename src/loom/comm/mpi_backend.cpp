@@ -79,13 +79,16 @@ int checked_int(int64_t count) {
 }
 
 // Posts one MPI call on the engine thread; `keep` holds the buffers alive until completion.
-WorkPtr post(const Backend::Call& c, std::vector<Staged> keep, std::function<MPI_Request()> call) {
+// `quiet`: the transfer needs no progress from this process until someone waits (Engine::Op).
+WorkPtr post(const Backend::Call& c, std::vector<Staged> keep, std::function<MPI_Request()> call,
+             bool quiet = false) {
   auto work = std::make_shared<EngineWork>(c.what, c.options.timeout, c.delay_s);
   std::vector<at::Tensor> alive;
   for (auto& s : keep) alive.push_back(s.host);
   copy_back_on_completion(*work, keep);
   Engine::Op op;
   op.work = work;
+  op.quiet = quiet;
   op.post = [call = std::move(call), alive = std::move(alive)] { return call(); };
   Engine::instance().submit(std::move(op));
   return work;
@@ -93,16 +96,25 @@ WorkPtr post(const Backend::Call& c, std::vector<Staged> keep, std::function<MPI
 
 // An operation on one buffer: read from it when `input`, written into when `output`.
 WorkPtr post_one(const Backend::Call& c, const at::Tensor& t, bool input, bool output,
-                 std::function<void(void*, int, MPI_Datatype, MPI_Request*)> call) {
+                 std::function<void(void*, int, MPI_Datatype, MPI_Request*)> call,
+                 bool quiet = false) {
   Staged s = stage(t, input, output);
   const int n = checked_int(t.numel());
   void* buf = s.host.data_ptr();
   MPI_Datatype type = mpi_type(t);
-  return post(c, {s}, [=, call = std::move(call)] {
-    MPI_Request r;
-    call(buf, n, type, &r);
-    return r;
-  });
+  return post(
+      c, {s},
+      [=, call = std::move(call)] {
+        MPI_Request r;
+        call(buf, n, type, &r);
+        return r;
+      },
+      quiet);
+}
+
+std::vector<bool>& quiet_world_ranks() {
+  static std::vector<bool> quiet;
+  return quiet;
 }
 
 // A collective from `in` to `out` that moves blocks of `block` elements per rank.
@@ -131,6 +143,28 @@ MpiBackend::MpiBackend(MPI_Comm comm, std::string name, bool owned)
   int flag = 0;
   MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) max_tag_ = *ub;
+  // Which of this communicator's ranks are quiet peers: their world ranks, looked up.
+  const std::vector<bool>& quiet = quiet_world_ranks();
+  if (quiet.empty()) return;
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(comm_, &mine);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(size()), in_world(size());
+  for (int r = 0; r < size(); ++r) ranks[r] = r;
+  MPI_Group_translate_ranks(mine, size(), ranks.data(), world, in_world.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  quiet_peer_.resize(size());
+  for (int r = 0; r < size(); ++r)
+    quiet_peer_[r] = in_world[r] >= 0 && in_world[r] < int(quiet.size()) && quiet[in_world[r]];
+}
+
+void MpiBackend::set_quiet_world_ranks(std::vector<bool> quiet) {
+  quiet_world_ranks() = std::move(quiet);
+}
+
+bool MpiBackend::quiet_peer(int rank) const {
+  return rank >= 0 && rank < int(quiet_peer_.size()) && quiet_peer_[rank];
 }
 
 MpiBackend::~MpiBackend() {
@@ -183,17 +217,21 @@ WorkPtr MpiBackend::do_barrier(const Call& c) {
 }
 
 WorkPtr MpiBackend::do_send(const at::Tensor& t, int dst, int tag, const Call& c) {
-  return post_one(c, t, true, false,
-                  [this, dst, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
-                    MPI_Isend(b, n, y, dst, tag, comm_, q);
-                  });
+  return post_one(
+      c, t, true, false,
+      [this, dst, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+        MPI_Isend(b, n, y, dst, tag, comm_, q);
+      },
+      quiet_peer(dst));
 }
 
 WorkPtr MpiBackend::do_recv(const at::Tensor& t, int src, int tag, const Call& c) {
-  return post_one(c, t, false, true,
-                  [this, src, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
-                    MPI_Irecv(b, n, y, src, tag, comm_, q);
-                  });
+  return post_one(
+      c, t, false, true,
+      [this, src, tag](void* b, int n, MPI_Datatype y, MPI_Request* q) {
+        MPI_Irecv(b, n, y, src, tag, comm_, q);
+      },
+      quiet_peer(src));
 }
 
 std::unique_ptr<Backend> MpiBackend::do_split(const std::vector<int>& members, int color,

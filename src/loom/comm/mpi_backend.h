@@ -5,6 +5,8 @@
 // Only comm/ includes this header: nothing else sees mpi.h.
 #include <mpi.h>
 
+#include <vector>
+
 #include "loom/comm/backend.h"
 
 namespace loom::comm {
@@ -17,6 +19,13 @@ class MpiBackend : public Backend {
 
   BackendKind kind() const override { return BackendKind::Mpi; }
   int64_t max_tag() const override { return max_tag_; }
+
+  // The world ranks with which a point-to-point transfer needs no progress from this process
+  // while nobody waits (Engine::Op::quiet): those on this machine when Open MPI copies from
+  // them in one step (single_copy.h). Set before the first backend is made.
+  static void set_quiet_world_ranks(std::vector<bool> quiet);
+  // Whether transfers with this rank of the communicator are quiet.
+  bool quiet_peer(int rank) const;
 
  protected:
   WorkPtr do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) override;
@@ -34,7 +43,8 @@ class MpiBackend : public Backend {
  private:
   MPI_Comm comm_;
   bool owned_;
-  int64_t max_tag_ = 32767;  // the least MPI guarantees
+  std::vector<bool> quiet_peer_;  // by rank of comm_
+  int64_t max_tag_ = 32767;       // the least MPI guarantees
 };
 
 }  // namespace loom::comm

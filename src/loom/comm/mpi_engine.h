@@ -6,7 +6,8 @@
 //     are posted in the order the caller issued them, which MPI requires to match across ranks.
 //  3. The engine polls all posted requests with MPI_Testsome (Open MPI progresses non-blocking
 //     collectives only inside MPI calls). While some thread waits on a Work it polls eagerly;
-//     otherwise it sleeps briefly between polls so it does not steal the compute core.
+//     otherwise it sleeps briefly between polls so it does not steal the compute core, and
+//     ten times longer while every posted operation is quiet (Op::quiet).
 //  4. On completion it marks the Work done.
 // When this machine's ranks outnumber its cores, the engine thread takes a long scheduler slice
 // (thread_slice.h): its polls then wait for the next scheduling point instead of preempting a
@@ -62,6 +63,11 @@ class Engine {
   struct Op {
     std::shared_ptr<EngineWork> work;
     std::function<MPI_Request()> post;  // runs on the engine thread
+    // The transfer needs no progress from this process until someone waits on it: a message
+    // to or from a rank of this machine that Open MPI copies in one step (the receiver pulls
+    // it when it polls; the sender's request only completes). While only such operations are
+    // posted, the idle back-off is ten times longer (1 to 10 ms).
+    bool quiet = false;
   };
   void submit(Op op);
 

@@ -3,10 +3,13 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "loom/comm/mpi_backend.h"
 #include "loom/comm/mpi_engine.h"
+#include "loom/comm/single_copy.h"
 #include "loom/common/error.h"
 #include "loom/common/thread_slice.h"
 
@@ -14,14 +17,27 @@ namespace loom::comm::mpi {
 namespace {
 bool g_initialized = false;  // by us
 
-// The ranks on this rank's machine (those that share its memory).
-int local_ranks() {
+// The world ranks on this rank's machine (those that share its memory), marked.
+std::vector<bool> node_ranks() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   int n = 1;
   MPI_Comm_size(node, &n);
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(node, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(n), in_world(n);
+  for (int r = 0; r < n; ++r) ranks[r] = r;
+  MPI_Group_translate_ranks(group, n, ranks.data(), world, in_world.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
   MPI_Comm_free(&node);
-  return n;
+  std::vector<bool> on(size, false);
+  for (int w : in_world)
+    if (w >= 0 && w < size) on[w] = true;
+  return on;
 }
 
 }  // namespace
@@ -46,8 +62,12 @@ void init(int* argc, char*** argv) {
 }
 
 std::unique_ptr<Backend> make_world() {
+  std::vector<bool> node = node_ranks();
+  const int local = static_cast<int>(std::count(node.begin(), node.end(), true));
+  if (!shared_memory_single_copy()) node.assign(node.size(), false);
+  MpiBackend::set_quiet_world_ranks(std::move(node));
   auto w = std::make_unique<MpiBackend>(MPI_COMM_WORLD, "world", false);
-  Engine::instance().start(local_ranks() > usable_cores());
+  Engine::instance().start(local > usable_cores());
   return w;
 }
 

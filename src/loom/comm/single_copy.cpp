@@ -31,4 +31,13 @@ std::string single_copy_problem() {
   return "";
 }
 
+bool shared_memory_single_copy() {
+  if (const char* btl = std::getenv("OMPI_MCA_btl"); btl && *btl) {
+    const std::string b = btl;  // the transports to use, or after ^ those to leave out
+    const bool named = b.find("vader") != std::string::npos || b.find("sm") != std::string::npos;
+    if (named == (b[0] == '^')) return false;
+  }
+  return single_copy_problem().empty();
+}
+
 }  // namespace loom::comm

@@ -10,4 +10,8 @@ namespace loom::comm {
 // Why it cannot, naming the cause and the fix, or "" when it can.
 std::string single_copy_problem();
 
+// Whether messages between ranks of this machine go through shared memory with a single
+// copy: the shared-memory transport not left out by OMPI_MCA_btl, and no problem above.
+bool shared_memory_single_copy();
+
 }  // namespace loom::comm
