@@ -80,8 +80,8 @@ int checked_int(int64_t count) {
 
 // Posts one MPI call on the engine thread; `keep` holds the buffers alive until completion.
 // `quiet`: the transfer needs no progress from this process until someone waits (Engine::Op).
-WorkPtr post(const Backend::Call& c, std::vector<Staged> keep, std::function<MPI_Request()> call,
-             bool quiet = false) {
+WorkPtr post(const Backend::Call& c, const std::vector<Staged>& keep,
+             std::function<MPI_Request()> call, bool quiet = false) {
   auto work = std::make_shared<EngineWork>(c.what, c.options.timeout, c.delay_s);
   std::vector<at::Tensor> alive;
   for (auto& s : keep) alive.push_back(s.host);
