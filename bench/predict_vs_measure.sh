@@ -170,7 +170,7 @@ print(f"{sys.argv[1]:<5} {sys.argv[2]:<12} {sys.argv[3]:<9} | {pred*1e3:7.1f} {m
       f"{p_peak/1e6:8.2f} {r_peak/1e6:8.2f}  ({rounds}; load {load})")
 PY
 done
-echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 echo "pred / meas: median over rounds of the prediction from the profile taken before the run and"
 echo "  of the run's median step_s (steps 4..N); rounds: each round's error in %; err: their median;"
 echo "speed: the machine's compute time during the run over the profile's (loom train"
