@@ -8,7 +8,9 @@
 #   bench/binary_ab.sh /tmp/loom-before build/bin/loom 6 1 --global_batch 16 --microbatches 1
 #   bench/binary_ab.sh /tmp/loom-before build/bin/loom 4 2 --pp 2 --schedule gpipe --global_batch 32 --microbatches 8
 # WORLD 1 runs `loom train --nproc 1`; more ranks run under the venv's torchrun with gloo, as
-# bench/peers_compare.sh does.
+# bench/peers_compare.sh does, or with COMM=mpi under `loom train --nproc WORLD` (Open MPI, the
+# MPI engine: comm/mpi_engine.h):
+#   COMM=mpi bench/binary_ab.sh /tmp/loom-before build/bin/loom 4 2 --pp 2 --schedule bfs --loops 2 --global_batch 32 --microbatches 2
 set -euo pipefail
 a=$(realpath "$1")
 b=$(realpath "$2")
@@ -25,8 +27,9 @@ model=(--model.kind gpt --width 256 --layers 4 --heads 4 --seq_len 128 --data.ki
 
 run() {  # binary -> median step ms after 3 warm-up steps
   rm -rf "$out/run"
-  if [[ $world == 1 ]]; then
-    "$1" train --nproc 1 "${model[@]}" "${@:2}" --output.dir "$out/run" >"$out/log" 2>&1
+  if [[ $world == 1 || ${COMM:-gloo} == mpi ]]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$1" train --nproc "$world" \
+      "${model[@]}" "${@:2}" --output.dir "$out/run" >"$out/log" 2>&1
   else
     "$venv/bin/torchrun" --standalone --nproc-per-node "$world" --no-python "$1" train --comm gloo \
       "${model[@]}" "${@:2}" --output.dir "$out/run" >"$out/log" 2>&1
