@@ -146,17 +146,21 @@ MpiBackend::MpiBackend(MPI_Comm comm, std::string name, bool owned)
   // Which of this communicator's ranks are quiet peers: their world ranks, looked up.
   const std::vector<bool>& quiet = quiet_world_ranks();
   if (quiet.empty()) return;
+  for (int w : world_ranks_of(comm_))
+    quiet_peer_.push_back(w >= 0 && w < int(quiet.size()) && quiet[w]);
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  const int n = size_of(comm);
   MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-  MPI_Comm_group(comm_, &mine);
+  MPI_Comm_group(comm, &mine);
   MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> ranks(size()), in_world(size());
-  for (int r = 0; r < size(); ++r) ranks[r] = r;
-  MPI_Group_translate_ranks(mine, size(), ranks.data(), world, in_world.data());
+  std::vector<int> ranks(n), in_world(n);
+  for (int r = 0; r < n; ++r) ranks[r] = r;
+  MPI_Group_translate_ranks(mine, n, ranks.data(), world, in_world.data());
   MPI_Group_free(&mine);
   MPI_Group_free(&world);
-  quiet_peer_.resize(size());
-  for (int r = 0; r < size(); ++r)
-    quiet_peer_[r] = in_world[r] >= 0 && in_world[r] < int(quiet.size()) && quiet[in_world[r]];
+  return in_world;
 }
 
 void MpiBackend::set_quiet_world_ranks(std::vector<bool> quiet) {

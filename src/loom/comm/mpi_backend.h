@@ -11,6 +11,9 @@
 
 namespace loom::comm {
 
+// The MPI_COMM_WORLD rank of each rank of `comm`, in its rank order.
+std::vector<int> world_ranks_of(MPI_Comm comm);
+
 class MpiBackend : public Backend {
  public:
   // Takes ownership of `comm` when `owned` (freed in the destructor).

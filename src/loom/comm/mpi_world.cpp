@@ -23,20 +23,10 @@ std::vector<bool> node_ranks() {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-  MPI_Comm_group(node, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> ranks(n), in_world(n);
-  for (int r = 0; r < n; ++r) ranks[r] = r;
-  MPI_Group_translate_ranks(group, n, ranks.data(), world, in_world.data());
-  MPI_Group_free(&group);
-  MPI_Group_free(&world);
-  MPI_Comm_free(&node);
   std::vector<bool> on(size, false);
-  for (int w : in_world)
+  for (int w : world_ranks_of(node))
     if (w >= 0 && w < size) on[w] = true;
+  MPI_Comm_free(&node);
   return on;
 }
 
