@@ -24,6 +24,13 @@ grep -q '^shared = true' "$tmp/c.toml" || fail "the cluster file does not say th
 awk -F' = ' '/^loaded_slowdown/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit bad }' "$tmp/c.toml" ||
   fail "loaded_slowdown out of range: $(grep loaded_slowdown "$tmp/c.toml" | tr '\n' ' ')"
 ! grep -q '^ns_per_param = 0$' "$tmp/c.toml" || fail "optimizer not measured"
+# Twice as many processes as cores (here forked: --no-comm): beyond a fair share, a ratio >= 1
+# (written when above 1).
+cores=$(getconf _NPROCESSORS_ONLN)
+grep -q "among $((2 * cores)) forked processes on $cores cores: x[0-9.]* alone" "$tmp/stderr" ||
+  { cat "$tmp/stderr"; fail "no time-shared measurement with forked processes"; }
+awk -F' = ' '/^oversubscribed/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit bad }' "$tmp/c.toml" ||
+  fail "oversubscribed out of range: $(grep '^oversubscribed' "$tmp/c.toml")"
 "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --pp 2 \
   --cluster "$tmp/c.toml" > "$tmp/sim" 2>&1 || { cat "$tmp/sim"; fail "loom simulate failed"; }
 grep -q "compute costs *profiled; 2 rank(s) share $(getconf _NPROCESSORS_ONLN) core(s)" "$tmp/sim" ||
@@ -43,6 +50,11 @@ links_measured() {  # label, then the environment for loom profile
     { cat "$tmp/stderr"; fail "$label: loom profile with links exited with $?"; }
   grep -q "every core busy: x[0-9.]* (two ranks)" "$tmp/stderr" ||
     { cat "$tmp/stderr"; fail "$label: no slowdown measured between two ranks"; }
+  # Twice as many ranks as cores, started as loom train starts them, calibrating as a run does.
+  grep -q "among $((2 * cores)) ranks on $cores cores: x[0-9.]* alone, x[0-9.]* its fair share" \
+    "$tmp/stderr" || { cat "$tmp/stderr"; fail "$label: no time-shared measurement on ranks"; }
+  grep -q "oversubscribed: the layer among $((2 * cores)) ranks" "$tmp/m.toml" ||
+    fail "$label: the note does not say how oversubscribed was measured"
   awk '/^\[intra\]/ { s = 1 } s && /^bandwidth_gbs/ { b = $3 } s && /^latency_us/ { l = $3; s = 0 }
        END { exit !(b > 0.01 && b != 10 && l > 0 && l != 50) }' "$tmp/m.toml" ||
     { grep -A3 '^\[intra\]' "$tmp/m.toml"; fail "$label: the link was not measured"; }

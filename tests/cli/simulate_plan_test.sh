@@ -26,6 +26,10 @@ expect_exit2() {
   fi
 }
 a100=$src/clusters/a100-80gb.toml
+# The shipped profile of a CPU machine without its processor's name: simulate warns (one more
+# line) when the machine running the test has another processor.
+here=$tmp/this-machine.toml
+grep -v '^cpu = ' "$src/clusters/this-machine.toml" >"$here"
 gpt=(--model gpt --layers 6 --width 1024 --heads 16 --seq-len 1024 --cluster "$a100")
 
 expect_exit2 uneven_loops "do not split into pp x loops" -- simulate "${gpt[@]}" --gpus 2 --pp 2 \
@@ -109,7 +113,7 @@ expect_exit2 model_kind "--model must be gpt or llama" -- simulate "${gpt[@]}" -
 # plan's own lists (--schedules, --dp-modes, --recompute, --attention, --memory-limit) bound
 # the search; the table is printed for people, and its best command trains as it is (gloo,
 # one step: the plan and the runtime agree on what a layout is).
-plan_lists=(plan --from-config "$src/configs/llama-fortunes.toml" --cluster "$src/clusters/this-machine.toml"
+plan_lists=(plan --from-config "$src/configs/llama-fortunes.toml" --cluster "$here"
   --gpus 4 --schedules 1f1b,bfs --dp-modes allreduce,zero1 --recompute none,full
   --attention standard,flash --memory-limit 20GB --top 1000)
 if "$loom" "${plan_lists[@]}" --json >"$tmp/stdout" 2>"$tmp/stderr" &&
@@ -133,7 +137,7 @@ else fail "plan_best_trains: $best"; fi
 
 # simulate's pictures, the oversubscription factor, the distributed optimizer.
 step_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["step_s"])'; }
-fortunes=(simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$src/clusters/this-machine.toml")
+fortunes=(simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$here")
 if "$loom" "${fortunes[@]}" --pp 2 --svg "$tmp/s.svg" --trace "$tmp/s.json" >"$tmp/stdout" 2>"$tmp/stderr" &&
   grep -q '</svg>' "$tmp/s.svg" && python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["traceEvents"]' "$tmp/s.json" &&
   grep -q "^wrote $tmp/s.svg" "$tmp/stderr"; then
@@ -145,6 +149,13 @@ two=$("$loom" "${fortunes[@]}" --gpus 4 --oversubscribed 2 --json 2>"$tmp/stderr
 if python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (b > 1.5 * a > 0))' "$one" "$two"; then
   ok "oversubscribed: $one s -> $two s"
 else fail "oversubscribed: $one s -> $two s"; fi
+# The breakdown says so, and only when the ranks outnumber the cores.
+cores=$(getconf _NPROCESSORS_ONLN)
+"$loom" "${fortunes[@]}" --gpus $((2 * cores)) --oversubscribed 1.5 >"$tmp/over" 2>&1
+"$loom" "${fortunes[@]}" --gpus "$cores" --oversubscribed 1.5 >"$tmp/fair" 2>&1
+if grep -q "x1.50 beyond a fair share of the cores" "$tmp/over" && ! grep -q "beyond a fair share" "$tmp/fair"; then
+  ok "oversubscribed_breakdown"
+else fail "oversubscribed_breakdown: $(grep 'compute costs' "$tmp/over" "$tmp/fair")"; fi
 expect_exit2 oversubscribed_range "from 1 to 100" -- "${fortunes[@]}" --gpus 4 --oversubscribed 0.5
 if "$loom" simulate "${gpt[@]}" --gpus 16 --tp 8 --distributed-optimizer --json >"$tmp/stdout" 2>"$tmp/stderr" &&
   grep -q '"configuration":"dp=2 pp=1 tp=8 1f1b m=1 b=1 distopt"' "$tmp/stdout"; then
@@ -154,8 +165,7 @@ expect_exit2 distopt_with_zero3 "drop --dp-mode" -- simulate "${gpt[@]}" --gpus 
   --distributed-optimizer --dp-mode zero3
 
 # A shared cluster profiled on another processor: one warning line naming both.
-sed 's/^shared = true$/shared = true\ncpu = "Imaginary CPU 1"/' "$src/clusters/this-machine.toml" |
-  grep -v '^cpu = "Intel' >"$tmp/other.toml"
+sed 's/^shared = true$/shared = true\ncpu = "Imaginary CPU 1"/' "$here" >"$tmp/other.toml"
 if grep -q "model name" /proc/cpuinfo; then
   "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$tmp/other.toml" \
     --json >"$tmp/stdout" 2>"$tmp/stderr"

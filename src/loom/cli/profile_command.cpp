@@ -28,7 +28,10 @@ Blocks are timed alone, 4 micro-batches in flight as a pipeline stage keeps them
 forwards with the graphs alive, then their backwards); then the layer, in windows of seconds,
 alone and while every other core runs it too (as the other ranks of a training run do: they
 share memory bandwidth, caches and, on a virtual machine, maybe the physical core); the ratio
-is written as each block's loaded_slowdown. --alone skips that (slowdown 1). Run it on an
+is written as each block's loaded_slowdown. Then twice as many ranks as cores time the layer
+alone and all at once, as a run calibrates between its steps: their time beyond a fair share
+of the cores (switching between ranks, caches) is written as the node's oversubscribed, which
+the simulator applies when ranks outnumber the cores. --alone skips both (1). Run it on an
 otherwise idle machine: what else runs is measured too. --tp lists tensor-parallel degrees
 whose shard of each block is timed too (the shard's compute alone; the simulator adds the
 collectives): degrees that do not divide the model's heads and width are skipped, 1 times
@@ -72,7 +75,8 @@ int profile_command(const std::vector<std::string>& args) {
                            {"base", "clusters/h200.toml"},
                            // internal: the ranks of the link measurement (profile::LinkChild)
                            {"comm-child", "FILE", true},
-                           {"slowdown-mb", "4", true}}});
+                           {"slowdown-mb", "4", true},
+                           {"time-shared-mb", "4", true}}});
   if (a.help) {
     std::cout << kProfileHelp;
     return 0;
@@ -83,6 +87,11 @@ int profile_command(const std::vector<std::string>& args) {
     if (a.has("slowdown-mb")) {
       child.config = a.get("config");
       child.slowdown_mb = flags::to_int("slowdown-mb", a.get("slowdown-mb"), 1, 1 << 16);
+      if (a.has("seconds")) child.seconds = seconds(a);
+    }
+    if (a.has("time-shared-mb")) {
+      child.config = a.get("config");
+      child.time_shared_mb = flags::to_int("time-shared-mb", a.get("time-shared-mb"), 1, 1 << 16);
       if (a.has("seconds")) child.seconds = seconds(a);
     }
     profile::run_link_child(child);

@@ -14,6 +14,7 @@
 //                                      # profiled; another processor gets a warning
 //   oversubscribed = 1.6               # optional (1, shared nodes): a rank's time when ranks
 //                                      # outnumber the cores, over its fair share (C/n) of them
+//                                      # (loom profile: 2C ranks on C cores)
 //   [device]
 //   memory_gb = 80                     # capacity per device (GB = 1e9 bytes)
 //   memory_bandwidth_gbs = 2039        # GB/s

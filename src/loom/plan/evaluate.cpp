@@ -50,6 +50,7 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   e.shared_cores = cost.shared_cores();
   for (int s = 0; s < cost.stages(); ++s)
     e.loaded_slowdown = std::max(e.loaded_slowdown, cost.loaded_slowdown(s));
+  if (e.shared_cores > 0 && p.gpus() > e.shared_cores) e.oversubscribed = cost.oversubscribed();
   return e;
 }
 
@@ -105,6 +106,10 @@ std::string format_breakdown(const Evaluation& e) {
                   "; %d rank(s) share %d core(s), up to x%.2f slower while all compute", p.gpus(),
                   e.shared_cores, e.loaded_slowdown);
     sharing = buf;
+    if (e.oversubscribed > 1) {
+      std::snprintf(buf, sizeof buf, ", x%.2f beyond a fair share of the cores", e.oversubscribed);
+      sharing += buf;
+    }
   }
   add("compute costs", e.compute_source + sharing);
   std::snprintf(line, sizeof line, "%s (%.4g samples/s)", human_seconds(r.step_s).c_str(),

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +20,8 @@
 #include "loom/common/files.h"
 #include "loom/config/config.h"
 #include "loom/model/block_timing.h"
+#include "loom/model/cpu_gemm.h"
+#include "loom/profile/calibration.h"
 #include "loom/profile/profile.h"
 #include "loom/profile/timing.h"
 
@@ -56,6 +60,73 @@ double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
   w.barrier()->wait();
   if (me != 0 || alone.empty() || loaded.empty()) return 0;
   return std::max(1.0, model::median_of(loaded) / model::median_of(alone));
+}
+
+// Every rank's layer (micro-batch b) alone, one rank after the other, then all ranks at once,
+// the unit and the way a run calibrates between its steps (profile/calibration.h); with more
+// ranks than cores. Returns the median over the samples of (mean at once) / (mean alone).
+double ranks_time_shared(const config::Config& cfg, int64_t b, double budget) {
+  torch::set_num_threads(1);
+  model::use_cpu_gemm(cfg.train.cpu_gemm);
+  Calibration cal(cfg.model, b, cfg.train.seed);
+  comm::Backend& w = comm::world();
+  cal.run(w, 1);  // warm-up
+  const int samples = std::max(5, static_cast<int>(std::ceil(8 * budget)));
+  std::vector<double> ratios;
+  auto mean = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+  };
+  for (int k = 0; k < samples; ++k) {
+    const Calibration::Times t = cal.run(w);
+    ratios.push_back(mean(t.loaded) / mean(t.alone));
+  }
+  return model::median_of(ratios);
+}
+
+// Runs `<self> profile --comm-child FILE args` on n ranks (mpirun -n n --oversubscribe as loom
+// train --nproc starts them, or loom's launcher over Gloo) and reads the `count` numbers rank 0
+// wrote to FILE; `what` names the measurement in the error when it fails.
+std::vector<double> run_children(int n, const std::vector<std::string>& args, size_t count,
+                                 const std::string& what) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid())))
+          .string();
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const bool mpi = comm::launch_backend() == comm::BackendKind::Mpi;
+  const std::string ranks = std::to_string(n);
+  std::vector<std::string> cmd;
+  if (mpi) {
+    cmd = {"mpirun", "-n", ranks, "--oversubscribe", "--quiet"};
+    if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  } else {
+    cmd = {self, "launch", "--nproc", ranks, "--comm", "gloo", "--"};
+  }
+  cmd.push_back(self);
+  for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
+  cmd.push_back(file);
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    std::vector<char*> argv;
+    for (auto& c : cmd) argv.push_back(c.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(file);
+  std::vector<double> v(count, 0.0);
+  bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  for (double& x : v) ok = ok && static_cast<bool>(in >> x);
+  std::error_code ec;
+  std::filesystem::remove(file, ec);
+  if (!ok)
+    throw Error(detail::concat(
+        what, " (", mpi ? "mpirun -n " : "loom launch --comm gloo --nproc ", n,
+        " of loom profile --comm-child) failed; run loom doctor, or pass --no-comm to skip it"));
+  return v;
 }
 
 }  // namespace
@@ -108,57 +179,33 @@ std::vector<double> measure_comm() {
 }
 
 std::vector<double> comm_via_two_ranks(const std::vector<std::string>& slowdown_args) {
-  const std::string file =
-      (std::filesystem::temp_directory_path() / ("loom-profile-" + std::to_string(::getpid())))
-          .string();
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const bool mpi = comm::launch_backend() == comm::BackendKind::Mpi;
-  std::vector<std::string> cmd;
-  if (mpi) {
-    cmd = {"mpirun", "-n", "2", "--oversubscribe", "--quiet"};
-    if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  } else {
-    cmd = {self, "launch", "--nproc", "2", "--comm", "gloo", "--"};
-  }
-  cmd.push_back(self);
-  for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
-  cmd.push_back(file);
-  cmd.insert(cmd.end(), slowdown_args.begin(), slowdown_args.end());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    setenv("OMP_NUM_THREADS", "1", 1);
-    std::vector<char*> argv;
-    for (auto& c : cmd) argv.push_back(c.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  std::ifstream in(file);
-  std::vector<double> v(4, 0.0);
-  const bool ok =
-      WIFEXITED(status) && WEXITSTATUS(status) == 0 && (in >> v[0] >> v[1] >> v[2] >> v[3]);
-  std::error_code ec;
-  std::filesystem::remove(file, ec);
-  if (!ok)
-    throw Error(detail::concat(
-        "the communication measurement (",
-        mpi ? "mpirun -n 2" : "loom launch --nproc 2 --comm gloo",
-        " of loom profile --comm-child) failed; run loom doctor, or pass --no-comm to skip it"));
-  return v;
+  return run_children(2, slowdown_args, 4, "the communication measurement");
+}
+
+double time_shared_via_ranks(int n, const std::string& config, int64_t micro_batch,
+                             double seconds) {
+  return run_children(n,
+                      {"--config", config, "--time-shared-mb", std::to_string(micro_batch),
+                       "--seconds", detail::concat(seconds)},
+                      1, "the measurement of ranks outnumbering the cores")[0];
 }
 
 void run_link_child(const LinkChild& o) {
   comm::init(comm::launch_backend(), nullptr, nullptr);
-  std::vector<double> v = measure_comm();
-  v.push_back(0);
-  if (o.slowdown_mb > 0 && comm::world().size() == 2)
-    v[3] = ranks_slowdown(config::load_file(o.config), o.slowdown_mb, o.seconds);
+  std::vector<double> v;
+  if (o.time_shared_mb > 0) {
+    v = {ranks_time_shared(config::load_file(o.config), o.time_shared_mb, o.seconds)};
+  } else {
+    v = measure_comm();
+    v.push_back(0);
+    if (o.slowdown_mb > 0 && comm::world().size() == 2)
+      v[3] = ranks_slowdown(config::load_file(o.config), o.slowdown_mb, o.seconds);
+  }
   if (comm::world().rank() == 0) {
     std::ostringstream out;
     out.precision(9);
-    out << v[0] << " " << v[1] << " " << v[2] << " " << v[3] << "\n";
+    for (double x : v) out << x << " ";
+    out << "\n";
     write_file_atomic(o.file, out.str());
   }
   comm::finalize();

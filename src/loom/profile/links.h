@@ -1,6 +1,7 @@
 #pragma once
 // Internal to loom_profile: the link between two ranks, measured through loom's communication
 // layer (never MPI directly: only src/loom/comm talks to it).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,10 @@ std::vector<double> measure_comm();
 // its numbers: latency, bandwidth, all-reduce bus bandwidth, and (when asked) the slowdown of
 // one rank's compute while the other computes (0 = not measured).
 std::vector<double> comm_via_two_ranks(const std::vector<std::string>& slowdown_args);
+
+// Starts n ranks the same way, each timing the layer of `config` at `micro_batch` alone (one
+// rank after the other) and then all at once, as a run calibrates (profile/calibration.h);
+// returns the median over the samples of (mean time at once) / (mean time alone).
+double time_shared_via_ranks(int n, const std::string& config, int64_t micro_batch, double seconds);
 
 }  // namespace loom::profile

@@ -215,6 +215,7 @@ std::optional<Measured> measure(const Options& o) {
   }
   // One slowdown under load for the machine, from the layer at the largest micro-batch: two
   // MPI ranks as loom train runs them when the links were measured, else forked processes.
+  double loaded = 1;
   if (load_cores > 0) {
     double slowdown = link.size() > 3 ? link[3] : 0;
     const char* how = "two ranks";
@@ -226,6 +227,30 @@ std::optional<Measured> measure(const Options& o) {
                  "loom profile: layer (micro-batch %lld) with every core busy: x%.2f (%s)\n",
                  (long long)probe.micro_batch, slowdown, how);
     for (plan::BlockProfile& bp : c.blocks) bp.loaded_slowdown = slowdown;
+    loaded = slowdown;
+  }
+  // Twice as many ranks as cores: the layer's time among 2C ranks on C cores over its fair share
+  // (2 x its time with every core busy). What time-sharing costs beyond that share (switching
+  // between ranks, each finding the caches the other left) is the cluster's `oversubscribed`.
+  // Measured as a run calibrates (2C ranks of this executable, each alone, then all at once)
+  // when the links were, else with forked processes in windows of seconds.
+  const char* shared_how = nullptr;
+  if (!o.alone) {
+    const int n = 2 * static_cast<int>(cores);
+    double shared = 0;
+    if (o.links && !in_mpi) {
+      std::cerr << "loom profile: the layer on " << n << " ranks (" << cores << " cores)\n";
+      shared = time_shared_via_ranks(n, config_path, probe.micro_batch, budget);
+      shared_how = "ranks";
+    } else {
+      shared = sustained_slowdown(probe, n - 1, budget, std::max(0.5, budget));
+      shared_how = "forked processes";
+    }
+    c.oversubscribed = std::max(1.0, shared / (2.0 * loaded));
+    std::fprintf(stderr,
+                 "loom profile: layer (micro-batch %lld) among %d %s on %u cores: x%.2f alone, "
+                 "x%.2f its fair share\n",
+                 (long long)probe.micro_batch, n, shared_how, cores, shared, c.oversubscribed);
   }
   if (link[1] > 0) {
     c.intra = {link[1], 1.0, link[0]};
@@ -241,6 +266,9 @@ std::optional<Measured> measure(const Options& o) {
        << model::kTimingInFlight << " micro-batches in flight"
        << (load_cores ? detail::concat("; loaded_slowdown: the layer with the other ", load_cores,
                                        " core(s) running it, in windows of seconds")
+                      : std::string())
+       << (shared_how ? detail::concat("; oversubscribed: the layer among ", 2 * cores, " ",
+                                       shared_how, " over its fair share")
                       : std::string())
        << "; ";
   if (link[1] > 0)

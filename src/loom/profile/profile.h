@@ -40,11 +40,14 @@ void write_cluster(const plan::Cluster& c, const std::string& path);
 // The ranks that measure() starts for the link measurement, as
 //   mpirun -n 2 <this executable> profile --comm-child FILE  (or under loom launch, Gloo)
 //                                  [--config C --slowdown-mb B --seconds S]
+// or, for ranks outnumbering the cores, on 2C ranks with --time-shared-mb B instead.
 // so the executable must route those flags here. Rank 0 writes the numbers to `file`.
 struct LinkChild {
   std::string file;
   std::string config;       // with slowdown_mb: the layer whose slowdown is measured
   int64_t slowdown_mb = 0;  // micro-batch size of that layer; 0: no slowdown measured
+  // > 0: no link; every rank times that layer alone and all at once (time_shared_via_ranks)
+  int64_t time_shared_mb = 0;
   double seconds = 1.0;
 };
 void run_link_child(const LinkChild& o);

@@ -16,11 +16,11 @@
 #include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/plan/parallel.h"
+#include "loom/profile/calibration.h"
 #include "loom/schedule/generate.h"
 #include "loom/schedule/io.h"
 #include "loom/schedule/lower.h"
 #include "loom/schedule/validate.h"
-#include "loom/train/calibration.h"
 #include "loom/train/checkpointer.h"
 #include "loom/train/data_feed.h"
 #include "loom/train/evaluator.h"
@@ -53,7 +53,7 @@ struct Trainer::Impl {
   std::unique_ptr<DataFeed> feed;
   std::unique_ptr<Evaluator> evaluator;
   std::unique_ptr<Checkpointer> checkpointer;
-  std::unique_ptr<Calibration> calibration;  // output.calibrate_every > 0
+  std::unique_ptr<profile::Calibration> calibration;  // output.calibrate_every > 0
   int64_t start_step = 0;
   int64_t num_params = 0;  // whole model, counted before sharding
   bool is_root = false;
@@ -95,7 +95,7 @@ void Trainer::Impl::setup() {
                        cfg.parallel.recompute);
   for (auto& b : model.blocks) b->to(compute.device);
   if (cfg.output.calibrate_every > 0)
-    calibration = std::make_unique<Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
+    calibration = std::make_unique<profile::Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
   build_stages();
   // Only the ranks that own the first or last stage read data.
   feed = std::make_unique<DataFeed>(cfg, r.dp, mesh.dp_rank, r.m, stages.count(0) > 0,
@@ -259,7 +259,7 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
                                       TrainResult* res) {
   const int64_t done = step + 1;
   if (calibration && done % cfg.output.calibrate_every == 0 && done < end) {
-    const Calibration::Times t = calibration->run(base);
+    const profile::Calibration::Times t = calibration->run(base);
     metrics.calibration(done, calibration->micro_batch(), t.alone, t.loaded);
   }
   const bool last = done == cfg.train.steps;

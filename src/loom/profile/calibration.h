@@ -8,6 +8,8 @@
 // tenants (docs/notes/planner-validation.md). A profile taken before a run can measure another
 // machine than the one the run got; these samples, taken between the run's steps, say how fast the
 // machine was during it, so that a prediction can be checked against the machine that ran.
+// `loom profile` runs the same on twice as many ranks as cores: what they lose beyond a fair
+// share of the cores is the cluster's `oversubscribed` (profile/links.h).
 #include <torch/torch.h>
 
 #include <vector>
@@ -16,7 +18,7 @@
 #include "loom/config/config.h"
 #include "loom/model/model.h"
 
-namespace loom::train {
+namespace loom::profile {
 
 class Calibration {
  public:
@@ -39,4 +41,4 @@ class Calibration {
   int64_t micro_batch_;
 };
 
-}  // namespace loom::train
+}  // namespace loom::profile

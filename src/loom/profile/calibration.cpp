@@ -1,10 +1,10 @@
-#include "loom/train/calibration.h"
+#include "loom/profile/calibration.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "loom/model/block_timing.h"
 
-namespace loom::train {
+namespace loom::profile {
 
 Calibration::Calibration(const config::ModelConfig& model, int64_t micro_batch, uint64_t seed)
     : micro_batch_(micro_batch) {
@@ -46,4 +46,4 @@ Calibration::Times Calibration::run(comm::Backend& world, int reps) {
   return t;
 }
 
-}  // namespace loom::train
+}  // namespace loom::profile
