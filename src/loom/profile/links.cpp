@@ -37,6 +37,7 @@ double ranks_slowdown(const config::Config& cfg, int64_t b, double budget) {
   comm::Backend& w = comm::world();
   const int me = w.rank();
   torch::set_num_threads(1);
+  model::use_cpu_gemm(cfg.train.cpu_gemm);  // the products' library a run uses
   model::Model m = model::build(cfg.model, cfg.train.seed);
   BlockJob j{
       "layer", b, m.blocks[1].get(), torch::randn({b, cfg.model.seq_len, cfg.model.width}), {}};
