@@ -23,8 +23,8 @@
 #     insitu_cluster.
 #     Everything else (links, memory, the schedule, the simulator) unchanged.
 #   OVERSUB=x predicts with `loom simulate --oversubscribed x` (the slowdown beyond a fair share
-#   of the cores when ranks outnumber them; measured with CONFIGS="1 4 1f1b allreduce" OVERSUB=1:
-#   the median of measured / predicted with the speeds during the run).
+#   of the cores when ranks outnumber them, which `loom profile` measures on 2C ranks; OVERSUB=1
+#   MODE=repredict shows what that factor does to the same runs).
 #   CONFIG=configs/llama-fortunes.toml predicts and trains another model (its runs in
 #   runs/predict_vs_measure-llama-fortunes); CONFIGS="2 1 bfs allreduce;1 2 1f1b zero3" narrows the sweep; ROUNDS=n runs every
 #   configuration n times (the rounds go over all configurations in turn) and reports medians.
