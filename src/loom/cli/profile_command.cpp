@@ -84,16 +84,12 @@ int profile_command(const std::vector<std::string>& args) {
   if (a.has("comm-child")) {
     profile::LinkChild child;
     child.file = a.get("comm-child");
-    if (a.has("slowdown-mb")) {
-      child.config = a.get("config");
+    child.config = a.get("config", "");
+    if (a.has("seconds")) child.seconds = seconds(a);
+    if (a.has("slowdown-mb"))
       child.slowdown_mb = flags::to_int("slowdown-mb", a.get("slowdown-mb"), 1, 1 << 16);
-      if (a.has("seconds")) child.seconds = seconds(a);
-    }
-    if (a.has("time-shared-mb")) {
-      child.config = a.get("config");
+    if (a.has("time-shared-mb"))
       child.time_shared_mb = flags::to_int("time-shared-mb", a.get("time-shared-mb"), 1, 1 << 16);
-      if (a.has("seconds")) child.seconds = seconds(a);
-    }
     profile::run_link_child(child);
     return 0;
   }
