@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 
-.PHONY: deps build demo test test-fast bench docs format format-check lint clean
+.PHONY: deps build demo test test-fast bench docs format format-check lint clean gpu-bundle
 
 deps:
 	@bash scripts/install-deps.sh
@@ -42,6 +42,15 @@ bench: build
 docs: build
 	$(BUILD)/bin/loom train --help-markdown > docs/guide/configuration.md.tmp
 	mv docs/guide/configuration.md.tmp docs/guide/configuration.md
+
+# What a lent GPU machine needs from here (docs/gpu.md): gpu-bundle/ with the libraries it lacks,
+# the fortunes corpus and a loom binary built without MPI (the same torch wheel as there).
+gpu-bundle: deps
+	torch=$$("$(LOOM_VENV)/bin/python" -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])") && \
+	cmake -S . -B build-gpu-prebuilt -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WITH_MPI=OFF \
+	  -DLOOM_BUILD_TESTS=OFF "-DCMAKE_PREFIX_PATH=$$torch/share/cmake;$$torch"
+	cmake --build build-gpu-prebuilt --target loom -j $(JOBS)
+	LOOM_PREBUILT=build-gpu-prebuilt/bin/loom bash scripts/gpu-bundle.sh
 
 # Style: clang-format rewrites every source file; format-check only reports (CI runs it).
 format:

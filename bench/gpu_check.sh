@@ -28,10 +28,23 @@ start=$SECONDS
 
 # ---- build -----------------------------------------------------------------------------------
 loom=${LOOM_BIN:-}
+bundle=$(realpath -m "${LOOM_GPU_BUNDLE:-gpu-bundle}")
+# A binary built here without MPI (scripts/gpu-bundle.sh with LOOM_PREBUILT) runs there when the
+# machine's torch is the same wheel: it loads torch from that torch's folder, the rest from the
+# bundle. Otherwise loom is built on the machine.
+if [ -z "$loom" ] && [ -x "$bundle/bin/loom" ]; then
+  torch_lib=$("$py" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
+  export LD_LIBRARY_PATH="$torch_lib:$bundle/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  if version=$("$bundle/bin/loom" --version 2>&1); then
+    loom="$bundle/bin/loom"
+    say "build: the prebuilt binary runs ($(echo "$version" | tr '\n' ' '))"
+  else
+    say "build: the prebuilt binary does not run here ($(echo "$version" | tail -1)); building"
+  fi
+fi
 if [ -z "$loom" ]; then
   build=${LOOM_GPU_BUILD:-build-gpu}
   torch_dir=$("$py" -c "import os, torch; print(os.path.dirname(torch.__file__))")
-  bundle=$(realpath -m "${LOOM_GPU_BUNDLE:-gpu-bundle}")
   extra=()
   if [ -d "$bundle" ]; then
     lib="$bundle/usr/lib/x86_64-linux-gnu"
@@ -62,6 +75,9 @@ if [ -z "$loom" ]; then
   say "build: $((SECONDS - start)) s"
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+echo "$loom" >"$out/loom_path"
+# Every run is time-boxed (seconds), so that one hang cannot spend the rest of the lease.
+box() { local s=$1; shift; timeout -k 5 "$s" "$@"; }
 "$py" -c "import torch; print('device:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', '| torch', torch.__version__)" | tee -a "$report"
 
 # ---- (a) throughput --------------------------------------------------------------------------
@@ -73,12 +89,12 @@ fi
 m=2  # micro-batches per step
 model=(--model.kind gpt --vocab "$vocab" --seq-len "$seq" --width "$width" --layers "$layers"
        --heads "$heads" --attention flash)
-"$py" bench/peers/eager_gpt.py --width "$width" --layers "$layers" --heads "$heads" --seq-len "$seq" \
+box 150 "$py" bench/peers/eager_gpt.py --width "$width" --layers "$layers" --heads "$heads" --seq-len "$seq" \
   --vocab "$vocab" --micro-batch "$mb" --microbatches "$m" --steps "$((steps - warm))" --warmup "$warm" \
   --device "$device" >"$out/eager.txt" 2>&1
 eager=$(sed -nE 's/^eager: ([0-9.]+) tokens\/s.*/\1/p' "$out/eager.txt")
 params=$(sed -nE 's/.* ([0-9]+) parameters$/\1/p' "$out/eager.txt")
-"$loom" train "${model[@]}" --data.kind synthetic --data.synthetic_size 4096 \
+box 150 "$loom" train "${model[@]}" --data.kind synthetic --data.synthetic_size 4096 \
   --global-batch "$((mb * m))" --microbatches "$m" --optimizer adamw --lr 3e-4 --steps "$steps" \
   --eval-batches 1 --device "$device" --precision bf16 --progress false --overwrite \
   --output.dir "$out/a-loom" >"$out/a-loom.txt" 2>&1 || { say "(a) loom failed:"; tail -5 "$out/a-loom.txt" | tee -a "$report"; }
@@ -102,10 +118,10 @@ PY
 
 # ---- (c) the GPU profiled, and (a)'s loom run predicted from it ------------------------------
 if [ "$device" = cuda ]; then
-  if "$loom" profile --device cuda --base clusters/h200.toml --out "$out/h200-measured.toml" \
+  if box 150 "$loom" profile --device cuda --base clusters/h200.toml --out "$out/h200-measured.toml" \
       --seconds 0.5 >"$out/profile.txt" 2>&1; then
     grep -v '^wrote' "$out/profile.txt" | tail -1 | sed 's/^/(c) profile: /' | tee -a "$report"
-    "$loom" simulate "${model[@]/--model.kind/--model}" --gpus 1 --microbatches "$m" \
+    box 60 "$loom" simulate "${model[@]/--model.kind/--model}" --gpus 1 --microbatches "$m" \
       --micro-batch-size "$mb" --precision bf16 --cluster "$out/h200-measured.toml" --json \
       >"$out/predicted.json" 2>"$out/simulate.txt" || say "(c) simulate failed: $(tail -1 "$out/simulate.txt")"
     "$py" - "$out/predicted.json" "$out/a-loom/metrics.jsonl" "$warm" <<'PY' | tee -a "$report"
@@ -132,11 +148,11 @@ run() {  # name device nproc flags... -> $out/b-name/params (consolidated)
   local dir="$out/b-$name"
   local launch=()
   if [ "$n" -gt 1 ]; then launch=(--nproc "$n"); fi
-  if ! "$loom" train "${small[@]}" --device "$dev" "${launch[@]}" "$@" --output.dir "$dir" >"$dir.txt" 2>&1; then
+  if ! box 90 "$loom" train "${small[@]}" --device "$dev" "${launch[@]}" "$@" --output.dir "$dir" >"$dir.txt" 2>&1; then
     say "(b) $name: training failed:"; tail -3 "$dir.txt" | tee -a "$report"; return 1
   fi
   rm -rf "$dir/params"
-  if ! "$loom" checkpoint convert "$dir/checkpoint" --out "$dir/params" >>"$dir.txt" 2>&1; then
+  if ! box 60 "$loom" checkpoint convert "$dir/checkpoint" --out "$dir/params" >>"$dir.txt" 2>&1; then
     say "(b) $name: checkpoint convert failed:"; tail -3 "$dir.txt" | tee -a "$report"; return 1
   fi
 }

@@ -8,7 +8,8 @@
 # usage: bench/schedule_ab.sh [BUILD_DIR] [ROUNDS] [STEPS] [SCHEDULE...]   (default: 1f1b zb-h1)
 #   PP (2), LAYERS (6), MICROBATCHES (8) and GLOBAL_BATCH (32) change the shape: deeper
 #   pipelines need as many cores as ranks (e.g. PP=8 LAYERS=16 MICROBATCHES=8 on 8+ cores).
-#   Ranks talk through Open MPI where loom was built with it, else through Gloo.
+#   Ranks talk through Open MPI where loom was built with it, else through Gloo. DATA replaces
+#   the config's corpus (a machine without the fortunes package: gpu-bundle/fortunes).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-4}
@@ -18,6 +19,8 @@ pp=${PP:-2}
 layers=${LAYERS:-6}
 microbatches=${MICROBATCHES:-8}
 global_batch=${GLOBAL_BATCH:-32}
+data=()
+[[ -n ${DATA:-} ]] && data=(--data.path "$(realpath "$DATA")")
 schedules=("$@")
 [[ ${#schedules[@]} -gt 0 ]] || schedules=(1f1b zb-h1)
 out=$(mktemp -d)
@@ -30,10 +33,11 @@ for ((r = 0; r < rounds; ++r)); do
     rm -rf "$out/run"
     loops=1
     [[ $s == zbv || $s == dualpipev ]] && loops=2
-    "$build/bin/loom" train --config configs/gpt-fortunes.toml --layers "$layers" --nproc "$pp" \
-      --pp "$pp" --schedule "$s" --loops "$loops" --microbatches "$microbatches" \
+    "$build/bin/loom" train --config configs/gpt-fortunes.toml "${data[@]}" --layers "$layers" \
+      --nproc "$pp" --pp "$pp" --schedule "$s" --loops "$loops" --microbatches "$microbatches" \
       --global_batch "$global_batch" --steps "$steps" --eval_every 0 --eval_batches 1 \
-      --output.dir "$out/run" --overwrite --progress false >/dev/null 2>&1
+      --output.dir "$out/run" --overwrite --progress false >"$out/log" 2>&1 ||
+      { echo "schedule_ab: $s failed:" >&2; tail -5 "$out/log" >&2; exit 1; }
     python3 - "$out/run/metrics.jsonl" "$r" "$s" <<'PY' | tee -a "$out/rows"
 import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r][5:]

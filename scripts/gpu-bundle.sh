@@ -6,8 +6,11 @@
 # includes them), nlohmann/json, and zstd and SentencePiece (headers, pkg-config files and
 # shared libraries; bench/gpu_check.sh points pkg-config at the bundle as a sysroot). Copied from this machine's packages
 # (scripts/install-deps.sh installs them); about 7 MiB. scripts/gpu-rehearsal.sh tries a build
-# with only these.
-#   bash scripts/gpu-bundle.sh [FOLDER]
+# with only these. Also the fortunes corpus (bench/schedule_ab.sh's data, 2.8 MiB) and, with
+# LOOM_PREBUILT=BINARY, a loom binary built here without MPI (`make gpu-bundle`), stripped, as
+# bin/loom: the check runs it when it starts there (same torch wheel, the bundle's libraries) and
+# builds loom on the machine only when it does not, which saves the build's minutes of the lease.
+#   [LOOM_PREBUILT=build-gpu-prebuilt/bin/loom] bash scripts/gpu-bundle.sh [FOLDER]
 #   bash scripts/gpu-bundle.sh --list        (the packages, for scripts/gpu-rehearsal.sh)
 set -euo pipefail
 packages=(libtomlplusplus-dev libtomlplusplus3 zlib1g-dev libgloo-dev nlohmann-json3-dev
@@ -30,4 +33,15 @@ done
 lib=$(readlink -f /usr/lib/x86_64-linux-gnu/libz.so)
 rm -f "$out/usr/lib/x86_64-linux-gnu/libz.so"
 cp "$lib" "$out/usr/lib/x86_64-linux-gnu/libz.so"
+mkdir -p "$out/fortunes"
+cp /usr/share/games/fortunes/* "$out/fortunes/"
+rm -f "$out"/fortunes/*.dat "$out"/fortunes/*.u8
+if [ -n "${LOOM_PREBUILT:-}" ]; then
+  mkdir -p "$out/bin"
+  strip -o "$out/bin/loom" "$LOOM_PREBUILT"
+  if ldd "$out/bin/loom" | grep -q libmpi; then
+    echo "gpu-bundle: $LOOM_PREBUILT links Open MPI, which the GPU machine lacks; build it with -DLOOM_WITH_MPI=OFF" >&2
+    exit 2
+  fi
+fi
 echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out"
