@@ -83,21 +83,30 @@ box() { local s=$1; shift; timeout -k 5 "$s" "$@"; }
 # ---- (a) throughput --------------------------------------------------------------------------
 if [ -n "${LOOM_CHECK_SMALL:-}" ]; then
   width=64 layers=2 heads=2 seq=64 vocab=512 mb=2 steps=6 warm=2
+  shape2=(--width 96 --layers 2 --heads 2 --seq-len 32) mb2=2
 else
   width=1024 layers=12 heads=16 seq=1024 vocab=32768 mb=8 steps=25 warm=5
+  shape2=(--width 2048 --layers 6 --heads 16 --seq-len 2048) mb2=4
 fi
 m=2  # micro-batches per step
 model=(--model.kind gpt --vocab "$vocab" --seq-len "$seq" --width "$width" --layers "$layers"
        --heads "$heads" --attention flash)
+profile=()
+[ "$device" = cuda ] && profile=(--profile "$out/kernels.txt")
 box 150 "$py" bench/peers/eager_gpt.py --width "$width" --layers "$layers" --heads "$heads" --seq-len "$seq" \
   --vocab "$vocab" --micro-batch "$mb" --microbatches "$m" --steps "$((steps - warm))" --warmup "$warm" \
-  --device "$device" >"$out/eager.txt" 2>&1
+  --device "$device" "${profile[@]}" >"$out/eager.txt" 2>&1
 eager=$(sed -nE 's/^eager: ([0-9.]+) tokens\/s.*/\1/p' "$out/eager.txt")
 params=$(sed -nE 's/.* ([0-9]+) parameters$/\1/p' "$out/eager.txt")
-box 150 "$loom" train "${model[@]}" --data.kind synthetic --data.synthetic_size 4096 \
-  --global-batch "$((mb * m))" --microbatches "$m" --optimizer adamw --lr 3e-4 --steps "$steps" \
-  --eval-batches 1 --device "$device" --precision bf16 --progress false --overwrite \
-  --output.dir "$out/a-loom" >"$out/a-loom.txt" 2>&1 || { say "(a) loom failed:"; tail -5 "$out/a-loom.txt" | tee -a "$report"; }
+train() {  # name flags...: loom trains in bf16 on the device, $out/name/metrics.jsonl
+  local name=$1
+  shift
+  box 150 "$loom" train --data.kind synthetic --data.synthetic_size 4096 --microbatches "$m" \
+    --optimizer adamw --lr 3e-4 --steps "$steps" --eval-batches 1 --device "$device" \
+    --precision bf16 --progress false --overwrite --output.dir "$out/$name" "$@" >"$out/$name.txt" 2>&1 ||
+    { say "(a) $name failed:"; tail -5 "$out/$name.txt" | tee -a "$report"; }
+}
+train a-loom "${model[@]}" --global-batch "$((mb * m))"
 looms=$("$py" - "$out/a-loom/metrics.jsonl" "$warm" <<'PY'
 import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r]
@@ -105,35 +114,53 @@ rows = rows[int(sys.argv[2]):]
 print(f"{sum(1 / r['tokens_per_s'] for r in rows) and len(rows) / sum(1 / r['tokens_per_s'] for r in rows):.0f}")
 PY
 )
-"$py" - "$eager" "$looms" "$params" "$layers" "$seq" "$width" <<'PY' | tee -a "$report"
+"$py" - "$eager" "$looms" "$params" "$layers" "$seq" "$width" "$vocab" <<'PY' | tee -a "$report"
 import sys
-eager, loom, n, layers, s, h = (float(x or 0) for x in sys.argv[1:])
-flops = 6 * n + 12 * layers * s * h  # per token, forward and backward (attention as dense)
+eager, loom, n, layers, s, h, v = (float(x or 0) for x in sys.argv[1:])
+# Per token, forward and backward: 6 per parameter of the matrix products (the token and
+# position embeddings are lookups, not products) and 12·L·s·h for the attention core as dense.
+flops = 6 * (n - v * h - s * h) + 12 * layers * s * h
 peak = 989.4e12  # H200 SXM, dense bf16 (NVIDIA's specification)
 print(f"(a) eager PyTorch: {eager:.0f} tokens/s, MFU {eager * flops / peak:.1%}")
 print(f"(a) loom:          {loom:.0f} tokens/s, MFU {loom * flops / peak:.1%}")
 print(f"(a) loom / eager = {loom / eager if eager else 0:.3f} (target >= 0.95); "
       f"{n / 1e6:.1f}M parameters, {flops / 1e9:.2f} GFLOP per token, peak {peak / 1e12:.0f} TFLOP/s")
 PY
+grep '^profile:' "$out/eager.txt" | sed 's/^/(a) eager /' | tee -a "$report"
 
-# ---- (c) the GPU profiled, and (a)'s loom run predicted from it ------------------------------
-if [ "$device" = cuda ]; then
-  if box 150 "$loom" profile --device cuda --base clusters/h200.toml --out "$out/h200-measured.toml" \
-      --seconds 0.5 >"$out/profile.txt" 2>&1; then
-    grep -v '^wrote' "$out/profile.txt" | tail -1 | sed 's/^/(c) profile: /' | tee -a "$report"
-    box 60 "$loom" simulate "${model[@]/--model.kind/--model}" --gpus 1 --microbatches "$m" \
-      --micro-batch-size "$mb" --precision bf16 --cluster "$out/h200-measured.toml" --json \
-      >"$out/predicted.json" 2>"$out/simulate.txt" || say "(c) simulate failed: $(tail -1 "$out/simulate.txt")"
-    "$py" - "$out/predicted.json" "$out/a-loom/metrics.jsonl" "$warm" <<'PY' | tee -a "$report"
+# ---- (c) the GPU profiled, and loom runs predicted from it ------------------------------------
+# (a)'s run, and a second shape that only this prediction uses. LOOM_CHECK_CLUSTER=FILE skips
+# the profile and predicts from FILE (a dry run of this part on the CPU).
+cluster=${LOOM_CHECK_CLUSTER:-}
+if [ "$device" = cuda ] || [ -n "$cluster" ]; then
+  model2=(--model.kind gpt --vocab "$vocab" --attention flash "${shape2[@]}")
+  train a2-loom "${model2[@]}" --global-batch "$((m * mb2))"
+  if [ -z "$cluster" ]; then
+    cluster="$out/h200-measured.toml"
+    box 150 "$loom" profile --device cuda --base clusters/h200.toml --out "$cluster" \
+      --seconds 0.5 >"$out/profile.txt" 2>&1 || { say "(c) profile failed: $(tail -1 "$out/profile.txt")"; cluster=; }
+  fi
+  if [ -n "$cluster" ]; then
+    [ -f "$out/profile.txt" ] && grep -v '^wrote' "$out/profile.txt" | tail -1 | sed 's/^/(c) profile: /' | tee -a "$report"
+    predict() {  # run-name flags...
+      local name=$1
+      shift
+      box 60 "$loom" simulate "${@/--model.kind/--model}" --gpus 1 --microbatches "$m" --precision bf16 \
+        --cluster "$cluster" --json >"$out/$name-predicted.json" 2>"$out/$name-simulate.txt" ||
+        { say "(c) simulate failed: $(tail -1 "$out/$name-simulate.txt")"; return; }
+      "$py" - "$out/$name-predicted.json" "$out/$name/metrics.jsonl" "$warm" "$name" <<'PY' | tee -a "$report"
 import json, statistics, sys
-pred = json.load(open(sys.argv[1]))["step_s"]
+pred = json.load(open(sys.argv[1]))
 rows = [r for r in map(json.loads, open(sys.argv[2])) if "step_s" in r and "step" in r][int(sys.argv[3]):]
 meas = statistics.median(r["step_s"] for r in rows)
-print(f"(c) (a)'s loom step: predicted {pred * 1e3:.1f} ms, measured {meas * 1e3:.1f} ms, "
-      f"error {pred / meas - 1:+.1%} (target within 10%)")
+peak = max(r["peak_bytes"] for r in rows)
+print(f"(c) {sys.argv[4]} ({pred['configuration']}): step predicted {pred['step_s'] * 1e3:.1f} ms, "
+      f"measured {meas * 1e3:.1f} ms, error {pred['step_s'] / meas - 1:+.1%} (target within 10%); "
+      f"peak memory predicted {pred['peak_bytes'] / 1e9:.2f} GB, measured {peak / 1e9:.2f} GB")
 PY
-  else
-    say "(c) profile failed: $(tail -1 "$out/profile.txt")"
+    }
+    predict a-loom "${model[@]}" --micro-batch-size "$mb"
+    predict a2-loom "${model2[@]}" --micro-batch-size "$mb2"
   fi
 fi
 

@@ -5,7 +5,8 @@
 # 1. bench/gpu_check.sh (the GPU check: throughput beside eager PyTorch, the profile and the
 #    prediction from it, equivalence), at most CHECK_S seconds (default 280);
 # 2. zb-h1 against 1f1b on deep pipelines on the machine's 16 cores (CPU, Gloo), where m = 2p
-#    (pp 4, m 8; pp 8, m 16) and m = p (pp 8, m 8), at most SCHEDULES_S seconds (default 150).
+#    (pp 4, m 8; pp 8, m 16) and m = p (pp 8, m 8), at most SCHEDULES_S seconds (default 150);
+#    SHAPES="PP LAYERS M;..." picks others.
 # The results come back in $OUT (at most 8 files): gpu_check.txt, schedules.txt, the measured
 # cluster file, the profile's and the runs' logs (logs.tar.gz).
 set -uo pipefail
@@ -35,7 +36,8 @@ if [ -n "$loom" ] && [ -x "$loom" ]; then
   [ -d gpu-bundle/fortunes ] && data=(DATA=gpu-bundle/fortunes)
   deadline=$((SECONDS + ${SCHEDULES_S:-150}))
   : >"$final/schedules.txt"
-  for shape in "4 8 8" "8 16 16" "8 16 8"; do
+  IFS=';' read -ra shapes <<<"${SHAPES:-4 8 8;8 16 16;8 16 8}"
+  for shape in "${shapes[@]}"; do
     read -r pp layers m <<<"$shape"
     left=$((deadline - SECONDS))
     [ "$left" -gt 10 ] || { echo "== pp $pp, m $m: no time left" | tee -a "$final/schedules.txt"; continue; }

@@ -87,6 +87,7 @@ class C10dBackend : public Backend {
         timeout_(timeout) {
     pg_ = kind == BackendKind::Nccl ? make_nccl_group(store_, rank, size, timeout)
                                     : make_gloo_group(store_, rank, size, timeout, host_);
+    if (kind == BackendKind::Nccl) wire_ = nccl_device();
     // A member returns from creating the group once its own side of each connection is up;
     // if it then destroyed the group at once, a peer still finishing the handshake would read
     // "connection closed by peer" (seen with short-lived groups on loaded cores). The barrier
@@ -121,14 +122,14 @@ class C10dBackend : public Backend {
   WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, std::vector<at::Tensor> keep) {
     return wrap(c, std::vector<c10::intrusive_ptr<c10d::Work>>{std::move(w)}, std::move(keep));
   }
-  // Gloo moves host memory: a device tensor goes through a host copy (host_staging.h), flat.
+  // Gloo moves host memory, NCCL the rank's GPU: a tensor elsewhere goes through a copy there
+  // (host_staging.h), flat.
   Staged flat(const at::Tensor& t, bool input, bool output) const {
-    const at::Tensor v = t.view({-1});
-    return kind_ == BackendKind::Gloo ? stage(v, input, output) : Staged{v, {}, output};
+    return stage(t.view({-1}), input, output, wire_);
   }
   WorkPtr wrap(const Call& c, c10::intrusive_ptr<c10d::Work> w, const std::vector<Staged>& s) {
     std::vector<at::Tensor> keep;
-    for (const auto& x : s) keep.push_back(x.host);
+    for (const auto& x : s) keep.push_back(x.wire);
     WorkPtr work = wrap(c, std::move(w), keep);
     copy_back_on_completion(*work, s);
     return work;
@@ -136,7 +137,7 @@ class C10dBackend : public Backend {
 
   WorkPtr do_all_reduce(const at::Tensor& t, ReduceOp op, const Call& c) override {
     Staged s = flat(t, true, true);
-    std::vector<at::Tensor> v = {s.host};
+    std::vector<at::Tensor> v = {s.wire};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d_op(op);
     o.timeout = c.options.timeout;
@@ -151,7 +152,7 @@ class C10dBackend : public Backend {
     c10d::ReduceScatterOptions opt;
     opt.reduceOp = c10d_op(op);
     opt.timeout = c.options.timeout;
-    return wrap(c, pg_->_reduce_scatter_base(o.host, i.host, opt), {i, o});
+    return wrap(c, pg_->_reduce_scatter_base(o.wire, i.wire, opt), {i, o});
   }
   // Over Gloo the block collectives are chunked point-to-point exchanges (BlockExchange in
   // c10d_groups.h says why). The blocks of the flat tensors, block q of `t` being t's q-th of p.
@@ -164,51 +165,51 @@ class C10dBackend : public Backend {
                                   const std::vector<at::Tensor>& from,
                                   const std::vector<Staged>& staged) {
     std::vector<at::Tensor> keep;
-    for (const auto& x : staged) keep.push_back(x.host);
+    for (const auto& x : staged) keep.push_back(x.wire);
     WorkPtr w = exchange(c, to, from, keep);
     copy_back_on_completion(*w, staged);
     return w;
   }
   // Each rank reduces the p blocks it received, in rank order on every rank (deterministic).
   WorkPtr gloo_reduce_scatter(const Staged& i, const Staged& o, ReduceOp op, const Call& c) {
-    const std::vector<at::Tensor> mine = blocks(i.host);
-    std::vector<at::Tensor> got = blocks(at::empty_like(i.host));
+    const std::vector<at::Tensor> mine = blocks(i.wire);
+    std::vector<at::Tensor> got = blocks(at::empty_like(i.wire));
     got[rank()] = mine[rank()];
-    WorkPtr w = exchange(c, mine, got, {i.host, o.host});
+    WorkPtr w = exchange(c, mine, got, {i.wire, o.wire});
     w->then([got, o, op] {
-      o.host.copy_(got[0]);
-      for (size_t k = 1; k < got.size(); ++k) combine(o.host, got[k], op);
-      if (o.device.defined()) o.device.copy_(o.host);
+      o.wire.copy_(got[0]);
+      for (size_t k = 1; k < got.size(); ++k) combine(o.wire, got[k], op);
+      if (o.origin.defined()) o.origin.copy_(o.wire);
     });
     return w;
   }
   WorkPtr do_all_gather(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     Staged i = flat(in, true, false), o = flat(out, false, true);
     if (kind_ == BackendKind::Gloo) {
-      std::vector<at::Tensor> got = blocks(o.host);
-      got[rank()].copy_(i.host);
-      return exchange_then_copy_back(c, std::vector<at::Tensor>(size(), i.host), got, {i, o});
+      std::vector<at::Tensor> got = blocks(o.wire);
+      got[rank()].copy_(i.wire);
+      return exchange_then_copy_back(c, std::vector<at::Tensor>(size(), i.wire), got, {i, o});
     }
     c10d::AllgatherOptions opt;
     opt.timeout = c.options.timeout;
-    return wrap(c, pg_->_allgather_base(o.host, i.host, opt), {i, o});
+    return wrap(c, pg_->_allgather_base(o.wire, i.wire, opt), {i, o});
   }
   WorkPtr do_all_to_all(const at::Tensor& in, const at::Tensor& out, const Call& c) override {
     Staged i = flat(in, true, false), o = flat(out, false, true);
     if (kind_ == BackendKind::Gloo) {
-      const std::vector<at::Tensor> mine = blocks(i.host);
-      std::vector<at::Tensor> got = blocks(o.host);
+      const std::vector<at::Tensor> mine = blocks(i.wire);
+      std::vector<at::Tensor> got = blocks(o.wire);
       got[rank()].copy_(mine[rank()]);
       return exchange_then_copy_back(c, mine, got, {i, o});
     }
     std::vector<int64_t> equal_splits;
     c10d::AllToAllOptions opt;
     opt.timeout = c.options.timeout;
-    return wrap(c, pg_->alltoall_base(o.host, i.host, equal_splits, equal_splits, opt), {i, o});
+    return wrap(c, pg_->alltoall_base(o.wire, i.wire, equal_splits, equal_splits, opt), {i, o});
   }
   WorkPtr do_broadcast(const at::Tensor& t, int root, const Call& c) override {
     Staged s = flat(t, rank() == root, rank() != root);
-    std::vector<at::Tensor> v = {s.host};
+    std::vector<at::Tensor> v = {s.wire};
     c10d::BroadcastOptions o;
     o.rootRank = root;
     o.timeout = c.options.timeout;
@@ -223,12 +224,12 @@ class C10dBackend : public Backend {
   // sends and receives in the same order (loom's schedules do; the tag is checked by Gloo).
   WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call& c) override {
     Staged s = flat(t, true, false);
-    std::vector<at::Tensor> v = {s.host};
+    std::vector<at::Tensor> v = {s.wire};
     return wrap(c, pg_->send(v, dst, tag), {s});
   }
   WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call& c) override {
     Staged s = flat(t, false, true);
-    std::vector<at::Tensor> v = {s.host};
+    std::vector<at::Tensor> v = {s.wire};
     return wrap(c, pg_->recv(v, src, tag), {s});
   }
   std::unique_ptr<Backend> do_split(const std::vector<int>& members, int color,
@@ -250,6 +251,7 @@ class C10dBackend : public Backend {
   c10::intrusive_ptr<c10d::Store> store_;
   std::string host_;
   std::chrono::milliseconds timeout_;
+  at::Device wire_ = at::kCPU;  // where the transport reads and writes
   c10::intrusive_ptr<c10d::Backend> pg_;
   BlockExchange exchange_;
   int splits_ = 0;

@@ -20,6 +20,9 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_group(const c10::intrusive_ptr<c10d:
                                                   std::chrono::milliseconds timeout);
 // Empty when NCCL groups can be made here; else why not.
 std::string nccl_unavailable_reason();
+// The GPU an NCCL group of this process moves: the current CUDA device (the rank's, made
+// current before the communicators start).
+at::Device nccl_device();
 
 // Point-to-point tags above this one carry the block exchanges below, not the caller's messages.
 constexpr int64_t kMaxUserTag = (int64_t{1} << 30) - 1;

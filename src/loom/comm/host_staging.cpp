@@ -6,20 +6,19 @@
 
 namespace loom::comm {
 
-Staged stage(const at::Tensor& t, bool input, bool output) {
-  if (t.device().is_cpu()) return {t, {}, output};
-  at::Tensor h =
-      input ? t.to(torch::kCPU) : torch::empty(t.sizes(), t.options().device(torch::kCPU));
-  return {h, t, output};
+Staged stage(const at::Tensor& t, bool input, bool output, at::Device wire) {
+  if (t.device() == wire) return {t, {}, output};
+  at::Tensor w = input ? t.to(wire) : torch::empty(t.sizes(), t.options().device(wire));
+  return {w, t, output};
 }
 
 void copy_back_on_completion(Work& w, const std::vector<Staged>& staged) {
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   for (const auto& s : staged)
-    if (s.device.defined() && s.output) back.emplace_back(s.device, s.host);
+    if (s.origin.defined() && s.output) back.emplace_back(s.origin, s.wire);
   if (back.empty()) return;
   w.then([back = std::move(back)] {
-    for (const auto& [d, h] : back) d.copy_(h);
+    for (const auto& [origin, wire] : back) origin.copy_(wire);
   });
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// Device tensors through host memory, for transports that move host memory only: Open MPI as
-// Debian builds it (not CUDA-aware) and Gloo's TCP pairs. A CPU tensor passes through; a
-// device tensor gets a host copy (filled from it when it is an input), and an output's copy
-// goes back to the device when the operation has completed. NCCL needs none of this.
+// Tensors through the memory a transport moves: host memory for Open MPI as Debian builds it
+// (not CUDA-aware) and Gloo's TCP pairs, the rank's GPU for NCCL. A tensor already there
+// passes through; another gets a copy there (filled from it when it is an input), and an
+// output's copy goes back to the caller's tensor when the operation has completed.
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -12,13 +12,13 @@
 namespace loom::comm {
 
 struct Staged {
-  at::Tensor host;    // what the transport reads and writes
-  at::Tensor device;  // undefined for CPU tensors
+  at::Tensor wire;    // what the transport reads and writes
+  at::Tensor origin;  // the caller's tensor when it is elsewhere; undefined when it is `wire`
   bool output = false;
 };
 
-Staged stage(const at::Tensor& t, bool input, bool output);
-// Arranges for every staged output to be copied back to its device when `w` completes.
+Staged stage(const at::Tensor& t, bool input, bool output, at::Device wire = at::kCPU);
+// Arranges for every staged output to be copied back to its origin when `w` completes.
 void copy_back_on_completion(Work& w, const std::vector<Staged>& staged);
 
 }  // namespace loom::comm

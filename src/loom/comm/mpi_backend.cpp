@@ -84,7 +84,7 @@ WorkPtr post(const Backend::Call& c, const std::vector<Staged>& keep,
              std::function<MPI_Request()> call, bool quiet = false) {
   auto work = std::make_shared<EngineWork>(c.what, c.options.timeout, c.delay_s);
   std::vector<at::Tensor> alive;
-  for (auto& s : keep) alive.push_back(s.host);
+  for (auto& s : keep) alive.push_back(s.wire);
   copy_back_on_completion(*work, keep);
   Engine::Op op;
   op.work = work;
@@ -100,7 +100,7 @@ WorkPtr post_one(const Backend::Call& c, const at::Tensor& t, bool input, bool o
                  bool quiet = false) {
   Staged s = stage(t, input, output);
   const int n = checked_int(t.numel());
-  void* buf = s.host.data_ptr();
+  void* buf = s.wire.data_ptr();
   MPI_Datatype type = mpi_type(t);
   return post(
       c, {s},
@@ -125,8 +125,8 @@ WorkPtr post_in_out(const Backend::Call& c, const at::Tensor& in, const at::Tens
   checked_int(in.numel());
   checked_int(out.numel());
   const int n = checked_int(block);
-  const void* send = si.host.data_ptr();
-  void* recv = so.host.data_ptr();
+  const void* send = si.wire.data_ptr();
+  void* recv = so.wire.data_ptr();
   MPI_Datatype type = mpi_type(in);
   return post(c, {si, so}, [=, call = std::move(call)] {
     MPI_Request r;

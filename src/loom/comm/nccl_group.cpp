@@ -6,6 +6,7 @@
 
 #if LOOM_HAVE_CUDA
 #define USE_C10D_NCCL 1
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -19,6 +20,14 @@ std::string nccl_unavailable_reason() {
   return {};
 #else
   return "this loom was built without CUDA (no CUDA toolkit at build time)";
+#endif
+}
+
+at::Device nccl_device() {
+#if LOOM_HAVE_CUDA
+  return {at::kCUDA, c10::cuda::current_device()};
+#else
+  LOOM_USAGE("--comm nccl is not available: ", nccl_unavailable_reason(), "; use --comm gloo or mpi");
 #endif
 }
 
