@@ -16,7 +16,7 @@ work=runs/gpu-check
 mkdir -p "$final"
 start=$SECONDS
 {
-  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  date -u "+%Y-%m-%d %H:%M UTC"
   grep -h PRETTY_NAME /etc/os-release 2>/dev/null
   echo "cores: $(nproc)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
