@@ -230,5 +230,23 @@ TEST(Recompute, KeptActivationsApartFromTheWorkingSet) {
               1.0);
 }
 
+// The unsplit loss's backward holds two fp32 [M, V] gradients (the loss's and log-softmax's
+// input gradient); Megatron's fused loss and the vocabulary-parallel one, one.
+TEST(Head, UnsplitLossHoldsTwoLogitGradients) {
+  const Transformer wide_vocab{1, 64, 2, 32, 1 << 20, false};
+  Parallel p;
+  p.microbatches = 1;
+  p.micro_batch = 2;
+  const double logits = 4.0 * 2 * 32 * (1 << 20);
+  EXPECT_DOUBLE_EQ(TransformerCostModel(wide_vocab, p, round_cluster()).memory(0).working,
+                   2 * logits);
+  p.megatron = true;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(wide_vocab, p, round_cluster()).memory(0).working, logits);
+  p.megatron = false;
+  p.tp = 2;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(wide_vocab, p, round_cluster()).memory(0).working,
+                   logits / 2);
+}
+
 }  // namespace
 }  // namespace loom::plan

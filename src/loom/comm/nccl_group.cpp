@@ -27,7 +27,8 @@ at::Device nccl_device() {
 #if LOOM_HAVE_CUDA
   return {at::kCUDA, c10::cuda::current_device()};
 #else
-  LOOM_USAGE("--comm nccl is not available: ", nccl_unavailable_reason(), "; use --comm gloo or mpi");
+  LOOM_USAGE("--comm nccl is not available: ", nccl_unavailable_reason(),
+             "; use --comm gloo or mpi");
 #endif
 }
 

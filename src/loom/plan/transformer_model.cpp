@@ -329,7 +329,11 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     const double r = prec_.residual;
     const double norm = (m_.arch == Arch::Gpt ? r + e : 2 * r + e) / (p_.sequence_parallel ? t : 1);
     c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h;
-    c.working = logits;
+    // The unsplit loss's backward holds two fp32 [M, V] gradients at once beside the kept
+    // log-probabilities: the loss's (dense over the vocabulary) and log-softmax's input
+    // gradient (loom's runtime, CPU and GPU: planner-validation.md). Megatron's fused
+    // vocabulary-parallel loss writes its gradient in place.
+    c.working = (t > 1 || p_.megatron ? 1 : 2) * logits;
     // Its input (this rank's part with sequence parallelism) and the logits' gradient.
     c.weight_inputs = M * h * e / (p_.sequence_parallel ? t : 1) + M * V / t * e;
   } else {
