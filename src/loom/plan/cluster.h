@@ -24,8 +24,13 @@
 //   gemm_size = [512, 1024, ...]       # d = cbrt(M*N*K) of a matrix product
 //   gemm = [0.35, 0.55, ...]           # fraction of peak at that size (log2-interpolated)
 //   gemm_in_training = 0.76            # optional (1): share of the curve's rate the products
-//                                      # of a training step reach (the curve: kernels alone)
+//                                      # of a training step reach (the curve: kernels alone;
+//                                      # up to 2, the fraction of peak capped at 1)
 //   elementwise = 0.8                  # fraction of memory bandwidth for elementwise kernels
+//                                      # (a large copy: what `loom profile --device` measures)
+//   elementwise_in_training = 0.46     # optional (1): share of that rate a training step's
+//                                      # memory-bound kernels reach over the bytes the cost
+//                                      # model counts (casts, layouts and reductions included)
 //   calibrated = "..."                 # optional: which points were fitted, to what
 //   attention_forward = 0.6            # optional: fraction of peak a flash-attention kernel
 //   attention_backward = 0.5           # reaches (forward; backward incl. its recompute);
@@ -93,6 +98,7 @@ struct Cluster {
   std::vector<double> gemm_size, gemm_efficiency;
   double gemm_in_training = 1;  // scales the curve (kernels alone) to a training step's products
   double elementwise_efficiency = 1;
+  double elementwise_in_training = 1;  // scales the copy's rate to a training step's kernels
   std::string calibrated;
   double attention_forward = 0, attention_backward = 0;  // 0 = the GEMM curve
   double tp_overlap = 0;

@@ -257,7 +257,7 @@ double TransformerCostModel::regather_s(int inputs, double beside_s) const {
 }
 
 double TransformerCostModel::elementwise_s(double bytes) const {
-  return bytes / (c_.memory_bandwidth * c_.elementwise_efficiency);
+  return bytes / (c_.memory_bandwidth * c_.elementwise_efficiency * c_.elementwise_in_training);
 }
 
 TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
