@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# The GPU check (docs/gpu.md), made to fit one call of the lent GPU machine (at most 8 minutes):
-#   bash scripts/gpu-bundle.sh                        # here: what the GPU machine lacks
-#   run(command="bash bench/gpu_check.sh", carry=["gpu-bundle"], timeout_s=480)
-# It builds loom there against the machine's own torch (no MPI, no tests: LOOM_WITH_MPI=OFF,
-# LOOM_BUILD_TESTS=OFF), then
+# The GPU check (docs/gpu.md), made to fit one call of the lent GPU machine; bench/gpu_session.sh
+# runs it (with zb-h1 on the machine's cores) after `make gpu-bundle` here:
+#   run(command="bash bench/gpu_session.sh", carry=["gpu-bundle"], timeout_s=480)
+# It runs the loom binary carried in gpu-bundle/bin when that starts against the machine's own
+# torch, else builds loom there (no MPI, no tests: LOOM_WITH_MPI=OFF, LOOM_BUILD_TESTS=OFF), then
 #   (a) throughput: a GPT (width 1024, 12 layers, sequence 1024, bf16, flash attention) trained
 #       by loom on one GPU beside the plain PyTorch eager loop of bench/peers/eager_gpt.py (the
-#       same model, autocast bf16, fused AdamW), tokens/s and MFU of each;
+#       same model, autocast bf16, fused AdamW), tokens/s and MFU of each, and the eager step's
+#       kernel time by kind (torch.profiler);
 #   (c) `loom profile --device cuda` over clusters/h200.toml, and loom simulate's prediction of
-#       (a)'s loom step from that file against the measured step;
+#       (a)'s loom step and of a second shape from that file against the measured steps;
 #   (b) equivalence: 3 AdamW steps of a small GPT with pp=2 (two ranks sharing the GPU, so Gloo
 #       through host memory: NCCL refuses two ranks on one GPU) and dp=2 in every dp-mode,
 #       parameters against one process on the GPU (slim and quant, which are not meant to equal
 #       it, against the same run on the CPU).
 # Results: $OUT/gpu_check.txt (OUT defaults to runs/gpu-check).
-# A dry run without a GPU: LOOM_CHECK_DEVICE=cpu LOOM_BIN=build/bin/loom LOOM_CHECK_SMALL=1.
+# A dry run without a GPU: LOOM_CHECK_DEVICE=cpu LOOM_BIN=build/bin/loom LOOM_CHECK_SMALL=1
+# [LOOM_CHECK_CLUSTER=clusters/h200.toml: (c) from that file instead of a profile].
 set -uo pipefail
 py=${LOOM_PYTHON:-/opt/torch/.venv/bin/python3}
 [ -x "$py" ] || py=${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python

@@ -22,7 +22,8 @@ plan::Cluster spec() {
   c.peak_flops = {{"bf16", 1000e12}, {"fp32", 60e12}};
   c.gemm_size = {512, 4096};
   c.gemm_efficiency = {0.1, 0.5};
-  c.gemm_in_training = 0.75;  // not measured by the profile: kept from the base
+  c.gemm_in_training = 0.75;        // not measured by the profile: kept from the base
+  c.elementwise_in_training = 0.5;  // likewise
   c.intra = {450e9, 0.8, 5e-6};
   c.inter = {50e9, 0.8, 10e-6};
   return c;
@@ -78,6 +79,7 @@ TEST(DeviceProfile, MeasurementsReplaceTheSpecificationsEfficiencies) {
   EXPECT_NEAR(d.gemm_fraction(8192), 0.7 * 0.75, 1e-6);
   EXPECT_NEAR(d.attention_backward, 0.45, 1e-6);
   EXPECT_NEAR(d.elementwise_efficiency, 0.85, 1e-6);
+  EXPECT_NEAR(d.elementwise_in_training, 0.5, 1e-6);
 }
 
 TEST(DeviceProfile, AboveTheSpecificationIsRefused) {

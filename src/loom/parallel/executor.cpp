@@ -83,6 +83,18 @@ void Executor::deliver(int to_stage, int mb, int dir, const torch::Tensor& t) {
     outbox_[k] = t.detach().contiguous();
 }
 
+// Sends that completed release their buffers now, not at the step's end: the step would
+// otherwise hold one boundary tensor per micro-batch, however many the schedule runs. MPI and
+// NCCL report completion; c10d's Gloo sends complete only in wait(), so under Gloo they still
+// go at the step's end.
+void Executor::reap_sends() {
+  std::erase_if(sending_, [](const std::pair<torch::Tensor, comm::WorkPtr>& s) {
+    if (!s.second->test()) return false;
+    s.second->wait();  // completed: returns at once (or raises the failure)
+    return true;
+  });
+}
+
 StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
                               const std::vector<torch::Tensor>& targets, double loss_scale) {
   StepReport rep;
@@ -142,6 +154,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
         torch::Tensor t = std::move(it->second);
         outbox_.erase(it);
         auto w = pp_.send(t, shape_.rank_of(k.stage), tag(k));
+        reap_sends();
         sending_.emplace_back(t, w);
         break;
       }

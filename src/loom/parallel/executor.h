@@ -83,6 +83,7 @@ class Executor {
   void post_recv(const schedule::Action& a);
   torch::Tensor take(const Key& k, bool* waited = nullptr);
   void deliver(int to_stage, int mb, int dir, const torch::Tensor& t);
+  void reap_sends();  // drops the sends that completed
   double now_us() const;
 
   std::vector<schedule::Action> actions_;
@@ -101,7 +102,7 @@ class Executor {
   std::map<Key, torch::Tensor> mailbox_;                          // ready tensors
   std::map<Key, std::pair<torch::Tensor, comm::WorkPtr>> inbox_;  // posted receives
   std::map<Key, torch::Tensor> outbox_;                           // outputs waiting for SEND
-  std::vector<std::pair<torch::Tensor, comm::WorkPtr>> sending_;
+  std::vector<std::pair<torch::Tensor, comm::WorkPtr>> sending_;  // posted sends
   bool tracing_ = true;
   std::vector<TraceEvent> trace_;
   double origin_us_;
