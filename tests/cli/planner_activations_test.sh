@@ -18,6 +18,18 @@ passes=0
 config=$src/configs/gpt-fortunes.toml
 cluster=$src/clusters/this-machine.toml
 
+# agree NAME RUNTIME PLANNER: counts a pass when the two are within 1.5%.
+agree() {
+  if python3 -c "import sys; r, p = map(float, sys.argv[1:]); sys.exit(not abs(p / r - 1) <= 0.015)" \
+    "$2" "$3" 2>/dev/null; then
+    echo "ok   $1: runtime $2, planner $3"
+    passes=$((passes + 1))
+  else
+    echo "FAIL $1: runtime '$2', planner '$3' (more than 1.5% apart)"
+    fails=$((fails + 1))
+  fi
+}
+
 # check KIND NPROC RECOMPUTE FLAGS...   (PRECISION=bf16: both in bf16, over clusters/h200.toml)
 check() {
   local kind=$1 nproc=$2 recompute=$3
@@ -44,14 +56,7 @@ check() {
   planner=$("$loom" simulate --from-config "$config" "${flags[@]}" "$@" --dp 1 \
     --cluster "$cluster" --recompute "$recompute" --precision "$precision" --json 2>/dev/null |
     sed 's/.*"rank0_kept_activation_bytes":\([0-9.e+]*\).*/\1/')
-  if python3 -c "import sys; r, p = map(float, sys.argv[1:]); sys.exit(not abs(p / r - 1) <= 0.015)" \
-    "$runtime" "$planner" 2>/dev/null; then
-    echo "ok   $name: runtime $runtime, planner $planner"
-    passes=$((passes + 1))
-  else
-    echo "FAIL $name: runtime '$runtime', planner '$planner' (more than 1.5% apart)"
-    fails=$((fails + 1))
-  fi
+  agree "$name" "$runtime" "$planner"
 }
 
 for kind in gpt llama; do
@@ -91,14 +96,7 @@ check_peak() {
   planner=$("$loom" simulate --model gpt "${shape[@]}" --gpus 1 --microbatches 2 \
     --micro-batch-size 8 --precision "$precision" --cluster "$cluster" --json 2>/dev/null |
     sed 's/.*"peak_bytes":\([0-9.e+]*\).*/\1/')
-  if python3 -c "import sys; r, p = map(float, sys.argv[1:]); sys.exit(not abs(p / r - 1) <= 0.015)" \
-    "$runtime" "$planner" 2>/dev/null; then
-    echo "ok   $name: runtime $runtime, planner $planner"
-    passes=$((passes + 1))
-  else
-    echo "FAIL $name: runtime '$runtime', planner '$planner' (more than 1.5% apart)"
-    fails=$((fails + 1))
-  fi
+  agree "$name" "$runtime" "$planner"
 }
 check_peak fp32
 check_peak bf16
