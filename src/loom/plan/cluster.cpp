@@ -200,8 +200,8 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
     if (i > 0 && c.gemm_size[i] <= c.gemm_size[i - 1]) eff.fail("gemm_size", "must be increasing");
     if (c.gemm_efficiency[i] > 1) eff.fail("gemm", "values must be fractions in (0, 1]");
   }
-  // Above 1 where the benchmark under-reads: a sustained stream of products can run at lower
-  // clocks than the products of a training step, between memory-bound kernels (h200.toml).
+  // Above 1 where the benchmark under-reads what a training step's products reach (the H200's
+  // back-to-back products: h200.toml).
   c.gemm_in_training = eff.number("gemm_in_training", 0.001, 2.0, 1.0);
   c.elementwise_efficiency = eff.number("elementwise", 0.001, 1.0);
   c.elementwise_in_training = eff.number("elementwise_in_training", 0.001, 1.0, 1.0);
