@@ -15,10 +15,12 @@ export MKL_NUM_THREADS := 1
 deps:
 	@bash scripts/install-deps.sh
 
-# The wheel's folder is asked of the venv's python when the recipe runs (after deps made it).
+# The wheel's folder, asked of the venv's python when a recipe that uses it runs (after deps
+# made the venv): make expands a recipe only then.
+torch_dir = $(shell "$(LOOM_VENV)/bin/python" -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])")
+
 $(BUILD)/build.ninja: CMakeLists.txt | deps
-	torch=$$("$(LOOM_VENV)/bin/python" -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])") && \
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$$torch/share/cmake;$$torch"
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$(torch_dir)/share/cmake;$(torch_dir)"
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -46,9 +48,8 @@ docs: build
 # What a lent GPU machine needs from here (docs/gpu.md): gpu-bundle/ with the libraries it lacks,
 # the fortunes corpus and a loom binary built without MPI (the same torch wheel as there).
 gpu-bundle: deps
-	torch=$$("$(LOOM_VENV)/bin/python" -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])") && \
 	cmake -S . -B build-gpu-prebuilt -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WITH_MPI=OFF \
-	  -DLOOM_BUILD_TESTS=OFF "-DCMAKE_PREFIX_PATH=$$torch/share/cmake;$$torch"
+	  -DLOOM_BUILD_TESTS=OFF "-DCMAKE_PREFIX_PATH=$(torch_dir)/share/cmake;$(torch_dir)"
 	cmake --build build-gpu-prebuilt --target loom -j $(JOBS)
 	LOOM_PREBUILT=build-gpu-prebuilt/bin/loom bash scripts/gpu-bundle.sh
 

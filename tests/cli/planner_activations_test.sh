@@ -18,6 +18,11 @@ passes=0
 config=$src/configs/gpt-fortunes.toml
 cluster=$src/clusters/this-machine.toml
 
+# last_metric KEY: the run's last step's value of KEY (an integer) in metrics.jsonl.
+last_metric() {
+  grep -o "\"$1\": [0-9]*" "$tmp/run/metrics.jsonl" | tail -1 | grep -o '[0-9]*$'
+}
+
 # agree NAME RUNTIME PLANNER: counts a pass when the two are within 1.5%.
 agree() {
   if python3 -c "import sys; r, p = map(float, sys.argv[1:]); sys.exit(not abs(p / r - 1) <= 0.015)" \
@@ -49,8 +54,7 @@ check() {
     return
   fi
   local runtime planner
-  runtime=$(grep -o '"peak_activation_bytes": [0-9]*' "$tmp/run/metrics.jsonl" | tail -1 |
-    grep -o '[0-9]*$')
+  runtime=$(last_metric peak_activation_bytes)
   local flags=(--model "$kind")
   [[ $kind == llama ]] && flags+=(--kv-heads 2)
   planner=$("$loom" simulate --from-config "$config" "${flags[@]}" "$@" --dp 1 \
@@ -92,7 +96,7 @@ check_peak() {
     return
   fi
   local runtime planner
-  runtime=$(grep -o '"peak_bytes": [0-9]*' "$tmp/run/metrics.jsonl" | tail -1 | grep -o '[0-9]*$')
+  runtime=$(last_metric peak_bytes)
   planner=$("$loom" simulate --model gpt "${shape[@]}" --gpus 1 --microbatches 2 \
     --micro-batch-size 8 --precision "$precision" --cluster "$cluster" --json 2>/dev/null |
     sed 's/.*"peak_bytes":\([0-9.e+]*\).*/\1/')
@@ -108,7 +112,7 @@ peak_at_m() {
   rm -rf "$tmp/run"
   "$loom" train --config "$config" --nproc 2 --pp 2 --microbatches "$1" --global-batch $((16 * $1)) \
     --steps 2 --eval-every 0 --output.dir "$tmp/run" >"$tmp/train.log" 2>&1 &&
-    grep -o '"peak_bytes": [0-9]*' "$tmp/run/metrics.jsonl" | tail -1 | grep -o '[0-9]*$'
+    last_metric peak_bytes
 }
 m4=$(peak_at_m 4)
 m8=$(peak_at_m 8)
