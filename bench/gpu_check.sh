@@ -77,7 +77,8 @@ if [ -z "$loom" ]; then
   say "build: $((SECONDS - start)) s"
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
-echo "$loom" >"$out/loom_path"
+echo "$loom" >"$out/loom_path"  # and where its libraries are (bench/gpu_session.sh runs it again)
+echo "${LD_LIBRARY_PATH:-}" >"$out/library_path"
 # Every run is time-boxed (seconds), so that one hang cannot spend the rest of the lease.
 box() { local s=$1; shift; timeout -k 5 "$s" "$@"; }
 "$py" -c "import torch; print('device:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', '| torch', torch.__version__)" | tee -a "$report"

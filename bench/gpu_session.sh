@@ -27,10 +27,8 @@ echo "gpu_check: exit $? after $((SECONDS - start)) s"
 
 loom=$(cat "$work/loom_path" 2>/dev/null || true)
 if [ -n "$loom" ] && [ -x "$loom" ]; then
-  py=${LOOM_PYTHON:-/opt/torch/.venv/bin/python3}
-  [ -x "$py" ] || py=${LOOM_VENV:-$HOME/.local/share/loom/venv}/bin/python
-  torch_lib=$("$py" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
-  export LD_LIBRARY_PATH="$torch_lib:$PWD/gpu-bundle/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  LD_LIBRARY_PATH=$(cat "$work/library_path")
+  export LD_LIBRARY_PATH
   build=$(dirname "$(dirname "$loom")")
   data=()
   [ -d gpu-bundle/fortunes ] && data=(DATA=gpu-bundle/fortunes)
