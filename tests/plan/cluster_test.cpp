@@ -91,6 +91,46 @@ TEST(Cluster, ElementwiseInTraining) {
   EXPECT_NE(error_of(text).find("elementwise_in_training"), std::string::npos) << error_of(text);
 }
 
+// attention_forward/backward: one pair for any shape, or arrays with the shape of each
+// measurement, of which a model takes the nearest (log2 of head size plus log2 of sequence).
+TEST(Cluster, AttentionKernelsByShape) {
+  EXPECT_EQ(parse_cluster(kGood, "x.toml").attention_kernel(64, 1024), nullptr);
+  std::string text = kGood;
+  text.replace(text.find("elementwise"), 0, "attention_forward = 0.5\nattention_backward = 0.4\n");
+  Cluster c = parse_cluster(text, "x.toml");
+  ASSERT_NE(c.attention_kernel(64, 1024), nullptr);
+  EXPECT_DOUBLE_EQ(c.attention_kernel(256, 512)->forward, 0.5);
+  EXPECT_DOUBLE_EQ(parse_cluster(to_toml(c), "y.toml").attention_kernel(32, 8)->backward, 0.4);
+
+  text = kGood;
+  text.replace(text.find("elementwise"), 0,
+               "attention_head_size = [128, 64]\nattention_seq_len = [4096, 1024]\n"
+               "attention_forward = [0.5, 0.3]\nattention_backward = [0.45, 0.25]\n");
+  c = parse_cluster(text, "x.toml");
+  EXPECT_DOUBLE_EQ(c.attention_kernel(64, 2048)->forward, 0.3);    // 1 away, the other 2
+  EXPECT_DOUBLE_EQ(c.attention_kernel(128, 2048)->forward, 0.5);   // 1 away, the other 2
+  EXPECT_DOUBLE_EQ(c.attention_kernel(96, 1024)->backward, 0.25);  // 0.58 away, the other 2.4
+  EXPECT_DOUBLE_EQ(c.attention_kernel(128, 8192)->backward, 0.45);
+  const Cluster d = parse_cluster(to_toml(c), "y.toml");
+  ASSERT_EQ(d.attention.size(), 2u);
+  EXPECT_DOUBLE_EQ(d.attention[1].head_size, 64);
+  EXPECT_DOUBLE_EQ(d.attention[1].seq_len, 1024);
+  EXPECT_DOUBLE_EQ(d.attention[1].backward, 0.25);
+
+  std::string bad = text;
+  bad.replace(bad.find("[4096, 1024]"), 12, "[4096]");
+  EXPECT_NE(error_of(bad).find("attention_seq_len must have as many values as attention_forward"),
+            std::string::npos)
+      << error_of(bad);
+  bad = text;
+  bad.replace(bad.find("[0.5, 0.3]"), 10, "[1.5, 0.3]");
+  EXPECT_NE(error_of(bad).find("fractions"), std::string::npos) << error_of(bad);
+  bad = kGood;
+  bad.replace(bad.find("elementwise"), 0, "attention_head_size = [64]\nattention_forward = 0.5\n");
+  EXPECT_NE(error_of(bad).find("attention_head_size goes with arrays"), std::string::npos)
+      << error_of(bad);
+}
+
 TEST(Cluster, ErrorsNameTheKey) {
   std::string text = kGood;
   auto without = [&](const std::string& line) {

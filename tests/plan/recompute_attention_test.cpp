@@ -127,6 +127,19 @@ TEST(Attention, FlashTimeFromItsFlopsAtTheKernelEfficiency) {
   EXPECT_NEAR(stage_s(p, Kind::B, c), flash_b_total, 1e-15);
 }
 
+// With kernels measured at several shapes, the one nearest the model's head size (64 here)
+// and sequence (2048) times the attention; a kernel of another head size is ignored.
+TEST(Attention, FlashTakesTheKernelMeasuredNearestItsShape) {
+  Cluster c = round_cluster();
+  Parallel p;
+  p.attention = Attention::Flash;
+  const double f_any = stage_s(p, Kind::F, c), b_any = stage_s(p, Kind::B, c);
+  c.attention = {{128, 2048, 0.1, 0.1}, {64, 3000, 0.2, 0.125}};  // 1 and 0.55 away
+  const double flops = 0.5 * 4.0 * 2048 * 2048 * 1024;
+  EXPECT_NEAR(stage_s(p, Kind::F, c) - f_any, 2 * (flops / 20e12 - flops / 40e12), 1e-12);
+  EXPECT_NEAR(stage_s(p, Kind::B, c) - b_any, 2 * 2.5 * (flops / 12.5e12 - flops / 25e12), 1e-12);
+}
+
 TEST(TensorParallelOverlap, HidesTheClusterShareUnderTheGemms) {
   Parallel p;
   p.tp = 8;

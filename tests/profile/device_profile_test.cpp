@@ -42,9 +42,8 @@ DeviceMeasurements made_up() {
               at(2 * 8192.0 * 8192 * 8192, 1000e12, 0.7)};
   m.copy_bytes = 1e9;
   m.copy_s = at(1e9, 4.8e12, 0.85);
-  m.attention_flops = 5e12;
-  m.attention_forward_s = at(5e12, 1000e12, 0.6);
-  m.attention_backward_s = at(2.5 * 5e12, 1000e12, 0.45);
+  m.attention = {{128, 4096, 5e12, at(5e12, 1000e12, 0.6), at(2.5 * 5e12, 1000e12, 0.45)},
+                 {64, 1024, 1e12, at(1e12, 1000e12, 0.3), at(2.5 * 1e12, 1000e12, 0.25)}};
   m.optimizer_s_per_param = 2e-12;
   return m;
 }
@@ -57,8 +56,11 @@ TEST(DeviceProfile, MeasurementsReplaceTheSpecificationsEfficiencies) {
   EXPECT_NEAR(c.gemm_efficiency[1], 0.4, 1e-12);
   EXPECT_NEAR(c.gemm_efficiency[2], 0.7, 1e-12);
   EXPECT_NEAR(c.elementwise_efficiency, 0.85, 1e-12);
-  EXPECT_NEAR(c.attention_forward, 0.6, 1e-12);
-  EXPECT_NEAR(c.attention_backward, 0.45, 1e-12);
+  ASSERT_EQ(c.attention.size(), 2u);
+  EXPECT_NEAR(c.attention_kernel(128, 4096)->forward, 0.6, 1e-12);
+  EXPECT_NEAR(c.attention_kernel(128, 4096)->backward, 0.45, 1e-12);
+  EXPECT_NEAR(c.attention_kernel(64, 1024)->forward, 0.3, 1e-12);
+  EXPECT_NEAR(c.attention_kernel(64, 1024)->backward, 0.25, 1e-12);
   EXPECT_DOUBLE_EQ(c.optimizer_s_per_param, 2e-12);
   // What a single GPU cannot measure stays the specification's.
   EXPECT_DOUBLE_EQ(c.memory_bandwidth, 4.8e12);
@@ -77,7 +79,8 @@ TEST(DeviceProfile, MeasurementsReplaceTheSpecificationsEfficiencies) {
   const plan::Cluster d = plan::parse_cluster(plan::to_toml(c), "measured.toml");
   EXPECT_NEAR(d.gemm_efficiency[2], 0.7, 1e-6);
   EXPECT_NEAR(d.gemm_fraction(8192), 0.7 * 0.75, 1e-6);
-  EXPECT_NEAR(d.attention_backward, 0.45, 1e-6);
+  EXPECT_NEAR(d.attention_kernel(128, 4096)->backward, 0.45, 1e-6);
+  EXPECT_NEAR(d.attention_kernel(64, 1024)->forward, 0.3, 1e-6);
   EXPECT_NEAR(d.elementwise_efficiency, 0.85, 1e-6);
   EXPECT_NEAR(d.elementwise_in_training, 0.5, 1e-6);
 }
@@ -107,8 +110,11 @@ TEST(DeviceProfile, MeasuresTheGpuOrSaysThereIsNone) {
   for (double t : m.gemm_s) EXPECT_GT(t, 0);
   EXPECT_LT(m.gemm_s.front(), m.gemm_s.back());
   EXPECT_GT(m.copy_s, 0);
-  EXPECT_GT(m.attention_forward_s, 0);
-  EXPECT_GT(m.attention_backward_s, 0);
+  ASSERT_EQ(m.attention.size(), 4u);
+  for (const AttentionTiming& t : m.attention) {
+    EXPECT_GT(t.forward_s, 0);
+    EXPECT_GT(t.backward_s, 0);
+  }
   EXPECT_GT(m.optimizer_s_per_param, 0);
 }
 

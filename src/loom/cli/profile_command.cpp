@@ -109,12 +109,17 @@ int profile_command(const std::vector<std::string>& args) {
     const profile::DeviceMeasurements m = profile::measure_cuda(budget);
     const plan::Cluster c = profile::device_cluster(std::move(base), m, profile::profile_date());
     profile::write_cluster(c, out_path);
+    std::string attention;
+    for (const plan::AttentionKernel& k : c.attention)
+      attention += detail::concat(attention.empty() ? "" : ", ", int(100 * k.forward + 0.5), "% / ",
+                                  int(100 * k.backward + 0.5), "% (heads of ", k.head_size,
+                                  ", s ", k.seq_len, ")");
     std::printf(
         "%s: bf16 products %.0f%% of peak at n = %.0f, copy %.0f%% of %.0f GB/s, "
-        "attention %.0f%% / %.0f%% of peak\nwrote %s\n",
+        "attention forward / backward %s of peak\nwrote %s\n",
         m.device.c_str(), 100 * c.gemm_efficiency.back(), c.gemm_size.back(),
-        100 * c.elementwise_efficiency, c.memory_bandwidth / 1e9, 100 * c.attention_forward,
-        100 * c.attention_backward, out_path.c_str());
+        100 * c.elementwise_efficiency, c.memory_bandwidth / 1e9, attention.c_str(),
+        out_path.c_str());
     return 0;
   }
   profile::Options o;

@@ -22,6 +22,10 @@ class Reader {
       : t_(t), origin_(std::move(origin)), section_(std::move(section)) {}
 
   bool has(const std::string& key) const { return t_ && t_->contains(key); }
+  bool is_array(const std::string& key) const {
+    const toml::node* n = t_ ? t_->get(key) : nullptr;
+    return n && n->is_array();
+  }
 
   double number(const std::string& key, double lo, double hi,
                 std::optional<double> dflt = {}) const {
@@ -122,6 +126,52 @@ std::string num(double v) {
   return s;
 }
 
+// attention_forward/backward: one number each (any shape), or arrays with the shapes they were
+// measured at (attention_head_size, attention_seq_len).
+std::vector<AttentionKernel> read_attention(const Reader& eff) {
+  if (!eff.has("attention_forward") && !eff.has("attention_backward")) return {};
+  if (!eff.is_array("attention_forward") && !eff.is_array("attention_backward")) {
+    if (eff.has("attention_head_size") || eff.has("attention_seq_len"))
+      eff.fail("attention_head_size", "goes with arrays attention_forward and attention_backward");
+    return {{0, 0, eff.number("attention_forward", 0.001, 1.0, 0.0),
+             eff.number("attention_backward", 0.001, 1.0, 0.0)}};
+  }
+  const std::vector<double> forward = eff.numbers("attention_forward"),
+                            backward = eff.numbers("attention_backward"),
+                            head = eff.numbers("attention_head_size"),
+                            seq = eff.numbers("attention_seq_len");
+  for (const auto& [key, values] : {std::pair{"attention_backward", &backward},
+                                    {"attention_head_size", &head}, {"attention_seq_len", &seq}})
+    if (values->size() != forward.size())
+      eff.fail(key, detail::concat("must have as many values as attention_forward (",
+                                   forward.size(), "), got ", values->size()));
+  std::vector<AttentionKernel> out;
+  for (size_t i = 0; i < forward.size(); ++i) {
+    if (forward[i] > 1 || backward[i] > 1)
+      eff.fail("attention_forward", "and attention_backward must hold fractions in (0, 1]");
+    out.push_back({head[i], seq[i], forward[i], backward[i]});
+  }
+  return out;
+}
+
+void write_attention(std::ostream& os, const std::vector<AttentionKernel>& kernels) {
+  if (kernels.size() == 1 && kernels[0].head_size <= 0) {
+    if (kernels[0].forward > 0) os << "attention_forward = " << num(kernels[0].forward) << "\n";
+    if (kernels[0].backward > 0) os << "attention_backward = " << num(kernels[0].backward) << "\n";
+    return;
+  }
+  if (kernels.empty()) return;
+  auto array = [&](const char* key, double AttentionKernel::*field) {
+    os << key << " = [";
+    for (size_t i = 0; i < kernels.size(); ++i) os << (i ? ", " : "") << num(kernels[i].*field);
+    os << "]\n";
+  };
+  array("attention_head_size", &AttentionKernel::head_size);
+  array("attention_seq_len", &AttentionKernel::seq_len);
+  array("attention_forward", &AttentionKernel::forward);
+  array("attention_backward", &AttentionKernel::backward);
+}
+
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -147,6 +197,17 @@ double interpolate_log2(const std::vector<double>& x, const std::vector<double>&
 double Cluster::gemm_fraction(double d) const {
   const double curve = gemm_size.empty() ? 1.0 : interpolate_log2(gemm_size, gemm_efficiency, d);
   return std::min(1.0, gemm_in_training * curve);
+}
+
+const AttentionKernel* Cluster::attention_kernel(double head_size, double seq_len) const {
+  auto distance = [&](const AttentionKernel& k) {
+    if (k.head_size <= 0) return 0.0;  // measured for any shape
+    return std::abs(std::log2(k.head_size / head_size)) + std::abs(std::log2(k.seq_len / seq_len));
+  };
+  const AttentionKernel* best = nullptr;
+  for (const AttentionKernel& k : attention)
+    if (!best || distance(k) < distance(*best)) best = &k;
+  return best;
 }
 
 double Cluster::peak(const std::string& p) const {
@@ -206,8 +267,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   c.elementwise_efficiency = eff.number("elementwise", 0.001, 1.0);
   c.elementwise_in_training = eff.number("elementwise_in_training", 0.001, 1.0, 1.0);
   c.calibrated = eff.text("calibrated", "");
-  c.attention_forward = eff.number("attention_forward", 0.001, 1.0, 0.0);
-  c.attention_backward = eff.number("attention_backward", 0.001, 1.0, 0.0);
+  c.attention = read_attention(eff);
   c.tp_overlap = eff.number("tp_overlap", 0, 1.0, 0.0);
 
   c.intra = read_link(root, "intra", origin);
@@ -317,8 +377,7 @@ std::string to_toml(const Cluster& c) {
   if (c.elementwise_in_training != 1)
     os << "elementwise_in_training = " << num(c.elementwise_in_training) << "\n";
   if (!c.calibrated.empty()) os << "calibrated = " << quoted(c.calibrated) << "\n";
-  if (c.attention_forward > 0) os << "attention_forward = " << num(c.attention_forward) << "\n";
-  if (c.attention_backward > 0) os << "attention_backward = " << num(c.attention_backward) << "\n";
+  write_attention(os, c.attention);
   if (c.tp_overlap > 0) os << "tp_overlap = " << num(c.tp_overlap) << "\n";
   auto link = [&](const char* name, const Link& l) {
     os << "\n[" << name << "]\nbandwidth_gbs = " << num(l.bandwidth / 1e9)

@@ -35,6 +35,9 @@
 //   attention_forward = 0.6            # optional: fraction of peak a flash-attention kernel
 //   attention_backward = 0.5           # reaches (forward; backward incl. its recompute);
 //                                      # absent: the GEMM curve at the kernel's size
+//   attention_head_size = [64, 128]    # optional, with arrays above (as many values): the
+//   attention_seq_len = [1024, 4096]   # shape of each measured kernel; a model takes the one
+//                                      # nearest its own (log2 of head size and sequence)
 //   tp_overlap = 0.9                   # optional (0): share of a tensor-parallel collective
 //                                      # that --tp-comm-overlap hides under the GEMM next to it
 //   [intra]                            # link between devices of a node, per device/direction
@@ -85,6 +88,13 @@ struct BlockProfile {
   int64_t kv_heads = 0, ffn_width = 0;  // llama: key/value heads and SwiGLU units (gpt: 0)
 };
 
+// A fused attention kernel measured at one shape: fractions of peak for the forward and the
+// backward (its recompute included), 0 = the GEMM curve. A shape of 0 x 0 stands for any shape.
+struct AttentionKernel {
+  double head_size = 0, seq_len = 0;
+  double forward = 0, backward = 0;
+};
+
 struct Cluster {
   std::string name;
   std::string note;
@@ -100,7 +110,7 @@ struct Cluster {
   double elementwise_efficiency = 1;
   double elementwise_in_training = 1;  // scales the copy's rate to a training step's kernels
   std::string calibrated;
-  double attention_forward = 0, attention_backward = 0;  // 0 = the GEMM curve
+  std::vector<AttentionKernel> attention;  // empty = the GEMM curve
   double tp_overlap = 0;
   std::string cpu;            // where a shared (CPU) cluster was profiled
   double oversubscribed = 1;  // shared nodes: slowdown beyond the fair share of the cores
@@ -110,6 +120,9 @@ struct Cluster {
 
   // Fraction of peak reached by a matrix product of size d = cbrt(M*N*K).
   double gemm_fraction(double d) const;
+  // The measured attention kernel whose shape is nearest (log2 of head size plus log2 of
+  // sequence) to this one; nullptr when none was measured.
+  const AttentionKernel* attention_kernel(double head_size, double seq_len) const;
   // Peak FLOP/s for a precision; throws UsageError naming the precisions the file lists.
   double peak(const std::string& precision) const;
 };

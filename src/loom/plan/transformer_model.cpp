@@ -241,9 +241,9 @@ TransformerCostModel::Attn TransformerCostModel::attention(double b) const {
   // FLOPs; its backward runs 5 products where the forward runs 2 (it recomputes the scores).
   const double flops = 0.5 * 4 * b * s * s * h / t;
   const double fallback = c_.gemm_fraction(std::cbrt(b * a / t * s * s * h / a));
-  out.forward = flops / (peak_ * (c_.attention_forward > 0 ? c_.attention_forward : fallback));
-  out.backward =
-      2.5 * flops / (peak_ * (c_.attention_backward > 0 ? c_.attention_backward : fallback));
+  const AttentionKernel* k = c_.attention_kernel(h / a, s);
+  out.forward = flops / (peak_ * (k && k->forward > 0 ? k->forward : fallback));
+  out.backward = 2.5 * flops / (peak_ * (k && k->backward > 0 ? k->backward : fallback));
   return out;
 }
 

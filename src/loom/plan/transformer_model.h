@@ -14,7 +14,8 @@
 //      forward;
 //      attention core: standard = two batched products (q kᵀ, probabilities x v) plus the
 //      elementwise work on the s² values; flash = half of the 4·b·s²·h/t FLOPs (causal) at
-//      the cluster's attention_forward efficiency, its backward 2.5x that at
+//      the cluster's attention_forward efficiency (of the kernel measured at the shape
+//      nearest this head size and sequence), its backward 2.5x that at
 //      attention_backward (5 products to the forward's 2: it recomputes the scores), no s²
 //      values stored or streamed;
 //      --tp-comm-overlap hides min(tp_overlap x the collectives, the GEMMs) of each pass;

@@ -93,25 +93,29 @@ DeviceMeasurements measure_cuda(double budget) {
     m.copy_s = gpu_time([&] { y.copy_(x); }, budget);
   }
 
-  {
-    const int64_t b = 4, heads = 32, s = 4096, hd = 128;
-    torch::Tensor q = torch::randn({b, heads, s, hd}, bf16), k = torch::randn_like(q),
-                  v = torch::randn_like(q), g = torch::randn_like(q);
-    m.attention_flops = 0.5 * 4 * double(b) * s * s * double(heads * hd);
-    auto forward = [&] {
-      return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-    };
-    m.attention_forward_s = gpu_time([&] { forward(); }, budget);
-    torch::AutoGradMode grad(true);
-    for (torch::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
-    const double both = gpu_time(
-        [&] {
-          torch::autograd::backward({forward()}, {g});
-          for (torch::Tensor* t : {&q, &k, &v}) t->mutable_grad() = torch::Tensor();
-        },
-        budget);
-    m.attention_backward_s = std::max(1e-9, both - m.attention_forward_s);
-  }
+  // Flash kernels' efficiency depends on the head size (their tiles) and the sequence (how
+  // many tiles): a grid at one width and token count.
+  for (const int64_t hd : {64, 128})
+    for (const int64_t s : {1024, 4096}) {
+      const int64_t b = 16384 / s, heads = 4096 / hd;
+      torch::Tensor q = torch::randn({b, heads, s, hd}, bf16), k = torch::randn_like(q),
+                    v = torch::randn_like(q), g = torch::randn_like(q);
+      AttentionTiming t{double(hd), double(s), 0.5 * 4 * double(b) * s * s * double(heads * hd)};
+      auto forward = [&] {
+        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+      };
+      t.forward_s = gpu_time([&] { forward(); }, budget / 2);
+      torch::AutoGradMode grad(true);
+      for (torch::Tensor* x : {&q, &k, &v}) x->requires_grad_(true);
+      const double both = gpu_time(
+          [&] {
+            torch::autograd::backward({forward()}, {g});
+            for (torch::Tensor* x : {&q, &k, &v}) x->mutable_grad() = torch::Tensor();
+          },
+          budget / 2);
+      t.backward_s = std::max(1e-9, both - t.forward_s);
+      m.attention.push_back(t);
+    }
 
   {
     torch::AutoGradMode grad(true);
@@ -144,14 +148,19 @@ plan::Cluster device_cluster(plan::Cluster base, const DeviceMeasurements& m,
   }
   base.elementwise_efficiency = fraction(m.copy_bytes / m.copy_s, base.memory_bandwidth, "TB/s",
                                          "a copy", "memory_bandwidth_gbs", base);
-  base.attention_forward = fraction(m.attention_flops / m.attention_forward_s, peak, "TFLOP/s",
-                                    "the attention forward", "peak_tflops.bf16", base);
-  base.attention_backward = fraction(2.5 * m.attention_flops / m.attention_backward_s, peak,
-                                     "TFLOP/s", "the attention backward", "peak_tflops.bf16", base);
+  base.attention.clear();
+  for (const AttentionTiming& t : m.attention)
+    base.attention.push_back(
+        {t.head_size, t.seq_len,
+         fraction(t.flops / t.forward_s, peak, "TFLOP/s", "the attention forward",
+                  "peak_tflops.bf16", base),
+         fraction(2.5 * t.flops / t.backward_s, peak, "TFLOP/s", "the attention backward",
+                  "peak_tflops.bf16", base)});
   base.optimizer_s_per_param = m.optimizer_s_per_param;
   const std::string what = detail::concat(
       "MEASURED on ", m.device, " by loom profile --device cuda on ", date,
-      ": the bf16 GEMM curve, elementwise (a copy), the fused attention forward and backward, "
+      ": the bf16 GEMM curve, elementwise (a copy), the fused attention forward and backward "
+      "by head size and sequence, "
       "the AdamW step; everything else from ",
       base.origin.empty() ? std::string("the base file") : base.origin, " (see its comments)");
   base.note = base.note.empty() ? what : base.note + "; " + what;
