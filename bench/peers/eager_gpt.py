@@ -104,6 +104,30 @@ def profile(step, path, steps, dev):
             f.write(f"{us / 1e3:9.3f} ms {n:5d}x {kind_of(name):16s} {name}\n")
     parts = ", ".join(f"{k} {v / 1e3:.1f} ms" for k, v in sorted(by.items(), key=lambda x: -x[1]))
     print(f"profile: kernels {total / 1e3:.1f} ms of a {wall * 1e3:.1f} ms step (profiled): {parts}")
+    if gpu:
+        idle, largest = idle_gaps(prof.events())
+        with open(path, "a") as f:
+            f.write(f"# GPU idle between kernels: {idle / steps / 1e3:.3f} ms per step; the largest gaps:\n")
+            for gap, before, after in largest:
+                f.write(f"{gap / 1e3:9.3f} ms after {before[:80]} | before {after[:80]}\n")
+        print(f"profile: GPU idle between kernels {idle / steps / 1e3:.1f} ms per step "
+              f"(largest {largest[0][0] / 1e3 if largest else 0:.2f} ms)")
+
+
+def idle_gaps(events, top=12):
+    """The device's idle time between its first and last kernel (microseconds), and the
+    largest gaps with the kernels around them: where the GPU waited for the host."""
+    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in events
+                     if str(e.device_type).endswith("CUDA") and e.time_range.end > e.time_range.start)
+    idle, gaps, busy_until, last = 0.0, [], None, ""
+    for start, end, name in kernels:
+        if busy_until is not None and start > busy_until:
+            idle += start - busy_until
+            gaps.append((start - busy_until, last, name))
+        if busy_until is None or end >= busy_until:
+            busy_until, last = end, name
+    gaps.sort(reverse=True)
+    return idle, gaps[:top]
 
 
 if __name__ == "__main__":
