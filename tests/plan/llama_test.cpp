@@ -59,7 +59,10 @@ TEST(Llama, ActivationsKeptPerLayer) {
   EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * (768 + 1920 + 256 + 128) * e);
   r.recompute = Recompute::Selective;  // the core's values live only inside the backward
   EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * (768 + 1920) * e);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 1, r), tokens * (256 + 128) * e);
+  EXPECT_DOUBLE_EQ(attention_square_bytes(m, 1, r), tokens * 256 * e);
+  // ... beside the backward's first gradients (residual h, gate and up 2f, the down product's
+  // weight gradient h·f), which are more here.
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 1, r), (tokens * (128 + 2 * 384) + 128 * 384) * e);
   r.recompute = Recompute::Full;  // the layer's input
   EXPECT_DOUBLE_EQ(layer_kept_bytes(m, 1, r), tokens * 128 * e);
   // tp 2: the norms' values whole, the rest halved.

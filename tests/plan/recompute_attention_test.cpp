@@ -20,38 +20,45 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   // Korthikanti et al. 2022, Table 2: selective = 34 s b h, 10 + 24/t with TP, 34/t with SP.
   LayerRun r;
   r.recompute = Recompute::Selective;
+  r.weight_grad_temp = false;  // Megatron-LM's: weight gradients accumulate in the product
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34);
   r.tp = 8;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 13);
   r.sequence_parallel = true;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8);
-  // The recomputed core lives in the backward only: 5 a s² b / t = s b h · 80 / 8.
+  // The recomputed core lives in the backward only: 5 a s² b / t = s b h · 80 / 8, more than
+  // the backward's first gradients (the residual stream's 2/t and the MLP's 2 · 4/t).
+  const double gradients = kSbh * (2.0 + 8) / 8;
+  EXPECT_DOUBLE_EQ(layer_backward_gradient_bytes(kGpt3, 1, r), gradients);
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 10);
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), kSbh * 10);
   // None keeps it, full keeps only the input and recomputes the whole layer (34/t + 80/t).
   r.recompute = Recompute::None;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 114 / 8);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), 0.0);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
   r.recompute = Recompute::Full;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 2 / 8);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 114 / 8);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 114 / 8 + gradients);
   // loom's GPT (no dropout, 4-byte values): 32 s b h x 2, working 2 a s² b x 2.
   Transformer plain = kGpt3;
   plain.dropout = false;
   LayerRun f32{1, false, Recompute::Selective, Attention::Standard, 4};
+  f32.weight_grad_temp = false;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(plain, 2, f32), 2 * kSbh * 32 * 2);
   EXPECT_DOUBLE_EQ(layer_working_bytes(plain, 2, f32), 2.0 * 96 * 2048 * 2048 * 2 * 2);
 }
 
 TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
   LayerRun r{8, true, Recompute::None, Attention::Flash, 2};
+  r.weight_grad_temp = false;
   // 34 s b h / t plus one fp32 log-sum-exp per head and token: 4 a s b / t.
   const double stats = 4.0 * 96 * 2048 / 8;
+  const double gradients = kSbh * (2.0 + 8) / 8;  // no s² values: the first gradients only
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats);
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), 0.0);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), 0.0);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
   r.recompute = Recompute::Full;  // the recomputed layer has no s² values either
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats + gradients);
 }
 
 // A device with round numbers: 100 TFLOP/s, every GEMM at half of it, 1000 GB/s at full
@@ -241,6 +248,52 @@ TEST(Recompute, KeptActivationsApartFromTheWorkingSet) {
   EXPECT_NEAR(r.peak.total(),
               r.peak.params + r.peak.grads + r.peak.optimizer + r.peak.activations + r.peak.working,
               1.0);
+}
+
+// A layer's backward starts from the top of its MLP: the residual stream's gradient (and its
+// cast to bf16), the last product's input gradient [M, f] and its weight gradient [h, f] (new,
+// widened to fp32 from bf16) are held at once; a SwiGLU then holds two [M, f] gradients.
+// Measured against loom's allocator on this machine (planner-validation.md).
+TEST(Working, LayerBackwardHoldsItsFirstGradients) {
+  Transformer m{2, 256, 4, 64, 256, false};
+  const double M = 64.0 * 16, h = 256, f = 1024;
+  LayerRun r{1, false, Recompute::None, Attention::Standard, 4};
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 4 + M * f * 4 + h * f * 4);
+  r.elem_bytes = 2;
+  r.residual_bytes = 4;  // loom's bf16: the residual stream in fp32
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * (4 + 2) + M * f * 2 + h * f * (2 + 4));
+  r.residual_bytes = 0;
+  r.weight_grad_temp = false;  // Megatron-LM
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 + M * f * 2);
+  r.tp = 2;
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 + M * f / 2 * 2);
+  m.arch = Arch::Llama;
+  m.ffn = 512;
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 + 2 * M * 256 * 2);
+}
+
+// With the head on the stage, the last layer's backward starts once the head's values are
+// gone: the stage's working set is the larger of the head's and the layer's less those.
+TEST(Working, HeadStageTakesTheLargerPhase) {
+  const Transformer m{1, 256, 4, 64, 256, false};
+  Parallel p;
+  p.microbatches = 1;
+  p.micro_batch = 16;
+  const Cluster c = round_cluster();
+  const TransformerCostModel cost(m, p, c);
+  LayerRun r{1, false, Recompute::None, Attention::Standard, 2};
+  r.residual_bytes = 4;
+  const double M = 1024, h = 256, V = 256;
+  const double head_kept = 4 * M * V + (4 + 2) * M * h, head_working = 2 * 4 * M * V;
+  const double layer = layer_working_bytes(m, 16, r);
+  ASSERT_GT(layer - head_kept, head_working);  // the layer's phase is the larger here
+  EXPECT_DOUBLE_EQ(cost.memory(0).working, layer - head_kept);
+  Transformer two = m;  // embedding and two layers | the head: each stage its own blocks'
+  two.layers = 2;
+  p.pp = 2;
+  const TransformerCostModel split(two, p, c, "", {0, 3});
+  EXPECT_DOUBLE_EQ(split.memory(0).working, layer);
+  EXPECT_DOUBLE_EQ(split.memory(1).working, head_working);
 }
 
 // The unsplit loss's backward holds two fp32 [M, V] gradients (the loss's and log-softmax's

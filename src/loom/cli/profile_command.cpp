@@ -112,8 +112,8 @@ int profile_command(const std::vector<std::string>& args) {
     std::string attention;
     for (const plan::AttentionKernel& k : c.attention)
       attention += detail::concat(attention.empty() ? "" : ", ", int(100 * k.forward + 0.5), "% / ",
-                                  int(100 * k.backward + 0.5), "% (heads of ", k.head_size,
-                                  ", s ", k.seq_len, ")");
+                                  int(100 * k.backward + 0.5), "% (heads of ", k.head_size, ", s ",
+                                  k.seq_len, ")");
     std::printf(
         "%s: bf16 products %.0f%% of peak at n = %.0f, copy %.0f%% of %.0f GB/s, "
         "attention forward / backward %s of peak\nwrote %s\n",

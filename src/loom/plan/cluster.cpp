@@ -141,7 +141,8 @@ std::vector<AttentionKernel> read_attention(const Reader& eff) {
                             head = eff.numbers("attention_head_size"),
                             seq = eff.numbers("attention_seq_len");
   for (const auto& [key, values] : {std::pair{"attention_backward", &backward},
-                                    {"attention_head_size", &head}, {"attention_seq_len", &seq}})
+                                    {"attention_head_size", &head},
+                                    {"attention_seq_len", &seq}})
     if (values->size() != forward.size())
       eff.fail(key, detail::concat("must have as many values as attention_forward (",
                                    forward.size(), "), got ", values->size()));

@@ -154,15 +154,31 @@ double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
   return linear_bytes(m, b, r) + core + flash_kept_bytes(m, b, r);
 }
 
+// The backward's first steps, the MLP's from the top (measured against loom's allocator:
+// planner-validation.md): the residual stream's gradient [M, h] stays until the layer is done
+// (a cast of it feeds the products in bf16); the last product's input gradient [M, f/t] is
+// made while that product's weight gradient [h, f/t] is; the SwiGLU's backward then holds two
+// [M, f/t] gradients (gate and up) at once.
+double layer_backward_gradient_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double M = double(m.seq_len) * b, h = double(m.hidden), f = ffn_width(m) / r.tp;
+  const double e = r.elem_bytes, residual = r.residual();
+  double bytes = M * h * residual / (r.sequence_parallel ? r.tp : 1);
+  if (residual != e) bytes += M * h * e;
+  bytes += (m.arch == Arch::Gpt ? 1 : 2) * M * f * e;
+  if (r.weight_grad_temp) bytes += h * f * (e + (e < 4 ? 4 : 0));
+  return bytes;
+}
+
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double gradients = layer_backward_gradient_bytes(m, b, r);
   if (r.recompute == Recompute::Full) {
     LayerRun kept = r;
     kept.recompute = Recompute::None;
-    return layer_kept_bytes(m, b, kept);
+    return layer_kept_bytes(m, b, kept) + gradients;
   }
   if (r.recompute == Recompute::Selective)
-    return attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r);
-  return 0;
+    return std::max(gradients, attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r));
+  return gradients;
 }
 
 double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, bool recompute,

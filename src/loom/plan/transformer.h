@@ -81,12 +81,19 @@ struct LayerRun {
   // the activations' type in Megatron-LM (0 = elem_bytes).
   double residual_bytes = 0;
   double residual() const { return residual_bytes > 0 ? residual_bytes : elem_bytes; }
+  // The backward makes each weight gradient as a new tensor (in the activations' type, then
+  // widened to fp32) before adding it to the parameter's: loom's runtime. Megatron-LM
+  // accumulates into its fp32 buffer inside the product (gradient accumulation fusion).
+  bool weight_grad_temp = true;
 };
 // Bytes one layer keeps from its forward to its backward for a micro-batch of b samples.
 double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r);
-// Bytes that exist only inside the layer's backward: the recomputed activations (the whole
-// layer's under full recomputation, the attention core's s² values under selective).
+// Bytes that exist only inside the layer's backward: the gradients of its first steps (the
+// residual stream's coming in, the MLP's hidden values' and the last product's weight
+// gradient), and the recomputed activations (the whole layer's under full recomputation, the
+// attention core's s² values under selective).
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r);
+double layer_backward_gradient_bytes(const Transformer& m, double b, const LayerRun& r);
 // The s² part of a layer's activations (scores, probabilities, dropout mask): 5·a·s²·b
 // bytes at 2-byte values (2·a·s²·b without dropout), split over t; 0 with flash attention.
 double attention_square_bytes(const Transformer& m, double b, const LayerRun& r);

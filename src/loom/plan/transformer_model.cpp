@@ -172,7 +172,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
         // The measured layer without its s² values; the recomputed core's time in proportion.
         const double square = attention_square_bytes(m_, double(p.micro_batch), layer_run());
         measured.activation = std::max(0.0, measured.activation - square);
-        measured.working = square;
+        measured.working = block_[k].working;  // the profile measures no working set
         const double f = block_[k].f;
         measured.i += f > 0 ? measured.f * selective_extra_s() / f : 0;
       } else if (k == kLayer && p.attention == Attention::Flash) {
@@ -183,9 +183,9 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
         const double b = double(p.micro_batch);
         measured.activation = std::max(
             0.0, measured.activation - layer_kept_bytes(m_, b, standard) + block_[k].activation);
-        measured.working = 0;
+        measured.working = block_[k].working;
       } else {
-        measured.working = k == kHead ? block_[k].working : 0;
+        measured.working = block_[k].working;
       }
       slowdown = measured.loaded;
       block_[k] = measured;
@@ -202,6 +202,10 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
+    // The head's backward is done, and its kept values gone, when the last layer's starts.
+    if (end == blocks && end - cut_[s] > 1)
+      sum.working =
+          std::max(block_[kHead].working, block_[kLayer].working - block_[kHead].activation);
     // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
@@ -225,8 +229,8 @@ double TransformerCostModel::selective_extra_s() const {
 }
 
 LayerRun TransformerCostModel::layer_run() const {
-  return {p_.tp,        p_.sequence_parallel, p_.recompute,
-          p_.attention, prec_.activation,     prec_.residual};
+  return {p_.tp,          p_.sequence_parallel, p_.recompute, p_.attention, prec_.activation,
+          prec_.residual, !p_.megatron};
 }
 
 TransformerCostModel::Attn TransformerCostModel::attention(double b) const {

@@ -150,12 +150,11 @@ plan::Cluster device_cluster(plan::Cluster base, const DeviceMeasurements& m,
                                          "a copy", "memory_bandwidth_gbs", base);
   base.attention.clear();
   for (const AttentionTiming& t : m.attention)
-    base.attention.push_back(
-        {t.head_size, t.seq_len,
-         fraction(t.flops / t.forward_s, peak, "TFLOP/s", "the attention forward",
-                  "peak_tflops.bf16", base),
-         fraction(2.5 * t.flops / t.backward_s, peak, "TFLOP/s", "the attention backward",
-                  "peak_tflops.bf16", base)});
+    base.attention.push_back({t.head_size, t.seq_len,
+                              fraction(t.flops / t.forward_s, peak, "TFLOP/s",
+                                       "the attention forward", "peak_tflops.bf16", base),
+                              fraction(2.5 * t.flops / t.backward_s, peak, "TFLOP/s",
+                                       "the attention backward", "peak_tflops.bf16", base)});
   base.optimizer_s_per_param = m.optimizer_s_per_param;
   const std::string what = detail::concat(
       "MEASURED on ", m.device, " by loom profile --device cuda on ", date,

@@ -24,9 +24,9 @@ struct AttentionTiming {
 };
 
 struct DeviceMeasurements {
-  std::string device;                     // the GPU's model name
-  std::vector<double> gemm_size, gemm_s;  // n and the seconds of one n x n x n product
-  double copy_bytes = 0, copy_s = 0;      // bytes read + written by one copy, its seconds
+  std::string device;                      // the GPU's model name
+  std::vector<double> gemm_size, gemm_s;   // n and the seconds of one n x n x n product
+  double copy_bytes = 0, copy_s = 0;       // bytes read + written by one copy, its seconds
   std::vector<AttentionTiming> attention;  // one per shape
   double optimizer_s_per_param = 0;
 };

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // The summary's numbers per rank: state bytes, peak bytes, bytes sent (dp + pp).
-constexpr int kPerRank = 3;
+constexpr int kPerRank = 4;
 
 void ExposedDpWait::start() {
   for (auto& [s, y] : syncs_) y->reset_exposed();
@@ -107,6 +107,7 @@ void RunMetrics::step(const StepSample& s, TrainResult* res) {
   peak_act_ = std::max(peak_act_, s.peak_activation_bytes);
   peak_working_ = std::max(peak_working_, s.peak_working_bytes);
   peak_transient_ = std::max(peak_transient_, s.peak_transient_bytes);
+  peak_allocated_ = std::max(peak_allocated_, s.peak_bytes);
   res->final_loss = s.loss;
   ++res->steps;
   if (root_) curves_.train.push_back({s.step, s.loss});
@@ -218,7 +219,7 @@ void RunMetrics::summarize(const parallel::MemoryBytes& mem, TrainResult* res) {
   // Every rank's state (persistent + transient buffers at their concurrent peak), peak of
   // state + activations, and bytes sent on its data-parallel and pipeline communicators.
   int64_t mine[kPerRank] = {persistent + peak_working_, res->peak_bytes,
-                            static_cast<int64_t>(res->dp_bytes + res->pp_bytes)};
+                            static_cast<int64_t>(res->dp_bytes + res->pp_bytes), peak_allocated_};
   std::vector<int64_t> per_rank(kPerRank * world_.size());
   world_.all_gather(mine, per_rank.data(), kPerRank, comm::DType::Int64)->wait();
   const double nsteps = std::max<int64_t>(1, res->steps);
@@ -254,7 +255,8 @@ void RunMetrics::summary_line(const TrainResult& res, const std::vector<int64_t>
   for (int q = 0; q < world_.size(); ++q)
     j.integer("state_bytes_r" + std::to_string(q), per_rank[kPerRank * q])
         .integer("peak_bytes_r" + std::to_string(q), per_rank[kPerRank * q + 1])
-        .integer("sent_bytes_r" + std::to_string(q), per_rank[kPerRank * q + 2]);
+        .integer("sent_bytes_r" + std::to_string(q), per_rank[kPerRank * q + 2])
+        .integer("allocated_peak_bytes_r" + std::to_string(q), per_rank[kPerRank * q + 3]);
   write(j.done());
 }
 

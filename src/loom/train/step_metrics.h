@@ -114,6 +114,7 @@ class RunMetrics {
   double steps_time_ = 0, compute_s_ = 0, p2p_s_ = 0, dp_exposed_s_ = 0, dp_hidden_s_ = 0;
   comm::Stats dp_steps_;  // DP collectives of the steps (no evaluation, no checkpoints)
   int64_t peak_act_ = 0, peak_working_ = 0, peak_transient_ = 0;
+  int64_t peak_allocated_ = 0;  // the allocator's, over the run's steps
 };
 
 }  // namespace loom::train

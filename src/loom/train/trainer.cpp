@@ -55,7 +55,7 @@ struct Trainer::Impl {
   std::unique_ptr<Checkpointer> checkpointer;
   std::unique_ptr<profile::Calibration> calibration;  // output.calibrate_every > 0
   int64_t start_step = 0;
-  int64_t num_params = 0;  // whole model, counted before sharding
+  int64_t num_params = 0;  // whole model, counted before its blocks are dropped or sharded
   bool is_root = false;
 
   Impl(const config::Config& c, comm::Backend& b) : cfg(c), base(b) {}
@@ -93,7 +93,6 @@ void Trainer::Impl::setup() {
   model = model::build(cfg.model, cfg.train.seed,
                        {r.tp, mesh.tp_rank, mesh.tp_comm.get(), cfg.parallel.sequence_parallel},
                        cfg.parallel.recompute);
-  for (auto& b : model.blocks) b->to(compute.device);
   if (cfg.output.calibrate_every > 0)
     calibration = std::make_unique<profile::Calibration>(cfg.model, r.micro_batch, cfg.train.seed);
   build_stages();
@@ -114,18 +113,23 @@ void Trainer::Impl::setup() {
 }
 
 // This rank's stages, as the placement puts them: looping (stage s on pipeline rank s % pp) or
-// V (zbv: stages r and 2pp-1-r).
+// V (zbv: stages r and 2pp-1-r). Every rank built the whole model (the same initialization
+// everywhere); the blocks of other ranks' stages are dropped here, before anything is placed
+// on the device, so a pipeline rank holds its own stages' parameters only.
 void Trainer::Impl::build_stages() {
   std::vector<double> costs;
   for (auto& b : model.blocks) costs.push_back(b->flops_per_sample());
   cut = model::partition(costs, r.pp * r.loops, cfg.parallel.partition,
                          r.shape().placement == schedule::Placement::V);
+  num_params = model.num_parameters();
   for (int s : r.shape().stages_of(mesh.pp_rank)) {
     std::vector<std::shared_ptr<model::Block>> blocks(model.blocks.begin() + cut.begin(s),
                                                       model.blocks.begin() + cut.end(s));
+    for (auto& b : blocks) b->to(compute.device);
     stages[s] = std::make_unique<parallel::Stage>(s, r.pp * r.loops, blocks, cut.begin(s),
                                                   model.criterion, compute);
   }
+  model.blocks.clear();  // the stages hold theirs
 }
 
 void Trainer::Impl::build_schedule() {
@@ -150,7 +154,6 @@ void Trainer::Impl::build_executor() {
   for (auto& [s, st] : stages) sp[s] = st.get();
   std::vector<parallel::ActivationSpec> boundaries = parallel::infer_boundaries(
       sp, lowered.shape, mesh.pp_rank, *mesh.pp_comm, model::input_spec(cfg.model, r.micro_batch));
-  num_params = model.num_parameters();
   for (auto& [s, st] : stages) {
     parallel::SyncContext ctx{st.get(), mesh.dp_comm.get(), &cfg};
     syncs[s] = parallel::make_data_parallel(ctx);
