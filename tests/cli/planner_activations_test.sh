@@ -7,7 +7,7 @@
 # autocast: the residual stream in fp32) over the H200's analytic model. And the whole peak
 # (the allocator's, parameters, gradients, optimizer state and the backward's working set
 # included) of a GPT whose logits dominate it, in fp32 and bf16, within 1.5%, and of each
-# pipeline rank, within 3%.
+# pipeline rank, within 3%; the memory report (--output.memory_report) accounts for that peak.
 # usage: planner_activations_test.sh LOOM_BINARY SOURCE_DIR
 set -u
 loom=$1
@@ -118,7 +118,8 @@ check_rank_peaks() {
   local shape=(--pp 2 --width 256 --global-batch 32 --microbatches 1)
   rm -rf "$tmp/run"
   if ! "$loom" train --config "$config" --nproc 2 "${shape[@]}" --steps 2 --eval-every 0 \
-    --precision "$precision" --output.dir "$tmp/run" >"$tmp/train.log" 2>&1; then
+    --precision "$precision" --output.memory_report true --output.dir "$tmp/run" \
+    >"$tmp/train.log" 2>&1; then
     echo "FAIL pipeline ranks' whole peak ($precision): loom train failed"
     tail -5 "$tmp/train.log"
     fails=$((fails + 1))
@@ -138,6 +139,19 @@ PY
   ); do
     IFS=: read -r which runtime planner <<<"$pair"
     agree_within 0.03 "pipeline ranks' whole peak, $which ($precision)" "$runtime" "$planner"
+  done
+  # The memory report lists exactly the bytes live at each rank's peak, the backward's named.
+  local q reported peak
+  for q in 0 1; do
+    reported=$(head -1 "$tmp/run/memory-rank$q.txt" 2>/dev/null | grep -o '[0-9]* bytes live' | grep -o '[0-9]*')
+    peak=$(grep -o "\"allocated_peak_bytes_r$q\": [0-9]*" "$tmp/run/metrics.jsonl" | grep -o '[0-9]*$')
+    if [[ -n $reported && $reported == "$peak" ]] && grep -q "${q}B0 > autograd::engine" "$tmp/run/memory-rank$q.txt"; then
+      echo "ok   memory report, rank $q ($precision): $reported bytes, the allocator's peak"
+      passes=$((passes + 1))
+    else
+      echo "FAIL memory report, rank $q ($precision): '$reported' bytes, the allocator's peak '$peak'"
+      fails=$((fails + 1))
+    fi
   done
 }
 check_rank_peaks fp32

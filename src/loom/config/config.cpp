@@ -477,6 +477,10 @@ const std::vector<Field>& schema() {
        "fresh start",
        {}},
       {LOOM_FIELD(output, trace), "Chrome trace JSON of the measured timeline; empty = none", {}},
+      {LOOM_FIELD(output, memory_report),
+       "write memory-rankN.txt in the run folder: the allocations live at each rank's memory "
+       "peak over the training steps, grouped by the operators that made them",
+       {}},
       {LOOM_FIELD(output, calibrate_every),
        "steps between speed calibrations (each rank in turn "
        "times a transformer layer alone, then all at once, outside the step time, into "

@@ -320,6 +320,7 @@ struct OutputConfig {
   bool progress = true;          // progress bar when stderr is a terminal
   std::string resume;            // checkpoint folder to resume from ("" = fresh start)
   std::string trace;             // Chrome trace JSON of the measured timeline ("" = none)
+  bool memory_report = false;    // memory-rankN.txt: what each rank holds at its peak
   int64_t calibrate_every = 0;  // steps between speed calibrations (profile/calibration.h); 0 = off
   int64_t sample_every = 0;     // steps between text samples printed by rank 0; 0 = off
 

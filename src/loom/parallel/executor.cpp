@@ -1,5 +1,7 @@
 #include "loom/parallel/executor.h"
 
+#include <ATen/record_function.h>
+
 #include <chrono>
 
 #include "loom/common/cpu_time.h"
@@ -106,6 +108,9 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
       if (p.kind == Kind::RECV_F || p.kind == Kind::RECV_B) post_recv(p);
     }
     const schedule::Action& a = actions_[i];
+    // The action names what runs inside it for observers (the memory report); nothing is
+    // built when no one observes.
+    RECORD_USER_SCOPE(schedule::to_string(a));
     Stage& st = *stages_.at(a.stage);
     DpHooks* sync = hooks_.count(a.stage) ? hooks_.at(a.stage) : nullptr;
     if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)

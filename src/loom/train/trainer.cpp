@@ -1,5 +1,7 @@
 #include "loom/train/trainer.h"
 
+#include <ATen/record_function.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -13,6 +15,7 @@
 #include "loom/parallel/boundary_specs.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/executor.h"
+#include "loom/parallel/memory_report.h"
 #include "loom/parallel/memory_tracker.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/plan/parallel.h"
@@ -80,6 +83,9 @@ void Trainer::Impl::setup() {
   compute = model::compute_of(cfg, model::local_rank());
   parallel::MemoryTracker::install();
   if (compute.device.is_cuda()) parallel::MemoryTracker::track_device(compute.device.index());
+  if (cfg.output.memory_report)
+    parallel::MemoryReport::start(compute.device.is_cuda() ? compute.device.index() : -1);
+  RECORD_USER_SCOPE("loom: setup");  // the model, its stages and their state
   mesh = comm::make_mesh(base, r.dp, r.pp, r.tp, cfg.parallel.placement);
   if (!cfg.emulate.bandwidth.empty() || !cfg.emulate.latency.empty()) {
     comm::LinkEmulation e;
@@ -207,6 +213,7 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   const comm::Stats dp0 = mesh.dp_comm->stats(), tp0 = mesh.tp_comm->stats();
   exec->clear_trace();
   parallel::MemoryTracker::reset_peak();
+  if (parallel::MemoryReport::on()) parallel::MemoryReport::step_begin();
   const parallel::StepReport rep =
       exec->run_step(mb.inputs, mb.targets, injected_loss_scale(base.rank(), step, 1.0 / r.m));
   for (auto& [st, y] : syncs) y->finish_grad_sync();
@@ -228,13 +235,16 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
         ") is kept; lower train.lr, or set --on-nan skip"));
   const double scale =
       cfg.train.clip > 0 ? std::min(1.0, cfg.train.clip / (s.grad_norm + 1e-6)) : 1.0;
-  for (auto& [st, y] : syncs) {
-    y->before_step();
-    if (s.skipped)
-      y->drop_step();  // train.on_nan = skip: no update; no non-finite state is kept
-    else
-      optimizers.at(st)->step(s.lr, scale);
-    y->after_step();
+  {
+    RECORD_USER_SCOPE("loom: optimizer step");  // names its allocations (memory report)
+    for (auto& [st, y] : syncs) {
+      y->before_step();
+      if (s.skipped)
+        y->drop_step();  // train.on_nan = skip: no update; no non-finite state is kept
+      else
+        optimizers.at(st)->step(s.lr, scale);
+      y->after_step();
+    }
   }
   s.dp = mesh.dp_comm->stats() - dp0;
   s.tp = mesh.tp_comm->stats() - tp0;
@@ -249,6 +259,7 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   s.peak_working_bytes = rep.peak_working_bytes;
   s.peak_transient_bytes = rep.peak_transient_bytes;
   s.peak_bytes = parallel::MemoryTracker::peak_bytes();
+  if (parallel::MemoryReport::on()) parallel::MemoryReport::step_end();
   for (auto& [st, y] : syncs)
     for (auto& [k, v] : y->step_metrics())
       s.sync_metrics.push_back({k + "." + std::to_string(st), v});
@@ -303,6 +314,11 @@ bool Trainer::Impl::stop_if_signalled(int64_t step, const std::string& saved, Tr
 // After the steps: the timeline, the final parameters and the summary.
 void Trainer::Impl::finish(RunMetrics& metrics, TrainResult* res) {
   metrics.end_steps(res);
+  if (parallel::MemoryReport::on())
+    parallel::MemoryReport::write(
+        detail::concat(cfg.output.dir, "/memory-rank", base.rank(), ".txt"),
+        detail::concat("loom memory report, rank ", base.rank(), " (", compute.device.str(),
+                       "), the training steps' peak"));
   if (!cfg.output.trace.empty()) {
     auto events = gather_events(base, exec->trace());
     if (is_root) write_run_trace(cfg.output.trace, events, lowered, r.dp, schedule_name());
