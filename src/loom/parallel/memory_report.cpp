@@ -24,9 +24,9 @@ struct Live {
 std::atomic<bool> g_on{false}, g_cpu{false};
 std::mutex g_mu;
 std::unordered_map<const void*, Live> g_live;
-std::vector<std::string> g_tags;        // interned
-std::map<std::string, int> g_tag_ids;   // tag -> index into g_tags
-std::vector<Live> g_at_peak;            // the live set at the peak
+std::vector<std::string> g_tags;       // interned
+std::map<std::string, int> g_tag_ids;  // tag -> index into g_tags
+std::vector<Live> g_at_peak;           // the live set at the peak
 int64_t g_live_bytes = 0, g_peak = 0;
 bool g_in_step = false;
 
@@ -157,8 +157,7 @@ void MemoryReport::write(const std::string& path, const std::string& title) {
          "(outermost first; 1F3: stage 1's forward of micro-batch 3, as schedules write "
          "actions)\n";
   for (const auto& [key, g] : rows)
-    out << g.bytes << "\t" << g.count << " x " << key.second << "\t" << g_tags[key.first]
-        << "\n";
+    out << g.bytes << "\t" << g.count << " x " << key.second << "\t" << g_tags[key.first] << "\n";
   if (!out) throw Error(detail::concat("cannot write the memory report '", path, "'"));
 }
 

@@ -1,19 +1,11 @@
 #include "loom/parallel/memory_tracker.h"
 
 #include <ATen/DeviceAccelerator.h>
-#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <map>
 #include <mutex>
-#include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "loom/parallel/memory_report.h"
 
@@ -36,31 +28,6 @@ int64_t device_stat(bool peak) {
 // libtorch's raw_allocate path requires context == data, so sizes live in a side table.
 std::mutex g_mu;
 std::unordered_map<void*, int64_t> g_sizes;
-// DEBUG peak dump
-thread_local std::vector<std::string> t_ops;
-std::unordered_map<void*, std::string> g_tags;
-std::vector<std::pair<int64_t, std::string>> g_peak_snapshot;
-bool g_dump = std::getenv("LOOM_PEAK_DUMP") != nullptr;
-struct DumpAtExit {
-  ~DumpAtExit() {
-    if (!g_dump) return;
-    std::map<std::string, std::pair<int, int64_t>> agg;
-    int64_t tot = 0;
-    for (auto& [b, t] : g_peak_snapshot) {
-      agg[t + " " + std::to_string(b)].first++;
-      agg[t + " " + std::to_string(b)].second += b;
-      tot += b;
-    }
-    std::vector<std::pair<int64_t, std::string>> rows;
-    for (auto& [k, v] : agg) rows.push_back({v.second, std::to_string(v.first) + "x " + k});
-    std::sort(rows.rbegin(), rows.rend());
-    std::string path = std::string(std::getenv("LOOM_PEAK_DUMP")) + "." + std::to_string(getpid());
-    FILE* f = std::fopen(path.c_str(), "w");
-    std::fprintf(f, "total %lld\n", (long long)tot);
-    for (auto& [b, k] : rows) std::fprintf(f, "%12lld %s\n", (long long)b, k.c_str());
-    std::fclose(f);
-  }
-} g_dump_at_exit;
 c10::DeleterFnPtr g_inner_free = nullptr;
 
 void tracked_free(void* p) {
@@ -72,7 +39,6 @@ void tracked_free(void* p) {
     if (it != g_sizes.end()) {
       bytes = it->second;
       g_sizes.erase(it);
-      if (g_dump) g_tags.erase(p);
     }
   }
   g_live.fetch_sub(bytes, std::memory_order_relaxed);
@@ -80,7 +46,6 @@ void tracked_free(void* p) {
   g_inner_free(p);
 }
 
-int64_t g_best = 0;
 class TrackingAllocator : public c10::Allocator {
  public:
   explicit TrackingAllocator(c10::Allocator* inner) : inner_(inner) {}
@@ -94,26 +59,12 @@ class TrackingAllocator : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(g_mu);
       g_sizes[data] = bytes;
-      if (g_dump) {
-        std::string tag = t_ops.empty() ? std::string("?") : "";
-        for (auto& o : t_ops) tag += (tag.empty() ? "" : " > ") + o.substr(0, 60);
-        static int64_t seq = 0;
-        if (bytes >= 262144) tag += " #" + std::to_string(seq);
-        ++seq;
-        g_tags[data] = tag;
-      }
     }
     int64_t now = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
     }
     if (MemoryReport::on_cpu()) MemoryReport::allocated(data, bytes);
-    if (g_dump && now > peak && now > g_best) {
-      g_best = now;
-      std::lock_guard<std::mutex> lock(g_mu);
-      g_peak_snapshot.clear();
-      for (auto& [ptr, b] : g_sizes) g_peak_snapshot.push_back({b, g_tags[ptr]});
-    }
     return {data, data, &tracked_free, dev};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
@@ -137,15 +88,6 @@ void MemoryTracker::install() {
     return;
   }
   static TrackingAllocator tracker(inner);
-  if (g_dump)
-    at::addGlobalCallback(at::RecordFunctionCallback(
-        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          t_ops.push_back(fn.name());
-          return nullptr;
-        },
-        [](const at::RecordFunction&, at::ObserverContext*) {
-          if (!t_ops.empty()) t_ops.pop_back();
-        }));
   c10::SetCPUAllocator(&tracker, /*priority=*/100);
 }
 
