@@ -154,6 +154,7 @@ TEST(Simulator, PeakMemoryByCategory) {
     c.mem.grads = 2;
     c.mem.optimizer = 3;
     c.mem.activation = 10;
+    c.boundary = 0;  // no receive buffers (below)
     SimResult r = run(lowered(name, {4, 1, 8}), c);
     const int inflight = std::string(name) == "gpipe" ? 8 : 4;
     EXPECT_EQ(r.ranks[0].peak_inflight, inflight) << name;
@@ -161,6 +162,20 @@ TEST(Simulator, PeakMemoryByCategory) {
     EXPECT_DOUBLE_EQ(r.ranks[0].peak.total(), 6.0 + 10.0 * inflight) << name;
     if (std::string(name) == "1f1b") EXPECT_EQ(r.ranks[3].peak_inflight, 1);  // B right after F
   }
+}
+
+// loom's executor posts the receives of the next 8 actions, each with its buffer. GPipe, pp 2,
+// m 4: rank 0 runs F0 S F1 S F2 S F3 S, then R B four times; its four gradient buffers exist
+// from when their receives are posted (t = 0, 1, 2, 3) until their backwards start (the first
+// at 7): four at once. Rank 1 posts its four input receives at once at t = 0 and takes the first
+// at 1.
+TEST(Simulator, PostedReceivesHoldTheirBuffers) {
+  ConstantCostModel c(2);
+  c.boundary = 100;
+  SimResult r = run(lowered("gpipe", {2, 1, 4}), c);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak.working, 400.0);
+  EXPECT_DOUBLE_EQ(r.ranks[1].peak.working, 400.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak.total(), 400.0);
 }
 
 // zb-h1 (pp 2, m 4): from its I a micro-batch keeps only W's inputs when the model knows them

@@ -11,7 +11,6 @@ namespace loom::parallel {
 namespace {
 
 using schedule::Kind;
-constexpr size_t kRecvLookahead = 8;  // actions ahead of the current one whose RECVs are posted
 
 }  // namespace
 
@@ -103,7 +102,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
   for (auto& [s, st] : stages_) st->reset_step_stats();
   size_t posted = 0;
   for (size_t i = 0; i < actions_.size(); ++i) {
-    for (; posted < actions_.size() && posted <= i + kRecvLookahead; ++posted) {
+    for (; posted < actions_.size() && posted <= i + schedule::kRecvLookahead; ++posted) {
       const auto& p = actions_[posted];
       if (p.kind == Kind::RECV_F || p.kind == Kind::RECV_B) post_recv(p);
     }

@@ -34,6 +34,8 @@ struct RankState {
   std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
   std::map<std::pair<int, int>, double> w_since;    // (stage, mb) -> I end (W's inputs kept)
   std::vector<MemEvent> mem;
+  size_t recv_posted = 0;               // actions whose receives are posted (loom's lookahead)
+  std::map<size_t, double> recv_since;  // message -> when its receive buffer was made
   double exchange_posted = -1;  // blocking p2p: when the current exchange was posted (-1: none)
   double exchange_end = 0;      // its latest completion so far
   std::vector<Action> deferred_reduce;  // grad_reduce_after_flush: REDUCE_GRADs of the list
@@ -125,9 +127,30 @@ class Sim {
     }
   }
 
+  // loom's executor posts the receives of the next kRecvLookahead actions: each buffer exists
+  // from then until the compute that takes it (then it is that compute's input or gradient).
+  void post_receives(int r) {
+    RankState& st = st_[r];
+    const std::vector<Action>& list = s_.ranks[r];
+    for (; st.recv_posted < list.size() && st.recv_posted <= st.next + schedule::kRecvLookahead;
+         ++st.recv_posted) {
+      const Action& a = list[st.recv_posted];
+      if (a.kind == Kind::RECV_F || a.kind == Kind::RECV_B)
+        st.recv_since.emplace(message(a), st.cursor);
+    }
+  }
+  void take_receive(int r, size_t msg, double t, double bytes) {
+    RankState& st = st_[r];
+    auto it = st.recv_since.find(msg);
+    if (it == st.recv_since.end()) return;
+    mem(r, it->second, t, bytes, 3);
+    st.recv_since.erase(it);
+  }
+
   // Advances rank r over action a; false when an input is not known yet.
   bool step(int r, const Action& a) {
     RankState& st = st_[r];
+    if (!o_.blocking_p2p) post_receives(r);
     RankResult& rr = out_.ranks[r];
     const schedule::Shape& sh = s_.shape;
     const int s = a.stage, j = a.microbatch;
@@ -310,6 +333,12 @@ class Sim {
     RankState& st = st_[r];
     const StageMemory m = c_.memory(a.stage);
     const auto key = std::make_pair(a.stage, a.microbatch);
+    const schedule::Shape& sh = s_.shape;
+    if (a.kind == Kind::F && a.stage > 0 && sh.rank_of(a.stage - 1) != r)
+      take_receive(r, slot(a.stage, a.microbatch, 0), t0, c_.boundary_bytes(a.stage - 1));
+    if ((a.kind == Kind::B || a.kind == Kind::I) && a.stage + 1 < sh.stages() &&
+        sh.rank_of(a.stage + 1) != r)
+      take_receive(r, slot(a.stage, a.microbatch, 1), t0, c_.boundary_bytes(a.stage));
     if (a.kind == Kind::F) {
       st.act_since[key] = t0;
       return;

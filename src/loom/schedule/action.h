@@ -38,7 +38,10 @@ std::string_view kind_name(Kind k);                // "F", "SEND_F", ...
 std::optional<Kind> parse_kind(std::string_view);  // inverse of kind_name
 bool is_compute(Kind k);                           // F, B, I, W
 bool is_p2p(Kind k);                               // SEND_*, RECV_*
-bool is_stage_level(Kind k);                       // UNSHARD, RESHARD, REDUCE_GRAD
+// loom's executor posts the receives of the actions up to this many ahead of the one it runs
+// (their buffers exist from then on); the simulator holds their memory alike.
+inline constexpr size_t kRecvLookahead = 8;
+bool is_stage_level(Kind k);  // UNSHARD, RESHARD, REDUCE_GRAD
 
 std::string to_string(const Action& a);  // "2F0"
 // Parses "2F0"; throws loom::UsageError naming the text and the expected form.
