@@ -310,10 +310,12 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
   for (int q = 0; q < world_.size(); ++q) {
     if (q) state += ", ", peak += ", ";
     state += human_bytes(double(per_rank[kPerRank * q]));
-    peak += human_bytes(double(per_rank[kPerRank * q + 1]));
+    peak += human_bytes(double(per_rank[kPerRank * q + 3]));
   }
   rows.push_back({"params+grads+optim per rank", state});
-  rows.push_back({"peak memory per rank", peak + " (with activations)"});
+  rows.push_back({"peak memory per rank", peak + " (the allocator's, in the steps)"});
+  if (cfg_.output.memory_report)
+    rows.push_back({"memory report", (fs::path(cfg_.output.dir) / "memory-rank*.txt").string()});
   rows.push_back({"metrics", (fs::path(cfg_.output.dir) / "metrics.jsonl").string()});
   rows.push_back({"loss plot", (fs::path(cfg_.output.dir) / "loss.svg").string()});
   rows.push_back({"checkpoint", (fs::path(cfg_.output.dir) / "checkpoint").string()});
