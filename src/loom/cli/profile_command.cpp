@@ -1,4 +1,5 @@
 // loom profile: the flags; the measurements and the cluster file are src/loom/profile/.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -111,9 +112,9 @@ int profile_command(const std::vector<std::string>& args) {
     profile::write_cluster(c, out_path);
     std::string attention;
     for (const plan::AttentionKernel& k : c.attention)
-      attention += detail::concat(attention.empty() ? "" : ", ", int(100 * k.forward + 0.5), "% / ",
-                                  int(100 * k.backward + 0.5), "% (heads of ", k.head_size, ", s ",
-                                  k.seq_len, ")");
+      attention += detail::concat(attention.empty() ? "" : ", ", std::lround(100 * k.forward),
+                                  "% / ", std::lround(100 * k.backward), "% (heads of ",
+                                  k.head_size, ", s ", k.seq_len, ")");
     std::printf(
         "%s: bf16 products %.0f%% of peak at n = %.0f, copy %.0f%% of %.0f GB/s, "
         "attention forward / backward %s of peak\nwrote %s\n",

@@ -23,7 +23,7 @@ struct Live {
 
 std::atomic<bool> g_on{false}, g_cpu{false};
 std::mutex g_mu;
-std::unordered_map<const void*, Live> g_live;
+std::unordered_map<uintptr_t, Live> g_live;
 std::vector<std::string> g_tags;       // interned
 std::map<std::string, int> g_tag_ids;  // tag -> index into g_tags
 std::vector<Live> g_at_peak;           // the live set at the peak
@@ -90,9 +90,8 @@ void MemoryReport::start(int device) {
         [device](const c10::CachingDeviceAllocator::TraceEntry& e) {
           using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
           if (e.device_ != device) return;
-          const void* p = reinterpret_cast<const void*>(e.addr_);
-          if (e.action_ == Action::ALLOC) allocated(p, int64_t(e.size_));
-          if (e.action_ == Action::FREE_COMPLETED) freed(p);
+          if (e.action_ == Action::ALLOC) allocated(e.addr_, int64_t(e.size_));
+          if (e.action_ == Action::FREE_COMPLETED) freed(e.addr_);
         });
   }
 }
@@ -116,17 +115,17 @@ void MemoryReport::step_end() {
   g_in_step = false;
 }
 
-void MemoryReport::allocated(const void* p, int64_t bytes) {
+void MemoryReport::allocated(uintptr_t address, int64_t bytes) {
   const std::string tag = current_tag();
   std::lock_guard<std::mutex> lock(g_mu);
-  g_live[p] = {bytes, intern(tag)};
+  g_live[address] = {bytes, intern(tag)};
   g_live_bytes += bytes;
   snapshot_if_peak();
 }
 
-void MemoryReport::freed(const void* p) {
+void MemoryReport::freed(uintptr_t address) {
   std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_live.find(p);
+  auto it = g_live.find(address);
   if (it == g_live.end()) return;  // allocated before start()
   g_live_bytes -= it->second.bytes;
   g_live.erase(it);

@@ -19,8 +19,8 @@ class MemoryReport {
   // The peak is that of the live bytes inside steps: between step_begin() and step_end().
   static void step_begin();
   static void step_end();
-  static void allocated(const void* p, int64_t bytes);
-  static void freed(const void* p);
+  static void allocated(uintptr_t address, int64_t bytes);
+  static void freed(uintptr_t address);
   // The live set at the peak, largest groups first; a header line names `title`.
   static void write(const std::string& path, const std::string& title);
   static int64_t peak_bytes();

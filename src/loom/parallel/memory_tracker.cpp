@@ -42,7 +42,7 @@ void tracked_free(void* p) {
     }
   }
   g_live.fetch_sub(bytes, std::memory_order_relaxed);
-  if (MemoryReport::on_cpu()) MemoryReport::freed(p);
+  if (MemoryReport::on_cpu()) MemoryReport::freed(reinterpret_cast<uintptr_t>(p));
   g_inner_free(p);
 }
 
@@ -64,7 +64,7 @@ class TrackingAllocator : public c10::Allocator {
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
     }
-    if (MemoryReport::on_cpu()) MemoryReport::allocated(data, bytes);
+    if (MemoryReport::on_cpu()) MemoryReport::allocated(reinterpret_cast<uintptr_t>(data), bytes);
     return {data, data, &tracked_free, dev};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
