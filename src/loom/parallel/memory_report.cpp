@@ -131,11 +131,6 @@ void MemoryReport::freed(uintptr_t address) {
   g_live.erase(it);
 }
 
-int64_t MemoryReport::peak_bytes() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_peak;
-}
-
 void MemoryReport::write(const std::string& path, const std::string& title) {
   std::lock_guard<std::mutex> lock(g_mu);
   struct Group {

@@ -23,7 +23,6 @@ class MemoryReport {
   static void freed(uintptr_t address);
   // The live set at the peak, largest groups first; a header line names `title`.
   static void write(const std::string& path, const std::string& title);
-  static int64_t peak_bytes();
 };
 
 }  // namespace loom::parallel
