@@ -314,5 +314,26 @@ TEST(Head, UnsplitLossHoldsTwoLogitGradients) {
                    logits / 2);
 }
 
+// loom's vocabulary-parallel head (tp 2): after the loss's backward (its two kept [M, V/t]
+// values freed, the logits' gradient left) the product's backward holds its input gradient
+// [M, h] and a new weight gradient [V/t, h] (bf16, then widened); with sequence parallelism
+// also the input gathered again and a contiguous copy (fp32 under loom's bf16), their bf16
+// casts and the reduce-scattered part. A wide model with a small vocabulary, where that phase
+// is larger than the loss's; the head alone on the second stage.
+TEST(Head, VocabularyParallelProductBackward) {
+  const Transformer wide{2, 1024, 8, 32, 256, false};
+  Parallel p;
+  p.microbatches = 1;
+  p.micro_batch = 2;
+  p.pp = 2;
+  p.tp = 2;
+  const double M = 64, h = 1024, Vt = 128, logits = 4 * M * Vt, dw = Vt * h * (2 + 4);
+  EXPECT_DOUBLE_EQ(TransformerCostModel(wide, p, round_cluster(), "", {0, 3}).memory(1).working,
+                   M * h * 2 + dw - logits);
+  p.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(wide, p, round_cluster(), "", {0, 3}).memory(1).working,
+                   M * h * (2 * 4 + 2 + 2 + 2.0 / 2) + dw - logits);
+}
+
 }  // namespace
 }  // namespace loom::plan

@@ -338,6 +338,17 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // gradient (loom's runtime, CPU and GPU: planner-validation.md). Megatron's fused
     // vocabulary-parallel loss writes its gradient in place.
     c.working = (t > 1 || p_.megatron ? 1 : 2) * logits;
+    // loom's vocabulary-parallel head: once the loss's backward is done (its two kept values
+    // freed, the logits' gradient left), the product's backward holds its input gradient and
+    // its new weight gradient; with sequence parallelism also the input gathered again (and
+    // a contiguous copy of it; in bf16 their casts) and the gradient's reduce-scattered part
+    // (the memory report: planner-validation.md).
+    if (t > 1 && !p_.megatron) {
+      const double dx =
+          p_.sequence_parallel ? M * h * (2 * r + e + (e != r ? e : 0) + e / t) : M * h * e;
+      const double dw = V / t * h * (e + (e < 4 ? 4 : 0));
+      c.working = std::max(c.working, dx + dw - logits);
+    }
     // Its input (this rank's part with sequence parallelism) and the logits' gradient.
     c.weight_inputs = M * h * e / (p_.sequence_parallel ? t : 1) + M * V / t * e;
   } else {
