@@ -156,12 +156,12 @@ std::vector<AttentionKernel> read_attention(const Reader& eff) {
 }
 
 void write_attention(std::ostream& os, const std::vector<AttentionKernel>& kernels) {
+  if (kernels.empty()) return;
   if (kernels.size() == 1 && kernels[0].head_size <= 0) {
     if (kernels[0].forward > 0) os << "attention_forward = " << num(kernels[0].forward) << "\n";
     if (kernels[0].backward > 0) os << "attention_backward = " << num(kernels[0].backward) << "\n";
     return;
   }
-  if (kernels.empty()) return;
   auto array = [&](const char* key, double AttentionKernel::*field) {
     os << key << " = [";
     for (size_t i = 0; i < kernels.size(); ++i) os << (i ? ", " : "") << num(kernels[i].*field);

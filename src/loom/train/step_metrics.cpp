@@ -19,7 +19,8 @@ namespace loom::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// The summary's numbers per rank: state bytes, peak bytes, bytes sent (dp + pp).
+// The summary's numbers per rank: state bytes, peak bytes (loom's accounting), bytes sent
+// (dp + pp), the allocator's peak bytes.
 constexpr int kPerRank = 4;
 
 void ExposedDpWait::start() {
