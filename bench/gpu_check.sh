@@ -2,8 +2,9 @@
 # The GPU check (docs/gpu.md), made to fit one call of the lent GPU machine; bench/gpu_session.sh
 # runs it (with zb-h1 on the machine's cores) after `make gpu-bundle` here:
 #   run(command="bash bench/gpu_session.sh", carry=["gpu-bundle"], timeout_s=480)
-# It runs the loom binary carried in gpu-bundle/bin when that starts against the machine's own
-# torch, else builds loom there (no MPI, no tests: LOOM_WITH_MPI=OFF, LOOM_BUILD_TESTS=OFF), then
+# It runs the loom binary carried in gpu-bundle/bin when that was built from the sources carried
+# with it and starts against the machine's own torch, else builds loom there (no MPI, no tests:
+# LOOM_WITH_MPI=OFF, LOOM_BUILD_TESTS=OFF), then
 #   (a) throughput: a GPT (width 1024, 12 layers, sequence 1024, bf16, flash attention) trained
 #       by loom on one GPU beside the plain PyTorch eager loop of bench/peers/eager_gpt.py (the
 #       same model, autocast bf16, fused AdamW), tokens/s and MFU of each, and the eager step's
@@ -34,7 +35,10 @@ bundle=$(realpath -m "${LOOM_GPU_BUNDLE:-gpu-bundle}")
 # A binary built here without MPI (scripts/gpu-bundle.sh with LOOM_PREBUILT) runs there when the
 # machine's torch is the same wheel: it loads torch from that torch's folder, the rest from the
 # bundle. Otherwise loom is built on the machine.
-if [ -z "$loom" ] && [ -x "$bundle/bin/loom" ]; then
+if [ -z "$loom" ] && [ -x "$bundle/bin/loom" ] &&
+   [ "$(cat "$bundle/bin/loom.sources" 2>/dev/null)" != "$(bash scripts/sources-digest.sh)" ]; then
+  say "build: the prebuilt binary predates these sources (run make gpu-bundle before the session); building"
+elif [ -z "$loom" ] && [ -x "$bundle/bin/loom" ]; then
   torch_lib=$("$py" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
   export LD_LIBRARY_PATH="$torch_lib:$bundle/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   if version=$("$bundle/bin/loom" --version 2>&1); then

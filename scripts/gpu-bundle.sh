@@ -8,8 +8,10 @@
 # (scripts/install-deps.sh installs them); about 7 MiB. scripts/gpu-rehearsal.sh tries a build
 # with only these. Also the fortunes corpus (bench/schedule_ab.sh's data, 2.8 MiB) and, with
 # LOOM_PREBUILT=BINARY, a loom binary built here without MPI (`make gpu-bundle`), stripped, as
-# bin/loom: the check runs it when it starts there (same torch wheel, the bundle's libraries) and
-# builds loom on the machine only when it does not, which saves the build's minutes of the lease.
+# bin/loom, with the digest of its sources (scripts/sources-digest.sh) as bin/loom.sources: the
+# check runs it when it starts there (same torch wheel, the bundle's libraries) and was built
+# from the sources carried with it, and builds loom on the machine only when not, which saves
+# the build's minutes of the lease.
 #   [LOOM_PREBUILT=build-gpu-prebuilt/bin/loom] bash scripts/gpu-bundle.sh [FOLDER]
 #   bash scripts/gpu-bundle.sh --list        (the packages, for scripts/gpu-rehearsal.sh)
 set -euo pipefail
@@ -43,5 +45,8 @@ if [ -n "${LOOM_PREBUILT:-}" ]; then
     echo "gpu-bundle: $LOOM_PREBUILT links Open MPI, which the GPU machine lacks; build it with -DLOOM_WITH_MPI=OFF" >&2
     exit 2
   fi
+  # The sources it was built from, for bench/gpu_check.sh to tell a stale binary (the build
+  # folder may lag the checkout: build it first, as `make gpu-bundle` does).
+  bash "$(dirname "$0")/sources-digest.sh" >"$out/bin/loom.sources"
 fi
 echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out"
