@@ -296,6 +296,37 @@ TEST(Working, HeadStageTakesTheLargerPhase) {
   EXPECT_DOUBLE_EQ(split.memory(1).working, head_working);
 }
 
+// The I of a split backward (zero-bubble schedules) makes no weight gradient and keeps the
+// products' output gradients for W: at the top of the MLP the hidden values' gradient stays
+// beside the last product's input gradient that made it (two [M, f]; the SwiGLU's three). On
+// the head's stage the layer's phase also holds what the head left for W (its input and the
+// logits' gradient). Measured against loom's allocator (planner-validation.md).
+TEST(Working, SplitBackwardInputKeepsTheProductGradients) {
+  Transformer m{2, 256, 4, 64, 256, false};
+  const double M = 64.0 * 16, h = 256, f = 1024;
+  LayerRun r{1, false, Recompute::None, Attention::Standard, 4};
+  r.split_input = true;
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 4 + 2 * M * f * 4);
+  r.elem_bytes = 2;
+  r.residual_bytes = 4;
+  m.arch = Arch::Llama;
+  m.ffn = 512;
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * (4 + 2) + 3 * M * 512 * 2);
+
+  const Transformer gpt{1, 256, 4, 64, 256, false};
+  Parallel p;
+  p.microbatches = 1;
+  p.micro_batch = 16;
+  const TransformerCostModel cost(gpt, p, round_cluster());
+  LayerRun bf16{1, false, Recompute::None, Attention::Standard, 2};
+  bf16.residual_bytes = 4;
+  bf16.split_input = true;
+  const double V = 256, head_kept = 4 * M * V + (4 + 2) * M * h;
+  const double head_left = M * h * 2 + M * V * 2;  // W's inputs: the head's input, dlogits
+  EXPECT_DOUBLE_EQ(cost.memory(0).working_input,
+                   layer_working_bytes(gpt, 16, bf16) - head_kept + head_left);
+}
+
 // The unsplit loss's backward holds two fp32 [M, V] gradients (the loss's and log-softmax's
 // input gradient); Megatron's fused loss and the vocabulary-parallel one, one.
 TEST(Head, UnsplitLossHoldsTwoLogitGradients) {

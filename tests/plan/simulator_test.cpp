@@ -204,6 +204,33 @@ TEST(Simulator, GatheredParametersAndGradientBuffer) {
   EXPECT_DOUBLE_EQ(r.ranks[0].peak.grads, 4.0);
 }
 
+// zero2/zero3 with a split backward: the gradient buffer exists from the stage's first I, which
+// adds the gradients of the parameters outside the recorded products into it. zb-h1 (pp 2,
+// m 2), rank 0: F0 F1 I0 W0 I1 W1; during I0 two activations (20), I's working set (5) and
+// the buffer (100). Counted from W0 (no working set there) the peak was 120.
+TEST(Simulator, GradientBufferFromTheFirstInputGradient) {
+  ConstantCostModel c(2);
+  c.mem.activation = 10;
+  c.mem.working = 5;
+  c.mem.grad_buffer = 100;
+  c.boundary = 0;
+  SimResult r = run(lowered("zb-h1", {2, 1, 2}, schedule::DpMode::Reduce), c, 2, DpMode::Zero2);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak.total(), 125.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak.grads, 100.0);
+}
+
+// A split backward's I holds its own working set (W's inputs kept, no weight gradients), B
+// and a 1F1B's backward the model's `working`. zb-h1 (pp 2, m 2), rank 0: F0 F1 I0 W0 I1 W1.
+TEST(Simulator, InputGradientHasItsOwnWorkingSet) {
+  ConstantCostModel c(2);
+  c.mem.activation = 10;
+  c.mem.working = 5;
+  c.mem.working_input = 9;
+  c.boundary = 0;
+  EXPECT_DOUBLE_EQ(run(lowered("zb-h1", {2, 1, 2}), c).ranks[0].peak.total(), 29.0);
+  EXPECT_DOUBLE_EQ(run(lowered("1f1b", {2, 1, 2}), c).ranks[0].peak.total(), 25.0);
+}
+
 TEST(Simulator, RejectsAScheduleOfAnotherShape) {
   ConstantCostModel c(3);
   EXPECT_THROW(run(lowered("1f1b", {2, 1, 2}), c), UsageError);

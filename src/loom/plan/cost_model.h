@@ -25,6 +25,9 @@ struct StageMemory {
   // output gradients); < 0 when the model does not know: the activation then stays to W.
   double weight_inputs = -1;
   double working = 0;  // transient inside one backward (recomputed layer, logits)
+  // Transient inside a split backward's I (no weight gradients; the products' output
+  // gradients kept for W); < 0: as `working`.
+  double working_input = -1;
 };
 
 class CostModel {

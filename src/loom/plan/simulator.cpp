@@ -343,10 +343,12 @@ class Sim {
       st.act_since[key] = t0;
       return;
     }
-    if (a.kind != Kind::W) mem(r, t0, t1, m.working, 3);  // backward working set
-    // The full gradient buffer appears with the stage's first weight gradient of the step.
-    if ((a.kind == Kind::B || a.kind == Kind::W) && m.grad_buffer > 0 &&
-        buffer_started_.insert(a.stage).second)
+    if (a.kind != Kind::W)  // backward working set
+      mem(r, t0, t1, a.kind == Kind::I && m.working_input >= 0 ? m.working_input : m.working, 3);
+    // The full gradient buffer appears with the stage's first backward of the step, an I
+    // included: I adds the gradients of the parameters no recorded product owns (norms,
+    // biases, embeddings) into it, as the runtime's ParamBuffer::ensure_grads before I.
+    if (a.kind != Kind::F && m.grad_buffer > 0 && buffer_started_.insert(a.stage).second)
       st.buffer_since[a.stage] = t0;
     // I releases the activation but W's inputs (when the model knows them), W those.
     const bool keeps_w_inputs = a.kind == Kind::I && m.weight_inputs >= 0;

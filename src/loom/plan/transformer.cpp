@@ -164,6 +164,11 @@ double layer_backward_gradient_bytes(const Transformer& m, double b, const Layer
   const double e = r.elem_bytes, residual = r.residual();
   double bytes = M * h * residual / (r.sequence_parallel ? r.tp : 1);
   if (residual != e) bytes += M * h * e;
+  if (r.split_input) {
+    // I keeps the gradient of the hidden values (the first product's output: W's input)
+    // beside the last product's input gradient that made it; the SwiGLU two (gate and up).
+    return bytes + (m.arch == Arch::Gpt ? 2 : 3) * M * f * e;
+  }
   bytes += (m.arch == Arch::Gpt ? 1 : 2) * M * f * e;
   if (r.weight_grad_temp) bytes += h * f * (e + (e < 4 ? 4 : 0));
   return bytes;

@@ -85,6 +85,9 @@ struct LayerRun {
   // widened to fp32) before adding it to the parameter's: loom's runtime. Megatron-LM
   // accumulates into its fp32 buffer inside the product (gradient accumulation fusion).
   bool weight_grad_temp = true;
+  // The input-gradient half (I) of a split backward (zero-bubble schedules): no weight
+  // gradient is made, and the gradients of the products' outputs stay (W's inputs).
+  bool split_input = false;
 };
 // Bytes one layer keeps from its forward to its backward for a micro-batch of b samples.
 double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r);

@@ -43,6 +43,7 @@ void TransformerCostModel::Cost::add(const Cost& o) {
   activation += o.activation;
   weight_inputs += o.weight_inputs;
   working = std::max(working, o.working);
+  working_input = std::max(working_input, o.working_input);
   loaded += o.loaded;
 }
 
@@ -187,6 +188,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       } else {
         measured.working = block_[k].working;
       }
+      measured.working_input = block_[k].working_input;  // the profile measures no working set
       slowdown = measured.loaded;
       block_[k] = measured;
       profiled_[k] = true;
@@ -203,9 +205,16 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     for (int b = cut_[s]; b < end; ++b)
       sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
     // The head's backward is done, and its kept values gone, when the last layer's starts.
-    if (end == blocks && end - cut_[s] > 1)
+    if (end == blocks && end - cut_[s] > 1) {
       sum.working =
           std::max(block_[kHead].working, block_[kLayer].working - block_[kHead].activation);
+      // In a split backward's I the head leaves W's inputs behind (its input, the logits'
+      // gradient).
+      sum.working_input =
+          std::max(block_[kHead].working_input,
+                   block_[kLayer].working_input - block_[kHead].activation +
+                       std::min(block_[kHead].weight_inputs, block_[kHead].activation));
+    }
     // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
@@ -307,6 +316,9 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.params = layer_params(m_) / t;
     c.activation = layer_kept_bytes(m_, b, run);
     c.working = layer_working_bytes(m_, b, run);
+    LayerRun split = run;
+    split.split_input = true;
+    c.working_input = layer_working_bytes(m_, b, split);
     // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, f/t) and output
     // gradients ((h + 2kv)/t, h, gated·f/t, h). A recomputed layer gives its weight gradients
     // in I.
@@ -338,6 +350,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // gradient (loom's runtime, CPU and GPU: planner-validation.md). Megatron's fused
     // vocabulary-parallel loss writes its gradient in place.
     c.working = (t > 1 || p_.megatron ? 1 : 2) * logits;
+    c.working_input = c.working;
     // loom's vocabulary-parallel head: once the loss's backward is done (its two kept values
     // freed, the logits' gradient left), the product's backward holds its input gradient and
     // its new weight gradient; with sequence parallelism also the input gathered again (and
@@ -348,6 +361,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
           p_.sequence_parallel ? M * h * (2 * r + e + (e != r ? e : 0) + e / t) : M * h * e;
       const double dw = V / t * h * (e + (e < 4 ? 4 : 0));
       c.working = std::max(c.working, dx + dw - logits);
+      c.working_input = std::max(c.working_input, dx - logits);  // W makes the weight gradient
     }
     // Its input (this rank's part with sequence parallelism) and the logits' gradient.
     c.weight_inputs = M * h * e / (p_.sequence_parallel ? t : 1) + M * V / t * e;
@@ -492,6 +506,7 @@ StageMemory TransformerCostModel::memory(int stage) const {
   mem.optimizer = P * prec_.optimizer;
   mem.activation = c.activation;
   mem.working = c.working;
+  mem.working_input = c.working_input;
   mem.weight_inputs = std::min(c.weight_inputs, c.activation);
   if (p_.dp > 1) {
     switch (p_.dp_mode) {

@@ -96,6 +96,7 @@ class TransformerCostModel : public CostModel {
     double activation = 0;     // stored per micro-batch
     double weight_inputs = 0;  // kept from I to W per micro-batch (StageMemory)
     double working = 0;        // transient in the backward
+    double working_input = 0;  // transient in a split backward's I
     double loaded = 0;         // (f + i + w) x the blocks' loaded slowdowns (shared cores)
     void add(const Cost& o);
   };
