@@ -193,6 +193,19 @@ TEST(Simulator, WeightInputsFromIToW) {
   }
 }
 
+// A received activation is the stage's input until the micro-batch's backward ends; what the
+// stage's activation bytes do not count of it (a measured block's) is held that long. GPipe,
+// pp 2, m 2: rank 1 runs F0 F1 B0 B1 and keeps both received inputs (2 x 100) when B0
+// starts; rank 0 receives none.
+TEST(Simulator, ReceivedInputsStayToTheBackward) {
+  ConstantCostModel c(2);
+  c.boundary = 100;
+  c.mem.received_input = 100;
+  SimResult r = run(lowered("gpipe", {2, 1, 2}), c);
+  EXPECT_DOUBLE_EQ(r.ranks[1].peak_kept, 200.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak_kept, 0.0);
+}
+
 // zero3 memory: the gathered parameters count while the stage computes.
 TEST(Simulator, GatheredParametersAndGradientBuffer) {
   ConstantCostModel c(1);

@@ -31,8 +31,9 @@ struct RankState {
   std::map<int, double> gathered_ready;  // stage -> its last UNSHARD done
   std::map<int, double> gathered_since;  // stage -> its current UNSHARD start
   std::map<int, double> buffer_since;    // stage -> first backward start (grad buffer)
-  std::map<std::pair<int, int>, double> act_since;  // (stage, mb) -> F start
-  std::map<std::pair<int, int>, double> w_since;    // (stage, mb) -> I end (W's inputs kept)
+  std::map<std::pair<int, int>, double> act_since;    // (stage, mb) -> F start
+  std::map<std::pair<int, int>, double> w_since;      // (stage, mb) -> I end (W's inputs kept)
+  std::map<std::pair<int, int>, double> input_since;  // (stage, mb) -> F start (received input)
   std::vector<MemEvent> mem;
   size_t recv_posted = 0;               // actions whose receives are posted (loom's lookahead)
   std::map<size_t, double> recv_since;  // message -> when its receive buffer was made
@@ -334,8 +335,19 @@ class Sim {
     const StageMemory m = c_.memory(a.stage);
     const auto key = std::make_pair(a.stage, a.microbatch);
     const schedule::Shape& sh = s_.shape;
-    if (a.kind == Kind::F && a.stage > 0 && sh.rank_of(a.stage - 1) != r)
+    // A received activation becomes the stage's input, kept until the micro-batch's B (or I)
+    // ends; the model says how much of it its activation bytes do not count already.
+    if (a.kind == Kind::F && a.stage > 0 && sh.rank_of(a.stage - 1) != r) {
       take_receive(r, slot(a.stage, a.microbatch, 0), t0, c_.boundary_bytes(a.stage - 1));
+      if (m.received_input > 0) st.input_since[key] = t0;
+    }
+    if (a.kind == Kind::B || a.kind == Kind::I) {
+      auto it = st.input_since.find(key);
+      if (it != st.input_since.end()) {
+        mem(r, it->second, t1, m.received_input, 2);
+        st.input_since.erase(it);
+      }
+    }
     if ((a.kind == Kind::B || a.kind == Kind::I) && a.stage + 1 < sh.stages() &&
         sh.rank_of(a.stage + 1) != r)
       take_receive(r, slot(a.stage, a.microbatch, 1), t0, c_.boundary_bytes(a.stage));
@@ -387,6 +399,8 @@ class Sim {
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
     for (auto& [key, since] : st.w_since)
       mem(r, since, t, c_.memory(key.first).weight_inputs, 2, 1);
+    for (auto& [key, since] : st.input_since)
+      mem(r, since, t, c_.memory(key.first).received_input, 2);
     // Optimizer, then (zero1 / zero2) the all-gather of the updated parameters.
     if (record_ && st.opt_end > st.opt_start)
       rr.events.push_back({"optimizer", "optimizer", Stream::Compute, st.opt_start, st.opt_end});

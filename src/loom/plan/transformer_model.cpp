@@ -507,6 +507,11 @@ StageMemory TransformerCostModel::memory(int stage) const {
   mem.activation = c.activation;
   mem.working = c.working;
   mem.working_input = c.working_input;
+  // A measured block's bytes are what its forward allocates: a received input is not among
+  // them (an analytic layer counts its input).
+  const int first = cut_.at(stage), last_block = int(m_.layers) + 1;
+  const int kind = first == 0 ? kEmbedding : first == last_block ? kHead : kLayer;
+  if (stage > 0 && profiled_[kind] && !p_.megatron) mem.received_input = boundary_bytes(stage - 1);
   mem.weight_inputs = std::min(c.weight_inputs, c.activation);
   if (p_.dp > 1) {
     switch (p_.dp_mode) {
