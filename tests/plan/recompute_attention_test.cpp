@@ -27,8 +27,9 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   r.sequence_parallel = true;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8);
   // The recomputed core lives in the backward only: 5 a s² b / t = s b h · 80 / 8, more than
-  // the backward's first gradients (the residual stream's 2/t and the MLP's 2 · 4/t).
-  const double gradients = kSbh * (2.0 + 8) / 8;
+  // the backward's first gradients (the residual stream's 2/t and the MLP's 2 · 4/t) and the
+  // input that a weight gradient gathers whole again under sequence parallelism (2).
+  const double gradients = kSbh * ((2.0 + 8) / 8 + 2);
   EXPECT_DOUBLE_EQ(layer_backward_gradient_bytes(kGpt3, 1, r), gradients);
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 10);
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), kSbh * 10);
@@ -53,7 +54,8 @@ TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
   r.weight_grad_temp = false;
   // 34 s b h / t plus one fp32 log-sum-exp per head and token: 4 a s b / t.
   const double stats = 4.0 * 96 * 2048 / 8;
-  const double gradients = kSbh * (2.0 + 8) / 8;  // no s² values: the first gradients only
+  // No s² values: the first gradients only, and the input gathered again (SP).
+  const double gradients = kSbh * ((2.0 + 8) / 8 + 2);
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats);
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), 0.0);
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
@@ -252,7 +254,8 @@ TEST(Recompute, KeptActivationsApartFromTheWorkingSet) {
 
 // A layer's backward starts from the top of its MLP: the residual stream's gradient (and its
 // cast to bf16), the last product's input gradient [M, f] and its weight gradient [h, f] (new,
-// widened to fp32 from bf16) are held at once; a SwiGLU then holds two [M, f] gradients.
+// widened to fp32 from bf16) are held at once; a SwiGLU then holds two [M, f] gradients; with
+// sequence parallelism a weight gradient gathers its whole input [M, h] again.
 // Measured against loom's allocator on this machine (planner-validation.md).
 TEST(Working, LayerBackwardHoldsItsFirstGradients) {
   Transformer m{2, 256, 4, 64, 256, false};
@@ -267,6 +270,9 @@ TEST(Working, LayerBackwardHoldsItsFirstGradients) {
   EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 + M * f * 2);
   r.tp = 2;
   EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 + M * f / 2 * 2);
+  r.sequence_parallel = true;  // this rank's part of the residual; the input gathered again
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 / 2 + M * f / 2 * 2 + M * h * 2);
+  r.sequence_parallel = false;
   m.arch = Arch::Llama;
   m.ffn = 512;
   EXPECT_DOUBLE_EQ(layer_working_bytes(m, 16, r), M * h * 2 + 2 * M * 256 * 2);

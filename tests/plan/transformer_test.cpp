@@ -232,6 +232,28 @@ TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
   EXPECT_GT(two.compute_comm_s(1, Kind::F), 0);  // the layer's all-reduces are in it
 }
 
+// Bytes: a block measured at tp 1 counts what its forward allocates (its output, not its
+// received input, which the simulator then holds: received_input). Scaled to tp 2 it gives
+// times only: the bytes are the analytic ones (a layer's input, the stage's output added).
+TEST(TransformerModel, ProfiledBytesOnlyAtTheirOwnDegree) {
+  OneBlockPerStage one_each;
+  const auto& [plain, m, cut, kinds, p_] = one_each;
+  Parallel p = p_;
+  Cluster c = plain;
+  for (int k = 0; k < 3; ++k) {
+    c.blocks.push_back({kinds[k], 128, 64, 4, 256, 2, 0.001, 0.002});
+    c.blocks.back().activation_bytes = 1e6;
+  }
+  const TransformerCostModel measured(m, p, c, "", cut);
+  EXPECT_DOUBLE_EQ(measured.memory(1).activation, 1e6);
+  EXPECT_DOUBLE_EQ(measured.memory(1).received_input, measured.boundary_bytes(0));
+  EXPECT_DOUBLE_EQ(measured.memory(0).received_input, 0.0);  // stage 0 receives nothing
+  p.tp = 2;
+  const TransformerCostModel analytic(m, p, plain, "", cut), scaled(m, p, c, "", cut);
+  EXPECT_DOUBLE_EQ(scaled.memory(1).activation, analytic.memory(1).activation);
+  EXPECT_DOUBLE_EQ(scaled.memory(1).received_input, 0.0);
+}
+
 // Blocks the profile measured as tp shards (tp = 2) are used as they are, with the modelled
 // collectives on top; tp = 1 blocks of the same shape are then not scaled, and a run at tp = 1
 // does not read the shards.

@@ -171,6 +171,9 @@ double layer_backward_gradient_bytes(const Transformer& m, double b, const Layer
   }
   bytes += (m.arch == Arch::Gpt ? 1 : 2) * M * f * e;
   if (r.weight_grad_temp) bytes += h * f * (e + (e < 4 ? 4 : 0));
+  // Sequence parallelism keeps a product's input as this rank's part: its weight gradient
+  // gathers the whole input again (Megatron-LM does too).
+  if (r.sequence_parallel && r.tp > 1) bytes += M * h * e;
   return bytes;
 }
 

@@ -137,7 +137,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       b.f = measured.f + b.f_comm;
       b.w = measured.w;
       slowdown = measured.loaded;
-      profiled_[k] = profiled_at_tp_[k] = true;
+      profiled_[k] = profiled_at_tp_[k] = measured_bytes_[k] = true;
     } else if (p.tp > 1 && profiled(k, &measured)) {
       const Cost one = whole->analytic(k);
       Cost& b = block_[k];
@@ -164,6 +164,9 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     } else if (p.tp == 1 && profiled(k, &measured)) {
       measured.params = block_[k].params;
       measured.weight_inputs = block_[k].weight_inputs;  // not measured: the model's
+      // Measured bytes even for a recomputed layer (analytic: its input): the embedding's
+      // measured output is then what the first layer keeps.
+      measured_bytes_[k] = true;
       if (measured.activation < 0 || (k == kLayer && p.recompute == Recompute::Full)) {
         // not measured, or a recomputed layer (only its input is kept); the embedding and
         // the head are never recomputed: their measured bytes stand
@@ -219,7 +222,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
     // the output once sent.
-    if (!p.megatron && !profiled_[kLayer] && s + 1 < S)
+    if (!p.megatron && !measured_bytes_[kLayer] && s + 1 < S)
       sum.activation += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
                         prec_.residual / (p.sequence_parallel ? p.tp : 1);
     stage_.push_back(sum);
@@ -511,7 +514,8 @@ StageMemory TransformerCostModel::memory(int stage) const {
   // them (an analytic layer counts its input).
   const int first = cut_.at(stage), last_block = int(m_.layers) + 1;
   const int kind = first == 0 ? kEmbedding : first == last_block ? kHead : kLayer;
-  if (stage > 0 && profiled_[kind] && !p_.megatron) mem.received_input = boundary_bytes(stage - 1);
+  if (stage > 0 && measured_bytes_[kind] && !p_.megatron)
+    mem.received_input = boundary_bytes(stage - 1);
   mem.weight_inputs = std::min(c.weight_inputs, c.activation);
   if (p_.dp > 1) {
     switch (p_.dp_mode) {

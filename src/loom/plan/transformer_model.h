@@ -128,6 +128,10 @@ class TransformerCostModel : public CostModel {
   Cost block_[3];
   bool profiled_[3] = {false, false, false};
   bool profiled_at_tp_[3] = {false, false, false};  // measured as a tp shard, not scaled
+  // The block's activation bytes count as the profile's (what its forward allocates: its
+  // output, not its input), not as the analytic ones (its input, not its output). A profile
+  // at another tensor-parallel degree gives times only: the bytes stay analytic.
+  bool measured_bytes_[3] = {false, false, false};
   std::vector<Cost> stage_;
 };
 
