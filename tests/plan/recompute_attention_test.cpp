@@ -331,6 +331,13 @@ TEST(Working, SplitBackwardInputKeepsTheProductGradients) {
   const double head_left = M * h * 2 + M * V * 2;  // W's inputs: the head's input, dlogits
   EXPECT_DOUBLE_EQ(cost.memory(0).working_input,
                    layer_working_bytes(gpt, 16, bf16) - head_kept + head_left);
+  // A recomputed layer's I is its whole backward (weight gradients included).
+  Transformer two = gpt;
+  two.layers = 2;
+  p.pp = 2;
+  p.recompute = Recompute::Full;
+  const TransformerCostModel full(two, p, round_cluster(), "", {0, 3});
+  EXPECT_DOUBLE_EQ(full.memory(0).working_input, full.memory(0).working);
 }
 
 // The unsplit loss's backward holds two fp32 [M, V] gradients (the loss's and log-softmax's

@@ -320,7 +320,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.activation = layer_kept_bytes(m_, b, run);
     c.working = layer_working_bytes(m_, b, run);
     LayerRun split = run;
-    split.split_input = true;
+    split.split_input = run.recompute != Recompute::Full;  // a recomputed layer's I is whole
     c.working_input = layer_working_bytes(m_, b, split);
     // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, f/t) and output
     // gradients ((h + 2kv)/t, h, gated·f/t, h). A recomputed layer gives its weight gradients
