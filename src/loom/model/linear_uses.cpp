@@ -99,8 +99,12 @@ torch::Tensor SplitBackward::input_grad(const torch::Tensor& output,
 void SplitBackward::weight_grads() {
   LOOM_CHECK(input_done_, "a micro-batch's W before its I");
   torch::NoGradGuard no_grad;
-  // Parts gathered whole once for the products that share them (q, k and v; gate and up).
+  // Parts gathered whole once for the products that share them (q, k and v; gate and up),
+  // each freed after its last product: one whole input at a time, not every one of the stage.
   std::unordered_map<const void*, torch::Tensor> gathered;
+  std::unordered_map<const void*, size_t> last_use;
+  for (size_t k = 0; k < uses.size(); ++k)
+    if (uses[k].gather && dys_[k].defined()) last_use[uses[k].x.unsafeGetTensorImpl()] = k;
   auto input_of = [&](const LinearUse& u) {
     if (!u.gather) return u.x;
     torch::Tensor& whole = gathered[u.x.unsafeGetTensorImpl()];
@@ -124,6 +128,8 @@ void SplitBackward::weight_grads() {
       gemm_into(dyt, x, g, 0.f);
       accumulate_grad(u.weight, g);
     }
+    if (u.gather && last_use[u.x.unsafeGetTensorImpl()] == k)
+      gathered.erase(u.x.unsafeGetTensorImpl());
   }
   uses.clear();
   dys_.clear();

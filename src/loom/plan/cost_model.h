@@ -28,6 +28,7 @@ struct StageMemory {
   // Transient inside a split backward's I (no weight gradients; the products' output
   // gradients kept for W); < 0: as `working`.
   double working_input = -1;
+  double working_weight = 0;  // transient inside a W (a weight gradient, its gathered input)
   // Of a received input (kept from the F to the end of its B or I), the bytes `activation`
   // does not count: a measured block counts what its forward allocates, not its input.
   double received_input = 0;

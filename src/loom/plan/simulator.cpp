@@ -355,8 +355,12 @@ class Sim {
       st.act_since[key] = t0;
       return;
     }
-    if (a.kind != Kind::W)  // backward working set
-      mem(r, t0, t1, a.kind == Kind::I && m.working_input >= 0 ? m.working_input : m.working, 3);
+    // The backward's working set: B's, I's, or W's.
+    mem(r, t0, t1,
+        a.kind == Kind::W                           ? m.working_weight
+        : a.kind == Kind::I && m.working_input >= 0 ? m.working_input
+                                                    : m.working,
+        3);
     // The full gradient buffer appears with the stage's first backward of the step, an I
     // included: I adds the gradients of the parameters no recorded product owns (norms,
     // biases, embeddings) into it, as the runtime's ParamBuffer::ensure_grads before I.

@@ -44,6 +44,7 @@ void TransformerCostModel::Cost::add(const Cost& o) {
   weight_inputs += o.weight_inputs;
   working = std::max(working, o.working);
   working_input = std::max(working_input, o.working_input);
+  working_weight = std::max(working_weight, o.working_weight);
   loaded += o.loaded;
 }
 
@@ -192,6 +193,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
         measured.working = block_[k].working;
       }
       measured.working_input = block_[k].working_input;  // the profile measures no working set
+      measured.working_weight = block_[k].working_weight;
       slowdown = measured.loaded;
       block_[k] = measured;
       profiled_[k] = true;
@@ -322,6 +324,11 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     LayerRun split = run;
     split.split_input = run.recompute != Recompute::Full;  // a recomputed layer's I is whole
     c.working_input = layer_working_bytes(m_, b, split);
+    // W: the largest weight gradient (the MLP's, [h, f/t]) made new, and under sequence
+    // parallelism the product's whole input gathered again.
+    if (split.split_input)
+      c.working_weight = (run.weight_grad_temp ? h * f / t * (e + (e < 4 ? 4 : 0)) : 0) +
+                         (p_.sequence_parallel && t > 1 ? M * h * e : 0);
     // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, f/t) and output
     // gradients ((h + 2kv)/t, h, gated·f/t, h). A recomputed layer gives its weight gradients
     // in I.
@@ -510,6 +517,7 @@ StageMemory TransformerCostModel::memory(int stage) const {
   mem.activation = c.activation;
   mem.working = c.working;
   mem.working_input = c.working_input;
+  mem.working_weight = c.working_weight;
   // A measured block's bytes are what its forward allocates: a received input is not among
   // them (an analytic layer counts its input).
   const int first = cut_.at(stage), last_block = int(m_.layers) + 1;

@@ -92,12 +92,13 @@ class TransformerCostModel : public CostModel {
     // the profile measured them; 0 unless it did.
     double split_extra = 0;
     double f_comm = 0, i_comm = 0;
-    double params = 0;         // per rank
-    double activation = 0;     // stored per micro-batch
-    double weight_inputs = 0;  // kept from I to W per micro-batch (StageMemory)
-    double working = 0;        // transient in the backward
-    double working_input = 0;  // transient in a split backward's I
-    double loaded = 0;         // (f + i + w) x the blocks' loaded slowdowns (shared cores)
+    double params = 0;          // per rank
+    double activation = 0;      // stored per micro-batch
+    double weight_inputs = 0;   // kept from I to W per micro-batch (StageMemory)
+    double working = 0;         // transient in the backward
+    double working_input = 0;   // transient in a split backward's I
+    double working_weight = 0;  // transient in a W
+    double loaded = 0;          // (f + i + w) x the blocks' loaded slowdowns (shared cores)
     void add(const Cost& o);
   };
   struct Attn {
