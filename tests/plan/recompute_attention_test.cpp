@@ -331,6 +331,8 @@ TEST(Working, SplitBackwardInputKeepsTheProductGradients) {
   const double head_left = M * h * 2 + M * V * 2;  // W's inputs: the head's input, dlogits
   EXPECT_DOUBLE_EQ(cost.memory(0).working_input,
                    layer_working_bytes(gpt, 16, bf16) - head_kept + head_left);
+  // W: the MLP's weight gradient, made new (bf16, widened to fp32).
+  EXPECT_DOUBLE_EQ(cost.memory(0).working_weight, h * 1024 * (2 + 4));
   // A recomputed layer's I is its whole backward (weight gradients included).
   Transformer two = gpt;
   two.layers = 2;

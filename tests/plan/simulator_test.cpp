@@ -242,6 +242,8 @@ TEST(Simulator, InputGradientHasItsOwnWorkingSet) {
   c.boundary = 0;
   EXPECT_DOUBLE_EQ(run(lowered("zb-h1", {2, 1, 2}), c).ranks[0].peak.total(), 29.0);
   EXPECT_DOUBLE_EQ(run(lowered("1f1b", {2, 1, 2}), c).ranks[0].peak.total(), 25.0);
+  c.mem.working_weight = 50;  // W0: both activations (kept to W here) and W's own set
+  EXPECT_DOUBLE_EQ(run(lowered("zb-h1", {2, 1, 2}), c).ranks[0].peak.total(), 70.0);
 }
 
 TEST(Simulator, RejectsAScheduleOfAnotherShape) {
