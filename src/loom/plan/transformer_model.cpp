@@ -11,6 +11,12 @@ namespace {
 
 using schedule::Kind;
 constexpr int kEmbedding = 0, kLayer = 1, kHead = 2;
+
+// The kind of block `b` of a model with `blocks` blocks (embedding, layers, head).
+int block_kind(int b, int blocks) {
+  return b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer;
+}
+
 // An elementwise backward reads the saved value and the incoming gradient and writes the
 // outgoing one: 3 accesses per element where the forward made 2 (write, read by the next op).
 constexpr double kBackwardElementwise = 1.5;
@@ -207,8 +213,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
   for (int s = 0; s < S; ++s) {
     Cost sum;
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
-    for (int b = cut_[s]; b < end; ++b)
-      sum.add(block_[b == 0 ? kEmbedding : b == blocks - 1 ? kHead : kLayer]);
+    for (int b = cut_[s]; b < end; ++b) sum.add(block_[block_kind(b, blocks)]);
     // The head's backward is done, and its kept values gone, when the last layer's starts.
     if (end == blocks && end - cut_[s] > 1) {
       sum.working =
@@ -520,9 +525,8 @@ StageMemory TransformerCostModel::memory(int stage) const {
   mem.working_weight = c.working_weight;
   // A measured block's bytes are what its forward allocates: a received input is not among
   // them (an analytic layer counts its input).
-  const int first = cut_.at(stage), last_block = int(m_.layers) + 1;
-  const int kind = first == 0 ? kEmbedding : first == last_block ? kHead : kLayer;
-  if (stage > 0 && measured_bytes_[kind] && !p_.megatron)
+  const int first = block_kind(cut_.at(stage), int(m_.layers) + 2);
+  if (stage > 0 && measured_bytes_[first] && !p_.megatron)
     mem.received_input = boundary_bytes(stage - 1);
   mem.weight_inputs = std::min(c.weight_inputs, c.activation);
   if (p_.dp > 1) {
