@@ -99,4 +99,42 @@ INSTANTIATE_TEST_SUITE_P(AttentionAndRecompute, Gpt,
                                   loom::config::name_of(std::get<1>(info.param));
                          });
 
+// The causal mask (and a Llama's rotary tables) are made once per model: every layer holds the
+// same buffer, before and after the layers move (a per-layer copy was s² floats a layer).
+TEST(LayerBuffers, OneCopyPerModelWhereverTheLayersMove) {
+  for (auto kind : {loom::config::ModelKind::Gpt, loom::config::ModelKind::Llama}) {
+    loom::config::ModelConfig cfg;
+    cfg.kind = kind;
+    cfg.seq_len = 16;
+    cfg.width = 32;
+    cfg.layers = 3;
+    cfg.heads = 4;
+    Model m = loom::model::build(cfg, 7);
+    const std::vector<std::string> names = kind == loom::config::ModelKind::Gpt
+                                               ? std::vector<std::string>{"mask"}
+                                               : std::vector<std::string>{"mask", "cos", "sin"};
+    auto buffers_of = [&](const std::string& name) {
+      std::vector<torch::Tensor> out;
+      for (size_t i = 1; i + 1 < m.blocks.size(); ++i)
+        out.push_back(m.blocks[i]->named_buffers()[name]);
+      return out;
+    };
+    for (const std::string& name : names) {
+      const auto before = buffers_of(name);
+      ASSERT_EQ(before.size(), 3u);
+      for (const auto& b : before) EXPECT_EQ(b.data_ptr(), before[0].data_ptr()) << name;
+    }
+    for (auto& blk : m.blocks) blk->to(torch::kFloat64);  // each layer moved on its own
+    for (const std::string& name : names) {
+      const auto after = buffers_of(name);
+      EXPECT_EQ(after[0].scalar_type(), torch::kFloat64) << name;
+      for (const auto& b : after) EXPECT_EQ(b.data_ptr(), after[0].data_ptr()) << name;
+    }
+    // Still the model: a forward in float64 runs on the moved buffers.
+    torch::Tensor x = torch::randint(0, cfg.vocab, {2, 16}, torch::kLong);
+    for (auto& blk : m.blocks) x = blk->forward(x);
+    EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
+  }
+}
+
 }  // namespace

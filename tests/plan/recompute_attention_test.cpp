@@ -21,32 +21,54 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   LayerRun r;
   r.recompute = Recompute::Selective;
   r.weight_grad_temp = false;  // Megatron-LM's: weight gradients accumulate in the product
+  r.megatron_core = true;      // and its attention core (fused softmax in place)
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34);
   r.tp = 8;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 13);
   r.sequence_parallel = true;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 34 / 8);
-  // The recomputed core lives in the backward only: 5 a s² b / t = s b h · 80 / 8, more than
-  // the backward's first gradients (the residual stream's 2/t and the MLP's 2 · 4/t) and the
-  // input that a weight gradient gathers whole again under sequence parallelism (2).
+  // The recomputed core lives in the backward only: 5 a s² b / t = s b h · 80 / 8. Inside the
+  // core's backward it meets the probabilities' gradient and the dropout's (2 · 2 a s² b / t
+  // = s b h · 64 / 8), the residual stream's and the value heads' gradients (2/8 each), less
+  // the MLP's kept values (4/8 + 2 · 2 · 4/8) and the output product's input (2/8), all freed
+  // by then. The backward's first gradients (the residual stream's 2/t, the MLP's 2 · 4/t
+  // and the input that a weight gradient gathers whole again under sequence parallelism, 2)
+  // are fewer.
   const double gradients = kSbh * ((2.0 + 8) / 8 + 2);
   EXPECT_DOUBLE_EQ(layer_backward_gradient_bytes(kGpt3, 1, r), gradients);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 10);
+  const double core_phase = kSbh * (64.0 + 2 + 2 - 4 - 16 - 2) / 8;
+  EXPECT_DOUBLE_EQ(attention_core_backward_bytes(kGpt3, 1, r), kSbh * 64 / 8);
+  EXPECT_DOUBLE_EQ(attention_phase_bytes(kGpt3, 1, r), core_phase);
+  // With the core's recomputed output and the gradient coming in (2/8 each), held to its end.
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * (10 + 4.0 / 8) + core_phase);
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), kSbh * 10);
   // None keeps it, full keeps only the input and recomputes the whole layer (34/t + 80/t).
   r.recompute = Recompute::None;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 114 / 8);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), core_phase);
   r.recompute = Recompute::Full;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 2 / 8);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 114 / 8 + gradients);
-  // loom's GPT (no dropout, 4-byte values): 32 s b h x 2, working 2 a s² b x 2.
+  // The recomputed layer's output and the gradient coming in (2/8 each) are held to its end.
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * (114 + 4.0) / 8 + core_phase);
+  // loom's GPT (no dropout, 4-byte values): 32 s b h x 2, working 2 a s² b x 2 and the core's
+  // backward: the probabilities' gradient and the scores' (2 a s² b x 2 x 2), the residual's
+  // and the value heads' gradients (2 s b h x 4), less the MLP's kept values (10 s b h x 4
+  // x 2) and the output product's input (s b h x 2 x 4); the core's output and incoming
+  // gradient, and q, k and v copied into heads again (5 s b h x 2 x 4).
   Transformer plain = kGpt3;
   plain.dropout = false;
   LayerRun f32{1, false, Recompute::Selective, Attention::Standard, 4};
   f32.weight_grad_temp = false;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(plain, 2, f32), 2 * kSbh * 32 * 2);
-  EXPECT_DOUBLE_EQ(layer_working_bytes(plain, 2, f32), 2.0 * 96 * 2048 * 2048 * 2 * 2);
+  const double square = 2.0 * 96 * 2048 * 2048 * 2 * 2;
+  EXPECT_DOUBLE_EQ(layer_working_bytes(plain, 2, f32),
+                   square + 2 * square + 2 * kSbh * 4 * (2 - 10 - 1 + 5));
+  // bf16 values: loom's softmax holds fp32 copies of the probabilities, of their gradient
+  // and of the scores' gradient beside the 16-bit gradient (14 bytes a value).
+  f32.elem_bytes = 2;
+  EXPECT_DOUBLE_EQ(attention_core_backward_bytes(plain, 2, f32), 14.0 * 96 * 2048 * 2048 * 2);
+  f32.attention = Attention::Flash;
+  EXPECT_DOUBLE_EQ(attention_core_backward_bytes(plain, 2, f32), 0.0);
 }
 
 TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
@@ -60,7 +82,9 @@ TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), 0.0);
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
   r.recompute = Recompute::Full;  // the recomputed layer has no s² values either
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats + gradients);
+  // (its output held to the end of its backward: 2/8)
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r),
+                   kSbh * 34 / 8 + stats + gradients + kSbh * 2 / 8);
 }
 
 // A device with round numbers: 100 TFLOP/s, every GEMM at half of it, 1000 GB/s at full
@@ -300,6 +324,29 @@ TEST(Working, HeadStageTakesTheLargerPhase) {
   const TransformerCostModel split(two, p, c, "", {0, 3});
   EXPECT_DOUBLE_EQ(split.memory(0).working, layer);
   EXPECT_DOUBLE_EQ(split.memory(1).working, head_working);
+}
+
+// At longer sequences the layer's backward peaks inside the standard attention core: loom's
+// bf16 softmax holds fp32 copies of the probabilities, of their gradient and of the scores'
+// gradient beside the 16-bit gradient (14 bytes a value), with the residual stream's and the
+// value heads' gradients, once the MLP's kept values are gone (a split backward's I keeps
+// W's inputs and the products' output gradients). The planner read the whole peak 17% low
+// (one rank) and 26% low (zb-h1) at s = 256 without it (planner-validation.md).
+TEST(Working, AttentionCoreBackwardCanBeTheLargerPeak) {
+  const Transformer m{2, 128, 4, 256, 256, false};
+  const double b = 4, M = 256 * b, h = 128, f = 512, core = 14 * 4 * 256.0 * 256 * b;
+  LayerRun r{1, false, Recompute::None, Attention::Standard, 2};
+  r.residual_bytes = 4;
+  const double held = M * h * 4 + M * h * 2 + core, mlp_kept = M * (h * (4 + 2) + 2 * f * 2);
+  ASSERT_GT(held - mlp_kept - M * h * 2, layer_backward_gradient_bytes(m, b, r));
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, b, r), held - mlp_kept - M * h * 2);
+  r.split_input = true;
+  const double weight_inputs = M * (h * 2 + f * 2), output_gradients = M * (f * 2 + h * 2 + h * 2);
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, b, r),
+                   held - (mlp_kept - weight_inputs) + output_gradients);
+  // Flash attention has no s² gradients: the MLP's first gradients are the peak again.
+  r.attention = Attention::Flash;
+  EXPECT_DOUBLE_EQ(layer_working_bytes(m, b, r), layer_backward_gradient_bytes(m, b, r));
 }
 
 // The I of a split backward (zero-bubble schedules) makes no weight gradient and keeps the

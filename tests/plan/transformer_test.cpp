@@ -254,6 +254,37 @@ TEST(TransformerModel, ProfiledBytesOnlyAtTheirOwnDegree) {
   EXPECT_DOUBLE_EQ(scaled.memory(1).received_input, 0.0);
 }
 
+// loom's layers share one causal mask (fp32, s²) and a Llama's rotary tables: a rank holds one
+// copy whatever its stages, and a stage without layers none.
+TEST(TransformerModel, LayersShareTheirTablesOnARank) {
+  const Cluster c = a100();
+  Parallel p;
+  p.pp = 2;
+  p.loops = 2;
+  p.microbatches = 4;
+  p.schedule = "interleaved";
+  const double mask = 4.0 * 1024 * 1024;
+  const TransformerCostModel cost(kSmallGpt, p, c);
+  for (int s = 0; s < cost.stages(); ++s) EXPECT_DOUBLE_EQ(cost.memory(s).buffers, mask);
+  const Evaluation e = evaluate(kSmallGpt, p, c);
+  EXPECT_NEAR(e.sim.ranks[0].peak.params, cost.memory(0).params + cost.memory(2).params + mask,
+              1.0);
+  p.attention = Attention::Flash;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(kSmallGpt, p, c).memory(0).buffers, 0.0);
+  p.megatron = true;  // Megatron-LM builds its mask per batch
+  p.attention = Attention::Standard;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(kSmallGpt, p, c).memory(0).buffers, 0.0);
+  Transformer llama = kSmallGpt;
+  llama.arch = Arch::Llama;
+  EXPECT_DOUBLE_EQ(layer_buffer_bytes(llama, Attention::Flash), 2 * 4.0 * 1024 * 64);
+  Parallel one;
+  one.pp = 2;
+  one.microbatches = 2;
+  const TransformerCostModel head_alone(kSmallGpt, one, c, "", {0, 9});
+  EXPECT_DOUBLE_EQ(head_alone.memory(0).buffers, mask);
+  EXPECT_DOUBLE_EQ(head_alone.memory(1).buffers, 0.0);
+}
+
 // Blocks the profile measured as tp shards (tp = 2) are used as they are, with the modelled
 // collectives on top; tp = 1 blocks of the same shape are then not scaled, and a run at tp = 1
 // does not read the shards.

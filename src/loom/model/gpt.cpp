@@ -31,22 +31,23 @@ torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& ln,
 
 class TransformerLayer : public RecomputableLayer {
  public:
+  // `mask`: the model's causal mask, shared by its layers (undefined with flash attention).
   TransformerLayer(int64_t seq_len, int64_t width, int64_t heads, const TensorParallel& tp,
-                   config::Recompute recompute, config::Attention attention)
+                   config::Recompute recompute, const torch::Tensor& mask)
       : RecomputableLayer(tp, recompute),
         seq_len_(seq_len),
         width_(width),
         heads_(heads),
-        flash_(attention == config::Attention::Flash) {
+        flash_(!mask.defined()) {
     ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     qkv_ = register_module("qkv", torch::nn::Linear(width, 3 * width));
     proj_ = register_module("proj", torch::nn::Linear(width, width));
     ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
     fc_ = register_module("fc", torch::nn::Linear(width, 4 * width));
     out_ = register_module("out", torch::nn::Linear(4 * width, width));
-    // Additive causal mask: 0 on and below the diagonal, -inf above. A buffer, so that it moves
-    // with the layer to its device (not a parameter: no gradient, not in checkpoints).
-    if (!flash_) mask_ = register_buffer("mask", causal_mask(seq_len));
+    // A buffer, so that it moves with the layers to their device (one move for all: `to`
+    // replaces a buffer's data in place); not a parameter: no gradient, not in checkpoints.
+    if (!flash_) mask_ = register_buffer("mask", mask);
     keep_my_part();
   }
   // The layer, or the attention core of its QKV projections [b, t, 3 * local heads * hd]
@@ -120,9 +121,11 @@ Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
                                                     /*learned_positions=*/true, tp,
                                                     /*init_std=*/c.tie_embeddings ? 0.02 : 0.0);
   m.blocks.push_back(embedding);
+  const torch::Tensor mask =
+      c.attention == config::Attention::Flash ? torch::Tensor() : causal_mask(c.seq_len);
   for (int64_t i = 0; i < c.layers; ++i)
-    m.blocks.push_back(std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp,
-                                                          recompute, c.attention));
+    m.blocks.push_back(
+        std::make_shared<TransformerLayer>(c.seq_len, c.width, c.heads, tp, recompute, mask));
   torch::nn::LayerNorm lnf(torch::nn::LayerNormOptions({c.width}));
   m.blocks.push_back(std::make_shared<LmHead>(
       c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor(), c.head_bias, "lnf",

@@ -40,9 +40,29 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-halves[1], halves[0]}, -1);
 }
 
+// Rotary angles of each position, and the causal mask (standard attention): the same for
+// every layer, made once per model.
+struct LayerTables {
+  torch::Tensor cos, sin, mask;
+};
+
+LayerTables layer_tables(const config::ModelConfig& c) {
+  const int64_t hd = c.width / c.heads;
+  const torch::Tensor inv_freq =
+      1.0 / torch::pow(c.rope_theta,
+                       torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd));
+  const torch::Tensor angles =
+      torch::outer(torch::arange(c.seq_len, torch::kInt64).to(torch::kFloat32), inv_freq);
+  const torch::Tensor both = torch::cat({angles, angles}, -1);
+  LayerTables t{both.cos(), both.sin(), torch::Tensor()};
+  if (c.attention != config::Attention::Flash) t.mask = causal_mask(c.seq_len);
+  return t;
+}
+
 class LlamaLayer : public RecomputableLayer {
  public:
-  LlamaLayer(const config::ModelConfig& c, const TensorParallel& tp, config::Recompute recompute)
+  LlamaLayer(const config::ModelConfig& c, const TensorParallel& tp, config::Recompute recompute,
+             const LayerTables& tables)
       : RecomputableLayer(tp, recompute),
         seq_len_(c.seq_len),
         width_(c.width),
@@ -60,16 +80,11 @@ class LlamaLayer : public RecomputableLayer {
     gate_ = register_module("gate", no_bias_linear(width_, ffn_));
     up_ = register_module("up", no_bias_linear(width_, ffn_));
     down_ = register_module("down", no_bias_linear(ffn_, width_));
-    // Rotary angles of each position (buffers: they move with the layer to its device).
-    const torch::Tensor inv_freq =
-        1.0 / torch::pow(c.rope_theta,
-                         torch::arange(0, hd_, 2, torch::kInt64).to(torch::kFloat32) / double(hd_));
-    const torch::Tensor angles =
-        torch::outer(torch::arange(c.seq_len, torch::kInt64).to(torch::kFloat32), inv_freq);
-    const torch::Tensor both = torch::cat({angles, angles}, -1);
-    cos_ = register_buffer("cos", both.cos());
-    sin_ = register_buffer("sin", both.sin());
-    if (!flash_) mask_ = register_buffer("mask", causal_mask(c.seq_len));
+    // The model's tables, shared by its layers: buffers, so that they move with the layers to
+    // their device (one move for all: `to` replaces a buffer's data in place).
+    cos_ = register_buffer("cos", tables.cos);
+    sin_ = register_buffer("sin", tables.sin);
+    if (!flash_) mask_ = register_buffer("mask", tables.mask);
     keep_my_part();
   }
 
@@ -172,8 +187,9 @@ Model build_llama(const config::ModelConfig& c, const TensorParallel& tp,
                                                     /*learned_positions=*/false, tp,
                                                     /*init_std=*/0.02);
   m.blocks.push_back(embedding);
+  const LayerTables tables = layer_tables(c);
   for (int64_t i = 0; i < c.layers; ++i)
-    m.blocks.push_back(std::make_shared<LlamaLayer>(c, tp, recompute));
+    m.blocks.push_back(std::make_shared<LlamaLayer>(c, tp, recompute, tables));
   RmsNorm norm(c.width);
   m.blocks.push_back(std::make_shared<LmHead>(
       c, tp, c.tie_embeddings ? embedding->token_weight() : torch::Tensor(), /*bias=*/false, "norm",

@@ -32,6 +32,9 @@ struct StageMemory {
   // Of a received input (kept from the F to the end of its B or I), the bytes `activation`
   // does not count: a measured block counts what its forward allocates, not its input.
   double received_input = 0;
+  // Tables the layers share, one copy a rank whatever its stages (the causal mask, rotary
+  // angles); the simulator counts them with the parameters.
+  double buffers = 0;
 };
 
 class CostModel {

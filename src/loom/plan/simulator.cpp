@@ -392,12 +392,15 @@ class Sim {
     // Static state of the rank's stages; anything still gathered or buffered ends here.
     MemoryBreakdown base;
     const std::vector<int> mine = stages_of(r);
+    double buffers = 0;
     for (int s : mine) {
       const StageMemory m = c_.memory(s);
       base.params += m.params;
       base.grads += m.grads;
       base.optimizer += m.optimizer;
+      buffers = std::max(buffers, m.buffers);
     }
+    base.params += buffers;
     for (auto& [s, since] : st.gathered_since) mem(r, since, t, c_.memory(s).gathered, 0);
     for (auto& [s, since] : st.buffer_since) mem(r, since, t, c_.memory(s).grad_buffer, 1);
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);

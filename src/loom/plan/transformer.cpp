@@ -141,6 +141,15 @@ double flash_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
   return (4 * double(m.heads) + output) * double(m.seq_len) * b / r.tp;
 }
 
+// The MLP's share of linear_bytes: the second norm's values, the first product's input and
+// the hidden values (GPT: before and after the GELU; Llama: gate, silu, up and product).
+double mlp_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double M = double(m.seq_len) * b, h = double(m.hidden), t = r.tp, F = ffn_width(m) / t;
+  const double e = r.elem_bytes, sp = r.sequence_parallel ? t : 1;
+  if (m.arch == Arch::Gpt) return M * ((h * r.residual() + h * e) / sp + 2 * F * e);
+  return M * ((2 * h * r.residual() + h * e) / sp + 4 * F * e);
+}
+
 }  // namespace
 
 double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r) {
@@ -177,16 +186,62 @@ double layer_backward_gradient_bytes(const Transformer& m, double b, const Layer
   return bytes;
 }
 
+double attention_core_backward_bytes(const Transformer& m, double b, const LayerRun& r) {
+  if (r.attention == Attention::Flash) return 0;
+  const double s = double(m.seq_len), e = r.elem_bytes;
+  // The product's backward makes the probabilities' gradient; loom's softmax then holds fp32
+  // copies of it and of the probabilities beside the scores' gradient (fp32 values need no
+  // copies: the gradient and the scores' gradient).
+  double per_value = r.megatron_core ? e : e < 4 ? e + 3 * 4 : 2 * e;
+  if (has_dropout(m)) per_value += e;  // the dropout's backward: a second gradient beside
+  return per_value * double(m.heads) * s * s * b / r.tp;
+}
+
+double attention_phase_bytes(const Transformer& m, double b, const LayerRun& r) {
+  const double M = double(m.seq_len) * b, h = double(m.hidden), t = r.tp, F = ffn_width(m) / t;
+  const double e = r.elem_bytes, sp = r.sequence_parallel ? t : 1;
+  const double gated = m.arch == Arch::Gpt ? 1 : 2;  // SwiGLU: gate and up
+  const double residual = M * h * r.residual() / sp;
+  const double value_heads = M * h / t * e;  // the query heads' (grouped-query: repeated)
+  const double held = residual + value_heads + attention_core_backward_bytes(m, b, r);
+  const double mlp_kept = mlp_kept_bytes(m, b, r);
+  // The fused backward has freed the MLP's kept values and the output product's input.
+  if (!r.split_input) return held - mlp_kept - M * h / t * e;
+  // I keeps W's inputs (the MLP products' inputs) and the products' output gradients: the
+  // MLP's two (GPT; the SwiGLU's three) and the output product's.
+  const double weight_inputs = M * (h * e / sp + F * e);
+  const double output_gradients = M * (gated * F * e + h * e) + M * h * e;
+  return held - (mlp_kept - weight_inputs) + output_gradients;
+}
+
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
   const double gradients = layer_backward_gradient_bytes(m, b, r);
+  // A recomputed part's backward (loom's and Megatron-LM's alike) holds the recomputed output
+  // and the gradient coming in until the part's gradients are out.
+  const double M = double(m.seq_len) * b, h = double(m.hidden), t = r.tp, e = r.elem_bytes;
   if (r.recompute == Recompute::Full) {
     LayerRun kept = r;
     kept.recompute = Recompute::None;
-    return layer_kept_bytes(m, b, kept) + gradients;
+    const double output = M * h * r.residual() / (r.sequence_parallel ? t : 1);
+    return layer_kept_bytes(m, b, kept) +
+           std::max(gradients + output, attention_phase_bytes(m, b, kept) + 2 * output);
   }
-  if (r.recompute == Recompute::Selective)
-    return std::max(gradients, attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r));
-  return gradients;
+  if (r.recompute == Recompute::Selective) {
+    // The core's s² values again, its output and incoming gradient, and loom's q, k and v in
+    // heads (copied again from the kept projection).
+    const double heads = r.megatron_core ? 0 : M * (h + 2 * kv_width(m)) / t * e;
+    const double core =
+        attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r) + 2 * M * h / t * e + heads;
+    return std::max(gradients, core + attention_phase_bytes(m, b, r));
+  }
+  return std::max(gradients, attention_phase_bytes(m, b, r));
+}
+
+double layer_buffer_bytes(const Transformer& m, Attention attention) {
+  const double s = double(m.seq_len);
+  double bytes = attention == Attention::Standard ? 4 * s * s : 0;
+  if (m.arch == Arch::Llama) bytes += 2 * 4 * s * double(m.hidden / m.heads);
+  return bytes;
 }
 
 double layer_activation_bytes(const Transformer& m, double b, int tp, bool sp, bool recompute,

@@ -88,18 +88,35 @@ struct LayerRun {
   // The input-gradient half (I) of a split backward (zero-bubble schedules): no weight
   // gradient is made, and the gradients of the products' outputs stay (W's inputs).
   bool split_input = false;
+  // Megatron-LM's attention core: its fused softmax's backward works in place on the
+  // probabilities' gradient, and it reads q, k and v as views of the projection. loom's
+  // copies q, k and v into heads and widens 16-bit probabilities and their gradient to fp32.
+  bool megatron_core = false;
 };
 // Bytes one layer keeps from its forward to its backward for a micro-batch of b samples.
 double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r);
-// Bytes that exist only inside the layer's backward: the gradients of its first steps (the
-// residual stream's coming in, the MLP's hidden values' and the last product's weight
-// gradient), and the recomputed activations (the whole layer's under full recomputation, the
-// attention core's s² values under selective).
+// Bytes that exist only inside the layer's backward, at the larger of its two peaks: the
+// gradients of its first steps (the residual stream's coming in, the MLP's hidden values' and
+// the last product's weight gradient), or the attention core's backward (the s² gradients);
+// and the recomputed activations (the whole layer's under full recomputation, the attention
+// core's s² values under selective).
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r);
 double layer_backward_gradient_bytes(const Transformer& m, double b, const LayerRun& r);
+// The s² temporaries of the standard attention core's backward, per micro-batch of b: the
+// probabilities' gradient, and loom's fp32 copies of it, of the probabilities and of the
+// scores' gradient (16-bit values); 0 with flash attention.
+double attention_core_backward_bytes(const Transformer& m, double b, const LayerRun& r);
+// What the layer's backward holds beyond its kept activations while in the attention core:
+// the residual stream's gradient, the value heads' gradient and the core's s² temporaries,
+// less the MLP's kept values already freed (a split backward's I keeps W's inputs and the
+// products' output gradients). Negative when the MLP freed more.
+double attention_phase_bytes(const Transformer& m, double b, const LayerRun& r);
 // The s² part of a layer's activations (scores, probabilities, dropout mask): 5·a·s²·b
 // bytes at 2-byte values (2·a·s²·b without dropout), split over t; 0 with flash attention.
 double attention_square_bytes(const Transformer& m, double b, const LayerRun& r);
+// The tables loom's layers share, one copy a rank: standard attention's causal mask (fp32,
+// s²) and a Llama's rotary angles (cos and sin, fp32, s × the head width).
+double layer_buffer_bytes(const Transformer& m, Attention attention);
 // Shorthand for standard attention: `recompute` = full recomputation.
 double layer_activation_bytes(const Transformer& m, double b, int tp, bool sequence_parallel,
                               bool recompute, double elem_bytes = 2);

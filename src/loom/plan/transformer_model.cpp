@@ -248,8 +248,10 @@ double TransformerCostModel::selective_extra_s() const {
 }
 
 LayerRun TransformerCostModel::layer_run() const {
-  return {p_.tp,          p_.sequence_parallel, p_.recompute, p_.attention, prec_.activation,
-          prec_.residual, !p_.megatron};
+  LayerRun r{p_.tp,          p_.sequence_parallel, p_.recompute, p_.attention, prec_.activation,
+             prec_.residual, !p_.megatron};
+  r.megatron_core = p_.megatron;
+  return r;
 }
 
 TransformerCostModel::Attn TransformerCostModel::attention(double b) const {
@@ -529,6 +531,9 @@ StageMemory TransformerCostModel::memory(int stage) const {
   if (stage > 0 && measured_bytes_[first] && !p_.megatron)
     mem.received_input = boundary_bytes(stage - 1);
   mem.weight_inputs = std::min(c.weight_inputs, c.activation);
+  const int end = stage + 1 < stages() ? cut_.at(stage + 1) : int(m_.layers) + 2;
+  if (!p_.megatron && std::min(end, int(m_.layers) + 1) > std::max(cut_.at(stage), 1))
+    mem.buffers = layer_buffer_bytes(m_, p_.attention);
   if (p_.dp > 1) {
     switch (p_.dp_mode) {
       case DpMode::AllReduce:  // full state on every replica
