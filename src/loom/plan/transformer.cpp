@@ -223,8 +223,12 @@ double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
     LayerRun kept = r;
     kept.recompute = Recompute::None;
     const double output = M * h * r.residual() / (r.sequence_parallel ? t : 1);
+    // loom's recomputed layer hands its weight gradients (new tensors, fp32) back with its
+    // input's: the MLP's two and the output product's are held by the attention core.
+    const double F = ffn_width(m) / t, fp32 = r.weight_grad_temp ? 4 : 0;
     return layer_kept_bytes(m, b, kept) +
-           std::max(gradients + output, attention_phase_bytes(m, b, kept) + 2 * output);
+           std::max(gradients + output, attention_phase_bytes(m, b, kept) + 2 * output +
+                                            (2 * h * F + h * h / t) * fp32);
   }
   if (r.recompute == Recompute::Selective) {
     // The core's s² values again, its output and incoming gradient, and loom's q, k and v in
