@@ -176,7 +176,10 @@ double layer_backward_gradient_bytes(const Transformer& m, double b, const Layer
   if (r.split_input) {
     // I keeps the gradient of the hidden values (the first product's output: W's input)
     // beside the last product's input gradient that made it; the SwiGLU two (gate and up).
-    return bytes + (m.arch == Arch::Gpt ? 2 : 3) * M * f * e;
+    // Under sequence parallelism the last product's output gradient is gathered whole, and
+    // kept for W.
+    const double gathered = r.sequence_parallel && r.tp > 1 ? M * h * e : 0;
+    return bytes + (m.arch == Arch::Gpt ? 2 : 3) * M * f * e + gathered;
   }
   bytes += (m.arch == Arch::Gpt ? 1 : 2) * M * f * e;
   if (r.weight_grad_temp) bytes += h * f * (e + (e < 4 ? 4 : 0));
