@@ -165,8 +165,8 @@ check_rank_peaks fp32 2 "${pipeline[@]}"
 check_rank_peaks bf16 2 "${pipeline[@]}"
 check_rank_peaks fp32 4 --pp 2 --dp 2 --dp-mode zero3 --schedule zb-h1 --microbatches 2
 check_rank_peaks fp32 2 --pp 2 --dp 1 --loops 2 --schedule bfs --microbatches 2
-# s = 256: the backward peaks inside the attention core (bf16: the softmax's fp32 copies);
-# without it -26% on rank 0 (and -0.8% more with one causal mask per layer).
+# s = 256: the backward peaks inside the attention core (the planner had no such phase: -26%
+# on rank 0, when loom's bf16 softmax still held float32 copies).
 check_rank_peaks bf16 2 --pp 2 --dp 1 --schedule zb-h1 --seq-len 256 --global-batch 8 --microbatches 2
 
 # The planner holds a pipeline rank's memory to the micro-batches in flight; the runtime must

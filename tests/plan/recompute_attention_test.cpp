@@ -48,8 +48,9 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), core_phase);
   r.recompute = Recompute::Full;
   EXPECT_DOUBLE_EQ(layer_kept_bytes(kGpt3, 1, r), kSbh * 2 / 8);
-  // The recomputed layer's output and the gradient coming in (2/8 each) are held to its end.
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * (114 + 4.0) / 8 + core_phase);
+  // The recomputed layer's output and the gradient coming in (2/8 each) are held to its end;
+  // its first norm's input is the kept input (2/8 less).
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * (114 + 4.0 - 2) / 8 + core_phase);
   // loom's GPT (no dropout, 4-byte values): 32 s b h x 2, working 2 a s² b x 2 and the core's
   // backward: the probabilities' gradient and the scores' (2 a s² b x 2 x 2), the residual's
   // and the value heads' gradients (2 s b h x 4), less the MLP's kept values (10 s b h x 4
@@ -63,10 +64,10 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   const double square = 2.0 * 96 * 2048 * 2048 * 2 * 2;
   EXPECT_DOUBLE_EQ(layer_working_bytes(plain, 2, f32),
                    square + 2 * square + 2 * kSbh * 4 * (2 - 10 - 1 + 5));
-  // bf16 values: loom's softmax holds fp32 copies of the probabilities, of their gradient
-  // and of the scores' gradient beside the 16-bit gradient (14 bytes a value).
+  // bf16 values: the two gradients in bf16 (loom's softmax computes in float32 inside the
+  // kernel).
   f32.elem_bytes = 2;
-  EXPECT_DOUBLE_EQ(attention_core_backward_bytes(plain, 2, f32), 14.0 * 96 * 2048 * 2048 * 2);
+  EXPECT_DOUBLE_EQ(attention_core_backward_bytes(plain, 2, f32), 4.0 * 96 * 2048 * 2048 * 2);
   f32.attention = Attention::Flash;
   EXPECT_DOUBLE_EQ(attention_core_backward_bytes(plain, 2, f32), 0.0);
 }
@@ -82,9 +83,9 @@ TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), 0.0);
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
   r.recompute = Recompute::Full;  // the recomputed layer has no s² values either
-  // (its output held to the end of its backward: 2/8)
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r),
-                   kSbh * 34 / 8 + stats + gradients + kSbh * 2 / 8);
+  // (its output held to the end of its backward, 2/8; its first norm's input is the kept
+  // input, 2/8 less)
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats + gradients);
 }
 
 // A device with round numbers: 100 TFLOP/s, every GEMM at half of it, 1000 GB/s at full
@@ -326,15 +327,15 @@ TEST(Working, HeadStageTakesTheLargerPhase) {
   EXPECT_DOUBLE_EQ(split.memory(1).working, head_working);
 }
 
-// At longer sequences the layer's backward peaks inside the standard attention core: loom's
-// bf16 softmax holds fp32 copies of the probabilities, of their gradient and of the scores'
-// gradient beside the 16-bit gradient (14 bytes a value), with the residual stream's and the
-// value heads' gradients, once the MLP's kept values are gone (a split backward's I keeps
-// W's inputs and the products' output gradients). The planner read the whole peak 17% low
-// (one rank) and 26% low (zb-h1) at s = 256 without it (planner-validation.md).
+// At longer sequences the layer's backward peaks inside the standard attention core: the
+// probabilities' gradient and the scores' (bf16: 4 bytes a value), with the residual stream's
+// and the value heads' gradients, once the MLP's kept values are gone (a split backward's I
+// keeps W's inputs and the products' output gradients). Without it the planner read loom's
+// bf16 peak at s = 256 17% low on one rank, 26% low under zb-h1, when loom's softmax still
+// held fp32 copies (planner-validation.md).
 TEST(Working, AttentionCoreBackwardCanBeTheLargerPeak) {
-  const Transformer m{2, 128, 4, 256, 256, false};
-  const double b = 4, M = 256 * b, h = 128, f = 512, core = 14 * 4 * 256.0 * 256 * b;
+  const Transformer m{2, 128, 4, 512, 256, false};
+  const double b = 2, M = 512 * b, h = 128, f = 512, core = 4 * 4 * 512.0 * 512 * b;
   LayerRun r{1, false, Recompute::None, Attention::Standard, 2};
   r.residual_bytes = 4;
   const double held = M * h * 4 + M * h * 2 + core, mlp_kept = M * (h * (4 + 2) + 2 * f * 2);

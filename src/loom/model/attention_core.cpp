@@ -20,15 +20,25 @@ torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const to
 struct SoftmaxKept : torch::autograd::Function<SoftmaxKept> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& scores,
                                int64_t type) {
-    torch::Tensor out = scores.softmax(-1, torch::kFloat32).to(static_cast<at::ScalarType>(type));
+    // ATen's 16-bit softmax computes in float32 inside the kernel and rounds once (the same
+    // values as a float32 softmax and a cast, on this CPU bit for bit) without the scores'
+    // and the probabilities' float32 copies (8 bytes a score). _softmax: autocast would run
+    // softmax itself in float32 on a GPU.
+    const auto out_type = static_cast<at::ScalarType>(type);
+    torch::Tensor out = scores.scalar_type() == out_type
+                            ? at::_softmax(scores, -1, /*half_to_float=*/false)
+                            : scores.softmax(-1, torch::kFloat32).to(out_type);
     ctx->save_for_backward({out});
     return out;
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const torch::Tensor out = ctx->get_saved_variables()[0].to(torch::kFloat32);
+    // In the probabilities' type: the kernel computes in float32 and rounds once, as float32
+    // copies of both and a cast of the result did (a few values a million differ by one unit
+    // in the last place: the sum's order), without their 12 bytes a score.
+    const torch::Tensor out = ctx->get_saved_variables()[0];
     const torch::Tensor ds =
-        torch::_softmax_backward_data(grads[0].to(torch::kFloat32), out, -1, torch::kFloat32);
+        torch::_softmax_backward_data(grads[0].to(out.scalar_type()), out, -1, out.scalar_type());
     return {ds, torch::Tensor()};  // autograd casts ds to the scores' type
   }
 };

@@ -156,8 +156,10 @@ class LlamaLayer : public RecomputableLayer {
                          1.0 / std::sqrt(double(hd_)))
               .view({b, h, t, hd_});
     } else {  // bf16: the softmax in float32 as Hugging Face computes it, kept in bf16
+      // The mask (0 or -inf) in the scores' type: the same values, and no float32 scores
+      // (nor a float32 copy of their gradient) for the type promotion.
       auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(hd_)) +
-                    mask_.slice(0, 0, t).slice(1, 0, t);
+                    mask_.slice(0, 0, t).slice(1, 0, t).to(q.scalar_type());
       y = torch::matmul(softmax_kept_as(scores, q.scalar_type()), v);
     }
     return y.transpose(1, 2).reshape({b, t, h * hd_});

@@ -192,10 +192,9 @@ double layer_backward_gradient_bytes(const Transformer& m, double b, const Layer
 double attention_core_backward_bytes(const Transformer& m, double b, const LayerRun& r) {
   if (r.attention == Attention::Flash) return 0;
   const double s = double(m.seq_len), e = r.elem_bytes;
-  // The product's backward makes the probabilities' gradient; loom's softmax then holds fp32
-  // copies of it and of the probabilities beside the scores' gradient (fp32 values need no
-  // copies: the gradient and the scores' gradient).
-  double per_value = r.megatron_core ? e : e < 4 ? e + 3 * 4 : 2 * e;
+  // The product's backward makes the probabilities' gradient, loom's softmax the scores'
+  // beside it; Megatron-LM's fused softmax overwrites the first.
+  double per_value = r.megatron_core ? e : 2 * e;
   if (has_dropout(m)) per_value += e;  // the dropout's backward: a second gradient beside
   return per_value * double(m.heads) * s * s * b / r.tp;
 }
@@ -229,7 +228,8 @@ double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
     // loom's recomputed layer hands its weight gradients (new tensors, fp32) back with its
     // input's: the MLP's two and the output product's are held by the attention core.
     const double F = ffn_width(m) / t, fp32 = r.weight_grad_temp ? 4 : 0;
-    return layer_kept_bytes(m, b, kept) +
+    // The recomputed values, less the first norm's input: the kept input itself.
+    return layer_kept_bytes(m, b, kept) - output +
            std::max(gradients + output, attention_phase_bytes(m, b, kept) + 2 * output +
                                             (2 * h * F + h * h / t) * fp32);
   }

@@ -89,8 +89,8 @@ struct LayerRun {
   // gradient is made, and the gradients of the products' outputs stay (W's inputs).
   bool split_input = false;
   // Megatron-LM's attention core: its fused softmax's backward works in place on the
-  // probabilities' gradient, and it reads q, k and v as views of the projection. loom's
-  // copies q, k and v into heads and widens 16-bit probabilities and their gradient to fp32.
+  // probabilities' gradient, and it reads q, k and v as views of the projection (loom's
+  // copies them into heads).
   bool megatron_core = false;
 };
 // Bytes one layer keeps from its forward to its backward for a micro-batch of b samples.
@@ -103,8 +103,8 @@ double layer_kept_bytes(const Transformer& m, double b, const LayerRun& r);
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r);
 double layer_backward_gradient_bytes(const Transformer& m, double b, const LayerRun& r);
 // The s² temporaries of the standard attention core's backward, per micro-batch of b: the
-// probabilities' gradient, and loom's fp32 copies of it, of the probabilities and of the
-// scores' gradient (16-bit values); 0 with flash attention.
+// probabilities' gradient and loom's scores' gradient (Megatron-LM's fused softmax works in
+// place); 0 with flash attention.
 double attention_core_backward_bytes(const Transformer& m, double b, const LayerRun& r);
 // What the layer's backward holds beyond its kept activations while in the attention core:
 // the residual stream's gradient, the value heads' gradient and the core's s² temporaries,
