@@ -247,7 +247,8 @@ double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
 double layer_buffer_bytes(const Transformer& m, Attention attention) {
   const double s = double(m.seq_len);
   double bytes = attention == Attention::Standard ? 4 * s * s : 0;
-  if (m.arch == Arch::Llama) bytes += 2 * 4 * s * double(m.hidden / m.heads);
+  const int64_t head_width = m.hidden / m.heads;  // heads divide the width (checked)
+  if (m.arch == Arch::Llama) bytes += 2 * 4 * s * double(head_width);
   return bytes;
 }
 
