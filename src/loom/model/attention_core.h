@@ -16,8 +16,8 @@ at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Te
 // Softmax over the last dimension computed in float32 and returned in `type` (bf16 under
 // autocast), keeping only that output for the backward, which takes it and its gradient in
 // `type` and computes in float32 inside the kernel: 2 bytes per score kept, as Megatron-LM's
-// fused softmax keeps. Autograd would keep the float32 output and its bf16 copy (6 bytes), or
-// on the CPU compute the softmax in bf16.
+// fused softmax keeps. Autograd of a float32 softmax and a cast would keep the float32 output
+// and its bf16 copy (6 bytes).
 at::Tensor softmax_kept_as(const at::Tensor& scores, at::ScalarType type);
 
 }  // namespace loom::model
