@@ -225,6 +225,12 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
                    block_[kLayer].working_input - block_[kHead].activation +
                        std::min(block_[kHead].weight_inputs, block_[kHead].activation));
     }
+    // A split backward's I captures the recomputed layers' weight gradients (it runs them
+    // whole) and adds them to the parameters' once it is done (SplitBackward::input_grad):
+    // the lowest layer's backward runs beside those of the layers above.
+    const int layers_here = std::min(end, blocks - 1) - std::max(cut_[s], 1);
+    if (p.recompute == Recompute::Full && !p.megatron && layers_here > 1)
+      sum.working_input += (layers_here - 1) * layer_params(m) / p.tp * prec_.grad;
     // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
