@@ -84,8 +84,9 @@ for kind in gpt llama; do
   PRECISION=bf16 check "$kind" 2 none --tp 2 --sequence-parallel
 done
 
-# check_peak PRECISION: a vocabulary of 8192 on 1 rank, where the loss's backward holds two
-# fp32 [M, V] gradients beside the kept log-probabilities (the planner counted one: -20%).
+# check_peak PRECISION: a vocabulary of 8192 on 1 rank, where the loss's backward makes one
+# fp32 [M, V] gradient beside the kept logits (libtorch's held two beside the kept
+# log-probabilities, which the planner had missed: -20%).
 check_peak() {
   local precision=$1 cluster=$cluster
   [[ $precision == bf16 ]] && cluster=$src/clusters/h200.toml

@@ -13,6 +13,7 @@
 #include "loom/model/compute.h"
 #include "loom/model/cpu_gemm.h"
 #include "loom/model/linear_uses.h"
+#include "loom/model/model.h"
 #include "loom/parallel/memory_tracker.h"
 
 namespace {
@@ -150,6 +151,35 @@ TEST(SoftmaxKeptAs, Float32SoftmaxInBf16KeepingOnlyItsOutput) {
       dy16.to(torch::kFloat32), y.to(torch::kFloat32), -1, torch::kFloat32);
   EXPECT_TRUE(torch::allclose(g, wide.to(torch::kBFloat16).to(torch::kFloat32), 0, 1e-2))
       << (g - wide).abs().max().item<double>();
+}
+
+// loom's cross entropy: libtorch's values and gradient, and a backward that makes one [N, C]
+// gradient beside the kept logits (libtorch's kept log-softmax's output and held two more).
+TEST(Loss, CrossEntropyMakesOneGradientOfTheLogits) {
+  MemoryTracker::install();
+  torch::manual_seed(9);
+  const int64_t n = 96, classes = 512;
+  const torch::Tensor logits = (torch::randn({4, n / 4, classes}) * 4).requires_grad_(true);
+  const torch::Tensor target = torch::randint(0, classes, {4, n / 4}, torch::kLong);
+  const torch::Tensor ours = loom::model::Model::loss(logits, target);
+  const torch::Tensor theirs =
+      torch::nn::functional::cross_entropy(logits.reshape({-1, classes}), target.reshape({-1}));
+  EXPECT_NEAR(ours.item<double>(), theirs.item<double>(), 1e-6 * theirs.item<double>());
+  const torch::Tensor g_ours = torch::autograd::grad({ours}, {logits})[0];
+  const torch::Tensor g_theirs = torch::autograd::grad({theirs}, {logits})[0];
+  EXPECT_LT((g_ours - g_theirs).abs().max().item<double>(), 1e-8);
+  // The backward's bytes above what was live: one [N, C] float32 gradient (and small ones).
+  const int64_t grad_bytes = n * classes * 4;
+  torch::Tensor loss = loom::model::Model::loss(logits, target);
+  const int64_t before = MemoryTracker::live_bytes();
+  MemoryTracker::reset_peak();
+  torch::autograd::grad({loss}, {logits});
+  EXPECT_LE(MemoryTracker::peak_bytes() - before, grad_bytes + 4096);
+  loss = torch::nn::functional::cross_entropy(logits.reshape({-1, classes}), target.reshape({-1}));
+  const int64_t before_theirs = MemoryTracker::live_bytes();
+  MemoryTracker::reset_peak();
+  torch::autograd::grad({loss}, {logits});
+  EXPECT_GE(MemoryTracker::peak_bytes() - before_theirs, 2 * grad_bytes);  // what it replaces
 }
 
 }  // namespace

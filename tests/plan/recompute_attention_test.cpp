@@ -315,7 +315,7 @@ TEST(Working, HeadStageTakesTheLargerPhase) {
   LayerRun r{1, false, Recompute::None, Attention::Standard, 2};
   r.residual_bytes = 4;
   const double M = 1024, h = 256, V = 256;
-  const double head_kept = 4 * M * V + (4 + 2) * M * h, head_working = 2 * 4 * M * V;
+  const double head_kept = 4 * M * V + (4 + 2) * M * h, head_working = 4 * M * V;
   const double layer = layer_working_bytes(m, 16, r);
   ASSERT_GT(layer - head_kept, head_working);  // the layer's phase is the larger here
   EXPECT_DOUBLE_EQ(cost.memory(0).working, layer - head_kept);
@@ -401,16 +401,16 @@ TEST(Working, SplitBackwardInputKeepsTheProductGradients) {
   EXPECT_DOUBLE_EQ(one_layer.memory(0).working_input, one_layer.memory(0).working);
 }
 
-// The unsplit loss's backward holds two fp32 [M, V] gradients (the loss's and log-softmax's
-// input gradient); Megatron's fused loss and the vocabulary-parallel one, one.
-TEST(Head, UnsplitLossHoldsTwoLogitGradients) {
+// The loss's backward makes one fp32 [M, V] gradient (loom's cross entropy; libtorch's held
+// two, the loss's and log-softmax's input gradient); so do Megatron's fused loss and the
+// vocabulary-parallel one ([M, V/t]).
+TEST(Head, LossMakesOneLogitGradient) {
   const Transformer wide_vocab{1, 64, 2, 32, 1 << 20, false};
   Parallel p;
   p.microbatches = 1;
   p.micro_batch = 2;
   const double logits = 4.0 * 2 * 32 * (1 << 20);
-  EXPECT_DOUBLE_EQ(TransformerCostModel(wide_vocab, p, round_cluster()).memory(0).working,
-                   2 * logits);
+  EXPECT_DOUBLE_EQ(TransformerCostModel(wide_vocab, p, round_cluster()).memory(0).working, logits);
   p.megatron = true;
   EXPECT_DOUBLE_EQ(TransformerCostModel(wide_vocab, p, round_cluster()).memory(0).working, logits);
   p.megatron = false;

@@ -1,9 +1,44 @@
 #include "loom/model/model.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "loom/common/error.h"
 #include "loom/model/spec.h"
 
 namespace loom::model {
+namespace {
+
+// Cross entropy, the mean over the rows, that keeps only its float32 input and the rows'
+// log-sum-exp, and whose backward makes one [N, C] tensor, (softmax(x) - onehot(target)) / N:
+// libtorch's keeps log-softmax's output and its backward holds two [N, C] gradients beside it
+// (the loss's, dense over the classes, and log-softmax's input gradient).
+struct CrossEntropy : torch::autograd::Function<CrossEntropy> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& target) {
+    const torch::Tensor x = logits.to(torch::kFloat32);
+    // The rows' log-sum-exp a block of rows at a time: logsumexp makes a shifted copy of its
+    // input, which for the whole [N, C] would be the loss's largest transient.
+    const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, x.size(1)));
+    std::vector<torch::Tensor> parts;
+    for (const torch::Tensor& block : x.split(rows)) parts.push_back(block.logsumexp(-1));
+    const torch::Tensor lse = torch::cat(parts);
+    const torch::Tensor picked = x.gather(1, target.unsqueeze(1)).squeeze(1);
+    ctx->save_for_backward({x, target, lse});
+    return (lse - picked).mean().to(logits.scalar_type());
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &target = saved[1], &lse = saved[2];
+    torch::Tensor g = (x - lse.unsqueeze(1)).exp_();  // softmax, in place of the difference
+    g.scatter_add_(1, target.unsqueeze(1), torch::full({x.size(0), 1}, -1.0, g.options()));
+    g.mul_(grads[0].to(torch::kFloat32) / double(x.size(0)));
+    return {g, torch::Tensor()};  // autograd casts g to the logits' type
+  }
+};
+
+}  // namespace
 
 Model build_gpt(const config::ModelConfig& c, const TensorParallel& tp,
                 config::Recompute recompute);
@@ -14,7 +49,7 @@ Model build_cnn(const config::ModelConfig& c);
 
 torch::Tensor Model::loss(const torch::Tensor& logits, const torch::Tensor& target) {
   auto classes = logits.size(-1);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, classes}), target.reshape({-1}));
+  return CrossEntropy::apply(logits.reshape({-1, classes}), target.reshape({-1}));
 }
 
 double Model::flops_per_sample() const {

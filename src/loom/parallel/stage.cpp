@@ -67,7 +67,7 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
     if (split_backward_) record.emplace(&live.split.uses);
     out = run_blocks(live.input);
   }
-  torch::Tensor result = out;
+  torch::Tensor result;  // not `out` yet: the last stage's 16-bit logits go once widened
   if (is_last()) {
     LOOM_CHECK(target.defined(), "last stage needs targets");
     out = out.to(torch::kFloat32);  // bf16 logits: the loss in fp32
@@ -81,7 +81,7 @@ torch::Tensor Stage::forward(int mb, const torch::Tensor& input, const torch::Te
     result = loss.detach();
     out = torch::Tensor();  // the logits: the loss keeps what it needs (measured below)
   } else {
-    live.output = out;
+    live.output = result = out;
   }
   // What this micro-batch keeps alive until its backward: the autograd graph's saved tensors
   // and the output, measured by the allocator (a rough estimate without the tracker).

@@ -363,16 +363,15 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // (the product's input); the Llama's RMSNorm its input and normalized values (residual
     // precision) and the weighted ones; with sequence parallelism this rank's part of each.
     // The vocabulary-parallel loss keeps two fp32 [M, V/t] values, exp's output and the
-    // shifted logits (gather's backward reads them); the unsplit loss one, log-softmax's.
+    // shifted logits (gather's backward reads them); the unsplit loss one, its input.
     // (Measured against the runtime: planner-validation.md.)
     const double r = prec_.residual;
     const double norm = (m_.arch == Arch::Gpt ? r + e : 2 * r + e) / (p_.sequence_parallel ? t : 1);
     c.activation = (t > 1 ? 2 : 1) * logits + norm * M * h;
-    // The unsplit loss's backward holds two fp32 [M, V] gradients at once beside the kept
-    // log-probabilities: the loss's (dense over the vocabulary) and log-softmax's input
-    // gradient (loom's runtime, CPU and GPU: planner-validation.md). Megatron's fused
-    // vocabulary-parallel loss writes its gradient in place.
-    c.working = (t > 1 || p_.megatron ? 1 : 2) * logits;
+    // The loss's backward makes one fp32 [M, V] gradient beside the kept logits (loom's
+    // cross entropy, model/model.cpp; libtorch's held two beside log-softmax's output:
+    // planner-validation.md); Megatron's fused vocabulary-parallel loss writes it in place.
+    c.working = logits;
     c.working_input = c.working;
     // loom's vocabulary-parallel head: once the loss's backward is done (its two kept values
     // freed, the logits' gradient left), the product's backward holds its input gradient and
