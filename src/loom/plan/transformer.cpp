@@ -182,7 +182,7 @@ double layer_backward_gradient_bytes(const Transformer& m, double b, const Layer
     return bytes + (m.arch == Arch::Gpt ? 2 : 3) * M * f * e + gathered;
   }
   bytes += (m.arch == Arch::Gpt ? 1 : 2) * M * f * e;
-  if (r.weight_grad_temp) bytes += h * f * (e + (e < 4 ? 4 : 0));
+  if (r.weight_grad_temp) bytes += new_weight_grad_bytes(h * f, e);
   // Sequence parallelism keeps a product's input as this rank's part: its weight gradient
   // gathers the whole input again (Megatron-LM does too).
   if (r.sequence_parallel && r.tp > 1) bytes += M * h * e;
@@ -242,6 +242,10 @@ double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
     return std::max(gradients, core + attention_phase_bytes(m, b, r));
   }
   return std::max(gradients, attention_phase_bytes(m, b, r));
+}
+
+double new_weight_grad_bytes(double values, double elem_bytes) {
+  return values * (elem_bytes + (elem_bytes < 4 ? 4 : 0));
 }
 
 double layer_buffer_bytes(const Transformer& m, Attention attention) {

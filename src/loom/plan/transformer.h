@@ -114,6 +114,9 @@ double attention_phase_bytes(const Transformer& m, double b, const LayerRun& r);
 // The s² part of a layer's activations (scores, probabilities, dropout mask): 5·a·s²·b
 // bytes at 2-byte values (2·a·s²·b without dropout), split over t; 0 with flash attention.
 double attention_square_bytes(const Transformer& m, double b, const LayerRun& r);
+// A weight gradient of `values` values as loom's runtime makes it: a new tensor in the
+// activations' type, widened to fp32 (a second one) when that type is narrower.
+double new_weight_grad_bytes(double values, double elem_bytes);
 // The tables loom's layers share, one copy a rank: standard attention's causal mask (fp32,
 // s²) and a Llama's rotary angles (cos and sin, fp32, s × the head width).
 double layer_buffer_bytes(const Transformer& m, Attention attention);

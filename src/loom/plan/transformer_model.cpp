@@ -228,9 +228,8 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     // A split backward's I captures the recomputed layers' weight gradients (it runs them
     // whole) and adds them to the parameters' once it is done (SplitBackward::input_grad):
     // the lowest layer's backward runs beside those of the layers above.
-    const int layers_here = std::min(end, blocks - 1) - std::max(cut_[s], 1);
-    if (p.recompute == Recompute::Full && !p.megatron && layers_here > 1)
-      sum.working_input += (layers_here - 1) * layer_params(m) / p.tp * prec_.grad;
+    if (p.recompute == Recompute::Full && !p.megatron && layers_on(s) > 1)
+      sum.working_input += (layers_on(s) - 1) * layer_params(m) / p.tp * prec_.grad;
     // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
@@ -240,6 +239,12 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
                         prec_.residual / (p.sequence_parallel ? p.tp : 1);
     stage_.push_back(sum);
   }
+}
+
+int TransformerCostModel::layers_on(int s) const {
+  const int blocks = int(m_.layers) + 2, S = int(cut_.size());
+  const int end = s + 1 < S ? cut_.at(s + 1) : blocks;
+  return std::max(0, std::min(end, blocks - 1) - std::max(cut_.at(s), 1));
 }
 
 double TransformerCostModel::gemm_s(double m, double n, double k, double batch) const {
@@ -340,7 +345,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // W: the largest weight gradient (the MLP's, [h, f/t]) made new, and under sequence
     // parallelism the product's whole input gathered again.
     if (split.split_input)
-      c.working_weight = (run.weight_grad_temp ? h * f / t * (e + (e < 4 ? 4 : 0)) : 0) +
+      c.working_weight = (run.weight_grad_temp ? new_weight_grad_bytes(h * f / t, e) : 0) +
                          (p_.sequence_parallel && t > 1 ? M * h * e : 0);
     // W's inputs per token: qkv's, proj's, fc's and out's inputs (h, h/t, h, f/t) and output
     // gradients ((h + 2kv)/t, h, gated·f/t, h). A recomputed layer gives its weight gradients
@@ -381,7 +386,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     if (t > 1 && !p_.megatron) {
       const double dx =
           p_.sequence_parallel ? M * h * (2 * r + e + (e != r ? e : 0) + e / t) : M * h * e;
-      const double dw = V / t * h * (e + (e < 4 ? 4 : 0));
+      const double dw = new_weight_grad_bytes(V / t * h, e);
       c.working = std::max(c.working, dx + dw - logits);
       c.working_input = std::max(c.working_input, dx - logits);  // W makes the weight gradient
     }
@@ -536,9 +541,7 @@ StageMemory TransformerCostModel::memory(int stage) const {
   if (stage > 0 && measured_bytes_[first] && !p_.megatron)
     mem.received_input = boundary_bytes(stage - 1);
   mem.weight_inputs = std::min(c.weight_inputs, c.activation);
-  const int end = stage + 1 < stages() ? cut_.at(stage + 1) : int(m_.layers) + 2;
-  if (!p_.megatron && std::min(end, int(m_.layers) + 1) > std::max(cut_.at(stage), 1))
-    mem.buffers = layer_buffer_bytes(m_, p_.attention);
+  if (!p_.megatron && layers_on(stage) > 0) mem.buffers = layer_buffer_bytes(m_, p_.attention);
   if (p_.dp > 1) {
     switch (p_.dp_mode) {
       case DpMode::AllReduce:  // full state on every replica

@@ -118,6 +118,8 @@ class TransformerCostModel : public CostModel {
   // posted before the input-gradient products (beside_s) and waited after them, so that a
   // device that communicates on its own hides them; on shared CPU cores nothing is hidden.
   double regather_s(int inputs, double beside_s) const;
+  // How many of stage `s`'s blocks are layers (not the embedding, not the head).
+  int layers_on(int s) const;
 
   Transformer m_;
   Parallel p_;
