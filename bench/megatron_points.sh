@@ -53,7 +53,7 @@ while read -r table params l h a tp pp gpus batch mb v ddp pub; do
   cmd="loom simulate --model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
 --cluster $cluster --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
 --micro-batch-size $mb --dp-mode $mode --schedule $sched --loops $v --recompute full \
-$megatron_2021--megatron --json"
+$megatron_2021--megatron --precision fp16 --json"
   # shellcheck disable=SC2086
   out=$("$loom" ${cmd#loom })
   python3 - "$table" "$params" "$gpus" "$tp" "$pp" "$v" "$batch" "$mb" "$ddp" "$pub" "$out" "$cmd" <<'PY'

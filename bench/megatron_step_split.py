@@ -32,7 +32,7 @@ def simulate(loom, cluster, layers, hidden, heads, pp, loops, gpus, batch):
            "--gpus", str(gpus), "--pp", str(pp), "--tp", "8", "--global-batch", str(batch),
            "--micro-batch-size", "1", "--dp-mode", "allreduce", "--schedule", schedule,
            "--loops", str(loops), "--recompute", "full", "--blocking-p2p",
-           "--grad-reduce-after-flush", "--megatron", "--json"]
+           "--grad-reduce-after-flush", "--megatron", "--precision", "fp16", "--json"]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     return r["step_s"], r["tflops_per_device"]
 

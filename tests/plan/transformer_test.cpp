@@ -87,6 +87,39 @@ TEST(TransformerModel, MemoryPerDpMode) {
   }
 }
 
+// The optimizer step streams its bytes per parameter: AdamW over fp32 values alone for loom's
+// state (28), and Megatron-LM's mixed precision around it: gradients to fp32 (2 + 4), their
+// norm (4), fp16's unscale-and-check (8), master to model parameters (4 + 2); the distributed
+// optimizer's gradients are fp32 already, and its shard is 1/dp of the stage.
+TEST(TransformerModel, OptimizerStepBytesPerPrecision) {
+  Cluster c = a100();
+  Parallel p;
+  p.pp = 2;
+  p.dp = 4;
+  auto seconds_per_param = [&](const Parallel& q, const std::string& precision, double shard) {
+    const TransformerCostModel cost(kSmallGpt, q, c, precision);
+    const double P = 4 * layer_params(kSmallGpt) + head_params(kSmallGpt);
+    return cost.optimizer_s(1) / (P / shard);
+  };
+  const double byte =
+      1 / (c.memory_bandwidth * c.elementwise_efficiency * c.elementwise_in_training);
+  EXPECT_NEAR(seconds_per_param(p, "fp32", 1) / byte, 28, 1e-9);
+  EXPECT_NEAR(seconds_per_param(p, "bf16", 1) / byte, 28, 1e-9);
+  p.megatron = true;
+  EXPECT_NEAR(seconds_per_param(p, "fp16", 1) / byte, 52, 1e-9);
+  EXPECT_NEAR(seconds_per_param(p, "bf16", 1) / byte, 44, 1e-9);
+  p.megatron = false;
+  p.distributed_optimizer = true;
+  p.dp_mode = DpMode::Zero1;
+  EXPECT_NEAR(seconds_per_param(p, "bf16", 4) / byte, 38, 1e-9);
+  // A measured AdamW step keeps its measurement; Megatron's passes are added to it.
+  c.optimizer_s_per_param = 1e-9;
+  p.distributed_optimizer = false;
+  p.dp_mode = DpMode::AllReduce;
+  p.megatron = true;
+  EXPECT_NEAR(seconds_per_param(p, "bf16", 1), 1e-9 + 16 * byte, 1e-18);
+}
+
 // Megatron-LM (Narayanan et al. 2021): 1T GPT, h = 25600, l = 128, s = 2048, V = 51200, 160
 // heads, 3072 A100-80GB, TP 8, PP 64 (dp 6), batch 3072, micro-batch 1, full recomputation:
 // 163 TFLOP/s per GPU, 52% of peak (counting the recomputed forward, as the paper does). The
@@ -116,9 +149,9 @@ TEST(TransformerModel, MegatronOneTrillionPoint) {
 
 // The A100 file's one fitted constant (gemm_in_training) reproduces the row it was fitted to:
 // Narayanan et al. 2021 Table 1's 530B GPT, 2520 A100s, t = 8, p = 35, 1 layer per virtual
-// stage (v = 3), batch 2520, micro-batch 1, full recomputation, Megatron-LM 2021's exchanges
-// and reduction after the flush: 163 TFLOP/s per GPU. A change of the cost model that moves
-// this point needs the constant refitted and bench/megatron_points.sh's table regenerated.
+// stage (v = 3), batch 2520, micro-batch 1, full recomputation, fp16, Megatron-LM 2021's
+// exchanges and reduction after the flush: 163 TFLOP/s per GPU. A change of the cost model that
+// moves this point needs the constant refitted and bench/megatron_points.sh's table regenerated.
 TEST(TransformerModel, MegatronCalibrationRowHolds) {
   const Transformer m{105, 20480, 128, 2048, 51200, true};
   Parallel p;
@@ -132,6 +165,7 @@ TEST(TransformerModel, MegatronCalibrationRowHolds) {
   p.recompute = Recompute::Full;
   p.megatron = true;
   EvalOptions o;
+  o.precision = "fp16";  // the paper's runs (CONFIG.sh --fp16): the loss scale's pass too
   o.blocking_p2p = true;
   o.grad_reduce_after_flush = true;
   const Evaluation e = evaluate(m, p, a100(), o);

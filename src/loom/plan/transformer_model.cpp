@@ -589,8 +589,24 @@ double TransformerCostModel::optimizer_s(int stage) const {
   if (p_.dp > 1 && config::zero_level(p_.dp_mode) > 0) P /= p_.dp;
   // The light modes' encoding and merging, element-wise like the update itself.
   const double codec = p_.dp > 1 ? elementwise_s(p_.light.codec_bytes * P) : 0;
-  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param + codec;
-  return elementwise_s(28 * P) + codec;
+  // Megatron's mixed precision wraps AdamW in passes of its own (the cluster's measured step is
+  // loom's AdamW over fp32 values only).
+  const double around = elementwise_s(megatron_optimizer_extra_bytes() * P) + codec;
+  if (c_.optimizer_s_per_param > 0) return P * c_.optimizer_s_per_param + around;
+  // AdamW over fp32 values: reads the parameter, its gradient and both moments, writes three.
+  return elementwise_s(28 * P) + around;
+}
+
+double TransformerCostModel::megatron_optimizer_extra_bytes() const {
+  if (prec_.param >= 4) return 0;  // loom's own state is fp32: AdamW alone
+  // Per parameter, as Megatron-LM's Float16 optimizer steps: the 2-byte gradients copied into
+  // fp32 main gradients (none where they are fp32 already: the distributed optimizer's), the
+  // gradients' norm for clipping (read once), under fp16 the loss scale's unscale-and-check
+  // (read, write), and the fp32 main parameters copied into the 2-byte model ones. Clipping's
+  // rescale runs only when the norm exceeds the limit and is not counted.
+  const double to_main_grads = prec_.grad < 4 ? prec_.grad + 4 : 0;
+  const double unscale = prec_.name == "fp16" ? 8 : 0;
+  return to_main_grads + 4 + unscale + 4 + prec_.param;
 }
 
 double TransformerCostModel::step_flops() const {

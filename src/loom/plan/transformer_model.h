@@ -72,6 +72,8 @@ class TransformerCostModel : public CostModel {
   double sync_overlap_steps() const override { return p_.light.overlap_steps; }
   StageMemory memory(int stage) const override;
   double optimizer_s(int stage) const override;
+  // Bytes per parameter Megatron-LM's mixed-precision optimizer moves besides AdamW's own.
+  double megatron_optimizer_extra_bytes() const;
   Collective reduce_collective(DpMode m) const override;
   int shared_cores() const override { return c_.shared ? c_.devices_per_node : 0; }
   double loaded_slowdown(int stage) const override;
