@@ -149,4 +149,33 @@ TEST(SplitBackwardMemory, RecordingKeepsNoMoreThanTheGraph) {
   EXPECT_LT(recorded, plain + 4096) << "recorded " << recorded << " bytes, plain " << plain;
 }
 
+// A product's output gradient that autograd hands over as a slice of a larger buffer (a
+// Llama's v: cat's backward slices the gradient of q, k and v, whose q and k parts the rotary
+// backward copies) is kept as its own copy, not with the whole buffer until W.
+TEST(SplitBackwardMemory, KeepsASliceNotItsWholeBuffer) {
+  torch::manual_seed(5);
+  const int64_t n = 64, d = 16;
+  const torch::Tensor w1 = torch::randn({d, d}).requires_grad_(true);
+  const torch::Tensor w2 = torch::randn({d, d}).requires_grad_(true);
+  const torch::Tensor x = torch::randn({n, d});
+  loom::model::SplitBackward sb;
+  torch::Tensor loss;
+  {
+    loom::model::RecordLinearUses record(&sb.uses);
+    const torch::Tensor y1 = loom::model::apply_linear(x, w1);
+    const torch::Tensor y2 = loom::model::apply_linear(x, w2);
+    const torch::Tensor both = torch::cat({y1 * 2, y2}, -1);  // y1's gradient: a new tensor
+    loss = (both * both).sum();
+  }
+  ASSERT_EQ(sb.uses.size(), 2u);
+  sb.input_grad(loss, torch::Tensor(), torch::Tensor(), {w1, w2});
+  const int64_t block = n * d * 4;  // x, dy1, dy2: one [n, d] fp32 buffer each
+  EXPECT_EQ(sb.held_bytes(), 3 * block) << "dy2 keeps cat's [n, 2d] gradient";
+  sb.weight_grads();
+  // The values are those of the fused backward.
+  const torch::Tensor y1 = x.matmul(w1.t()), y2 = x.matmul(w2.t());
+  EXPECT_TRUE(torch::allclose(w1.grad(), (8 * y1).t().matmul(x)));
+  EXPECT_TRUE(torch::allclose(w2.grad(), (2 * y2).t().matmul(x)));
+}
+
 }  // namespace

@@ -24,6 +24,19 @@ torch::autograd::Edge gradient_edge_of(const torch::Tensor& t) {
   return {std::make_shared<torch::autograd::Identity>(), 0};
 }
 
+// A gradient kept for W that is a slice of a larger buffer (a Llama's v: a slice of the
+// gradient of q, k and v concatenated, whose q and k parts the rotary backward has copied)
+// would keep the whole buffer until W. Where the slices kept of a buffer are smaller than it,
+// each is copied out, so that the buffer goes when I is done.
+void copy_out_slices(std::vector<torch::Tensor>& dys) {
+  std::unordered_map<const void*, int64_t> kept;  // buffer -> bytes of its slices kept
+  for (const auto& dy : dys)
+    if (dy.defined()) kept[dy.storage().unsafeGetStorageImpl()] += dy.nbytes();
+  for (auto& dy : dys)
+    if (dy.defined() && kept[dy.storage().unsafeGetStorageImpl()] < int64_t(dy.storage().nbytes()))
+      dy = dy.clone(at::MemoryFormat::Contiguous);
+}
+
 }  // namespace
 
 RecordLinearUses::RecordLinearUses(std::vector<LinearUse>* into) : previous_(recording) {
@@ -91,6 +104,7 @@ torch::Tensor SplitBackward::input_grad(const torch::Tensor& output,
       if (gp.defined()) accumulate_grad(p, gp);
     }
     dys_.assign(grads.begin() + static_cast<std::ptrdiff_t>(k), grads.end());
+    copy_out_slices(dys_);
   }
   for (auto& u : uses) u.y = {};  // I is done with the outputs' edges
   return dx;
@@ -141,7 +155,8 @@ int64_t SplitBackward::held_bytes() const {
   for (const auto& u : uses)
     if (seen.insert(u.x.storage().unsafeGetStorageImpl()).second) n += u.x.storage().nbytes();
   for (const auto& dy : dys_)
-    if (dy.defined()) n += dy.numel() * dy.element_size();
+    if (dy.defined() && seen.insert(dy.storage().unsafeGetStorageImpl()).second)
+      n += dy.storage().nbytes();
   return n;
 }
 

@@ -64,7 +64,7 @@ class SplitBackward {
   // W: dy^T x into each recorded weight's .grad (in dy's precision: bf16 under autocast, as
   // the autocast product's own backward; accumulated in the weight's).
   void weight_grads();
-  // Bytes held between I and W (each x and dy once).
+  // Bytes held between I and W (the buffers of the x's and dy's, each once).
   int64_t held_bytes() const;
 
   std::vector<LinearUse> uses;  // RecordLinearUses fills it during the forward
