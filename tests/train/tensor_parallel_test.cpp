@@ -146,6 +146,32 @@ TEST(VocabParallelLoss, EqualsCrossEntropyOfTheWholeLogits) {
   EXPECT_TRUE(torch::allclose(mine.grad(), whole.grad().chunk(tp, -1)[w.rank()], 1e-6, 1e-7));
 }
 
+// A row-parallel product's partial sums are summed where they lie (no copy: one [M, h] less
+// at a recomputed layer's peak), and the sum and its gradient are those of a sum of copies.
+TEST(ReduceFromTp, SumsInPlaceWithTheCopysGradients) {
+  comm::Backend& w = comm::world();
+  const int tp = std::min(2, w.size());
+  const bool in = w.rank() < tp;
+  auto group = w.split(in ? 0 : 1, w.rank(), "tp-sum");
+  if (!in || tp < 2) return;
+  const model::TensorParallel plain{tp, w.rank(), group.get()};
+  torch::manual_seed(11 + w.rank());
+  const torch::Tensor x = torch::randn({2, 3, 8}), wt = torch::randn({4, 8});
+  const torch::Tensor weight = wt.clone().requires_grad_(true);
+  const torch::Tensor y = model::apply_linear(x, weight);  // a product's own output
+  const void* where = y.data_ptr();
+  const torch::Tensor sum = model::leave_split(y, plain);
+  EXPECT_EQ(sum.data_ptr(), where) << "the partial sums were copied";
+  // The expected sum: every rank's product, added on this one.
+  torch::Tensor expected = x.matmul(wt.t());
+  group->all_reduce(expected)->wait();
+  EXPECT_TRUE(torch::allclose(sum, expected, 1e-5, 1e-6));
+  const torch::Tensor g = torch::randn_like(sum);
+  sum.backward(g);
+  EXPECT_TRUE(torch::allclose(weight.grad(), g.reshape({-1, 4}).t().matmul(x.reshape({-1, 8})),
+                              1e-5, 1e-6));
+}
+
 // Sequence parallelism's products of one input (model/split_products.h) give the outputs and
 // gradients of autograd's all-gather followed by the products, alone and through the split
 // backward's I and W, in fp32 and under bf16 autocast; and they keep this rank's part of the

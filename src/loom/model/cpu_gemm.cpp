@@ -42,12 +42,16 @@ bool float32_cpu(const at::Tensor& t) {
 at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const int64_t k = x.size(-1), n = w.size(0);
   const at::Tensor x2 = x.reshape({-1, k});
-  at::Tensor y = at::empty({x2.size(0), n}, x.options());
-  gemm_into(x2, w.t(), y, 0.f);
-  if (bias.defined()) y.add_(bias);
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = n;
-  return y.view(shape);
+  // Made in its own shape and written through a 2-D view: the output is no view itself, so
+  // that a tensor-parallel sum may update it in place (autograd forbids that on a view a
+  // custom function returns).
+  at::Tensor y = at::empty(shape, x.options());
+  const at::Tensor y2 = y.view({x2.size(0), n});
+  gemm_into(x2, w.t(), y2, 0.f);
+  if (bias.defined()) y2.add_(bias);
+  return y;
 }
 
 // x w^T + bias, x contiguous: through gemm_into, or for a bf16 x and a float32 weight

@@ -42,7 +42,14 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
-    return summed(x, *backend_at(comm));
+    // The partial sums (a row-parallel product's output, a part of the embedding) are summed
+    // where they lie: nothing keeps them for a backward, and a copy would be one [M, h] more
+    // at a recomputed layer's peak. Marked dirty, so that a backward which did keep them
+    // fails loudly rather than reading the sums.
+    if (!x.is_contiguous()) return summed(x, *backend_at(comm));
+    ctx->mark_dirty({x});
+    backend_at(comm)->all_reduce(x)->wait();
+    return x;
   }
   static tensor_list backward(AutogradContext*, tensor_list grad) {
     return {grad[0], torch::Tensor()};
