@@ -58,6 +58,18 @@ if "$loom" simulate --model gpt --layers 96 --width 12288 --heads 96 --seq-len 2
   --gpus 8 --tp 8 --micro-batch-size 8 --microbatches 1 --json >"$tmp/stdout" 2>"$tmp/stderr" &&
   grep -q '"fits":false' "$tmp/stdout"; then ok "json_fits_false"; else fail "json_fits_false"; fi
 
+# --json lists every pipeline rank; the largest of their peaks is the step's.
+if "$loom" simulate "${gpt[@]}" --gpus 4 --pp 4 --microbatches 8 --json >"$tmp/stdout" \
+  2>"$tmp/stderr" && python3 - "$tmp/stdout" <<'PY'; then ok "json_ranks"; else fail "json_ranks"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["ranks"]
+assert [x["rank"] for x in r] == [0, 1, 2, 3], r
+assert max(x["peak_bytes"] for x in r) == d["peak_bytes"], d
+assert r[0]["activation_bytes"] == d["rank0_activation_bytes"], d
+assert r[0]["in_flight"] > r[3]["in_flight"], r  # 1F1B: the first rank holds the most
+PY
+
 # --gpus with --from-config: dp = gpus / (pp x tp).
 if "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$a100" --gpus 4 \
   --json >"$tmp/stdout" 2>"$tmp/stderr" && grep -q '"configuration":"dp=4 pp=1' "$tmp/stdout"; then

@@ -57,7 +57,8 @@ configuration:
         [--max-unsharded K (2)] [--no-reshard-after-forward]
         [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
          a first rank 20% slower (a straggler, or the speeds measured during a run)]
-output: [--svg FILE] [--trace FILE] [--json: one line of numbers]
+output: [--svg FILE] [--trace FILE] [--json: one line: the figures, and
+         every pipeline rank's under "ranks"]
 
 example:
   loom simulate --model gpt --layers 64 --width 8192 --heads 64 --seq-len 2048 \
@@ -89,7 +90,23 @@ std::string json_line(const plan::Evaluation& e) {
      << ",\"rank0_kept_activation_bytes\":" << r0.peak_kept
      << ",\"rank0_compute_s\":" << r0.compute_s << ",\"rank0_dp_bytes\":" << r0.dp_bytes
      << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes << ",\"compute_source\":\"" << e.compute_source
-     << "\"}\n";
+     << "\",\"ranks\":[";
+  // Every pipeline rank, as the text's table (a rank stands for its tp x dp copies).
+  for (size_t q = 0; q < r.ranks.size(); ++q) {
+    const plan::RankResult& rr = r.ranks[q];
+    os << (q ? "," : "") << "{\"rank\":" << q << ",\"compute_s\":" << rr.compute_s
+       << ",\"tp_comm_s\":" << rr.tp_comm_s
+       << ",\"idle_s\":" << r.step_s - rr.compute_s - rr.optimizer_s
+       << ",\"optimizer_s\":" << rr.optimizer_s << ",\"p2p_busy_s\":" << rr.p2p_s
+       << ",\"dp_busy_s\":" << rr.dp_s << ",\"p2p_bytes\":" << rr.p2p_bytes
+       << ",\"dp_bytes\":" << rr.dp_bytes << ",\"peak_bytes\":" << rr.peak.total()
+       << ",\"params_bytes\":" << rr.peak.params << ",\"grads_bytes\":" << rr.peak.grads
+       << ",\"optimizer_bytes\":" << rr.peak.optimizer
+       << ",\"activation_bytes\":" << rr.peak.activations
+       << ",\"working_bytes\":" << rr.peak.working << ",\"kept_activation_bytes\":" << rr.peak_kept
+       << ",\"in_flight\":" << rr.peak_inflight << "}";
+  }
+  os << "]}\n";
   return os.str();
 }
 
