@@ -54,8 +54,9 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   // loom's GPT (no dropout, 4-byte values): 32 s b h x 2, working 2 a s² b x 2 and the core's
   // backward: the probabilities' gradient and the scores' (2 a s² b x 2 x 2), the residual's
   // and the value heads' gradients (2 s b h x 4), less the MLP's kept values (10 s b h x 4
-  // x 2) and the output product's input (s b h x 2 x 4); the core's output and incoming
-  // gradient, and q, k and v copied into heads again (5 s b h x 2 x 4).
+  // x 2) and the output product's input (s b h x 2 x 4); the core's incoming gradient (loom
+  // drops the recomputed output, Megatron-LM holds it), and q, k and v copied into heads
+  // again (4 s b h x 2 x 4).
   Transformer plain = kGpt3;
   plain.dropout = false;
   LayerRun f32{1, false, Recompute::Selective, Attention::Standard, 4};
@@ -63,7 +64,7 @@ TEST(Recompute, SelectiveKeepsAllButTheSquareTerms) {
   EXPECT_DOUBLE_EQ(layer_kept_bytes(plain, 2, f32), 2 * kSbh * 32 * 2);
   const double square = 2.0 * 96 * 2048 * 2048 * 2 * 2;
   EXPECT_DOUBLE_EQ(layer_working_bytes(plain, 2, f32),
-                   square + 2 * square + 2 * kSbh * 4 * (2 - 10 - 1 + 5));
+                   square + 2 * square + 2 * kSbh * 4 * (2 - 10 - 1 + 4));
   // bf16 values: the two gradients in bf16 (loom's softmax computes in float32 inside the
   // kernel).
   f32.elem_bytes = 2;
@@ -83,9 +84,8 @@ TEST(Attention, FlashKeepsNoSquareTermsButTheSoftmaxStatistics) {
   EXPECT_DOUBLE_EQ(attention_square_bytes(kGpt3, 1, r), 0.0);
   EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), gradients);
   r.recompute = Recompute::Full;  // the recomputed layer has no s² values either
-  // (its output held to the end of its backward, 2/8; its first norm's input is the kept
-  // input, 2/8 less)
-  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 34 / 8 + stats + gradients);
+  // (loom's does not hold its output; its first norm's input is the kept input, 2/8 less)
+  EXPECT_DOUBLE_EQ(layer_working_bytes(kGpt3, 1, r), kSbh * 32 / 8 + stats + gradients);
 }
 
 // A device with round numbers: 100 TFLOP/s, every GEMM at half of it, 1000 GB/s at full

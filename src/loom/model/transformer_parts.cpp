@@ -1,5 +1,8 @@
 #include "loom/model/transformer_parts.h"
 
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+
 #include <cmath>
 #include <utility>
 
@@ -131,20 +134,37 @@ torch::Tensor Recomputed::forward(AutogradContext* ctx, const torch::Tensor& x, 
   return layer_at(layer)->run(static_cast<Part>(part), x);
 }
 
+// Where the gradient of `input` (x or a parameter) comes out of the engine, as
+// torch::autograd::grad finds it.
+torch::autograd::Edge gradient_out(const torch::Tensor& input) {
+  if (input.grad_fn()) return {input.grad_fn(), input.output_nr()};
+  std::shared_ptr<torch::autograd::Node> node =
+      torch::autograd::impl::try_get_grad_accumulator(input);
+  // An input the part did not use: a node the engine never reaches (its gradient undefined).
+  if (!node) node = std::make_shared<torch::autograd::Identity>();
+  return {std::move(node), 0};
+}
+
 variable_list Recomputed::backward(AutogradContext* ctx, variable_list grad) {
   auto* layer = layer_at(ctx->saved_data["layer"].toInt());
   const auto part = static_cast<Part>(ctx->saved_data["part"].toInt());
   const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-  std::vector<torch::Tensor> inputs = {x};
-  for (const auto& p : layer->parameters_of(part)) inputs.push_back(p);
-  torch::Tensor y;
+  torch::autograd::Edge root;
   {
     torch::AutoGradMode on(true);
     AutocastScope autocast(x.device(), ctx->saved_data["bf16"].toBool());
-    y = layer->run(part, x);
+    const torch::Tensor y = layer->run(part, x);
+    root = torch::autograd::impl::gradient_edge(y);
   }
-  variable_list g = torch::autograd::grad({y}, inputs, {grad[0]}, /*retain_graph=*/false,
-                                          /*create_graph=*/false, /*allow_unused=*/true);
+  LOOM_CHECK(root.function, "a recomputed part's output has no gradient");
+  // After the run: x's accumulator exists only once the graph uses x.
+  torch::autograd::edge_list inputs = {gradient_out(x)};
+  for (const auto& p : layer->parameters_of(part)) inputs.push_back(gradient_out(p));
+  // The engine from the output's node, not torch::autograd::grad on the output: that would
+  // hold the recomputed output [M, h] (nothing else keeps it) through the whole backward.
+  variable_list g = torch::autograd::Engine::get_default_engine().execute(
+      {root}, {grad[0]}, /*keep_graph=*/false, /*create_graph=*/false,
+      /*accumulate_grad=*/false, inputs);
   variable_list out = {g[0], torch::Tensor(), torch::Tensor()};  // x, layer, part
   out.insert(out.end(), g.begin() + 1, g.end());                 // the parameters
   return out;

@@ -218,9 +218,11 @@ double attention_phase_bytes(const Transformer& m, double b, const LayerRun& r) 
 
 double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
   const double gradients = layer_backward_gradient_bytes(m, b, r);
-  // A recomputed part's backward (loom's and Megatron-LM's alike) holds the recomputed output
-  // and the gradient coming in until the part's gradients are out.
+  // A recomputed part's backward holds the gradient coming in until the part's gradients are
+  // out; Megatron-LM's (torch.autograd.backward on the outputs) holds the recomputed output
+  // too, loom's (the engine from the output's node) does not.
   const double M = double(m.seq_len) * b, h = double(m.hidden), t = r.tp, e = r.elem_bytes;
+  const double outputs_held = r.megatron_core ? 2 : 1;
   if (r.recompute == Recompute::Full) {
     LayerRun kept = r;
     kept.recompute = Recompute::None;
@@ -230,15 +232,16 @@ double layer_working_bytes(const Transformer& m, double b, const LayerRun& r) {
     const double F = ffn_width(m) / t, fp32 = r.weight_grad_temp ? 4 : 0;
     // The recomputed values, less the first norm's input: the kept input itself.
     return layer_kept_bytes(m, b, kept) - output +
-           std::max(gradients + output, attention_phase_bytes(m, b, kept) + 2 * output +
-                                            (2 * h * F + h * h / t) * fp32);
+           std::max(gradients + (outputs_held - 1) * output, attention_phase_bytes(m, b, kept) +
+                                                                 outputs_held * output +
+                                                                 (2 * h * F + h * h / t) * fp32);
   }
   if (r.recompute == Recompute::Selective) {
-    // The core's s² values again, its output and incoming gradient, and loom's q, k and v in
+    // The core's s² values again, its incoming gradient (and output), and loom's q, k and v in
     // heads (copied again from the kept projection).
     const double heads = r.megatron_core ? 0 : M * (h + 2 * kv_width(m)) / t * e;
-    const double core =
-        attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r) + 2 * M * h / t * e + heads;
+    const double core = attention_square_bytes(m, b, r) + repeated_kv_bytes(m, b, r) +
+                        outputs_held * M * h / t * e + heads;
     return std::max(gradients, core + attention_phase_bytes(m, b, r));
   }
   return std::max(gradients, attention_phase_bytes(m, b, r));
