@@ -31,7 +31,8 @@ TEST(Recomputed, BackwardDropsTheRecomputedOutput) {
   const torch::Tensor x = torch::randn({n}).requires_grad_(true);
   const torch::Tensor y = layer->forward(x);
   ASSERT_NE(y.grad_fn(), nullptr);
-  EXPECT_EQ(y.grad_fn()->name(), "torch::autograd::CppNode<loom::model::(anonymous namespace)::Recomputed>")
+  EXPECT_EQ(y.grad_fn()->name(),
+            "torch::autograd::CppNode<loom::model::(anonymous namespace)::Recomputed>")
       << "the layer was not recomputed";
   const torch::Tensor dy = torch::randn({n});
   const int64_t before = MemoryTracker::live_bytes();

@@ -137,7 +137,7 @@ torch::Tensor Recomputed::forward(AutogradContext* ctx, const torch::Tensor& x, 
 // Where the gradient of `input` (x or a parameter) comes out of the engine, as
 // torch::autograd::grad finds it.
 torch::autograd::Edge gradient_out(const torch::Tensor& input) {
-  if (input.grad_fn()) return {input.grad_fn(), input.output_nr()};
+  if (input.grad_fn()) return {input.grad_fn(), static_cast<uint32_t>(input.output_nr())};
   std::shared_ptr<torch::autograd::Node> node =
       torch::autograd::impl::try_get_grad_accumulator(input);
   // An input the part did not use: a node the engine never reaches (its gradient undefined).
