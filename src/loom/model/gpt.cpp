@@ -29,6 +29,14 @@ torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& ln,
                               .eps(o.eps()));
 }
 
+// sum + bias without a second [M, h] temporary beside the sum: the bias joins it in place (an
+// add's backward keeps neither input, so autograd allows it), unless that would narrow the
+// type the out-of-place sum has.
+torch::Tensor plus_bias(torch::Tensor sum, const torch::Tensor& bias) {
+  if (at::result_type(sum, bias) != sum.scalar_type()) return sum + bias;
+  return sum.add_(bias);
+}
+
 class TransformerLayer : public RecomputableLayer {
  public:
   // `mask`: the model's causal mask, shared by its layers (undefined with flash attention).
@@ -63,9 +71,11 @@ class TransformerLayer : public RecomputableLayer {
     // With sequence parallelism x is this rank's part of the sequence: all-gather into the
     // split region, reduce-scatter out of it.
     auto y = core(split_products(layer_norm(x, ln1_, tp_), {weights_of(qkv_)}, tp_)[0]);
-    auto h = x + leave_split(apply_linear(y, proj_->weight), tp_) + replicated(proj_->bias, tp_);
+    auto h = plus_bias(x + leave_split(apply_linear(y, proj_->weight), tp_),
+                       replicated(proj_->bias, tp_));
     auto z = model::gelu(split_products(layer_norm(h, ln2_, tp_), {weights_of(fc_)}, tp_)[0]);
-    return h + leave_split(apply_linear(z, out_->weight), tp_) + replicated(out_->bias, tp_);
+    return plus_bias(h + leave_split(apply_linear(z, out_->weight), tp_),
+                     replicated(out_->bias, tp_));
   }
   torch::Tensor decode(const torch::Tensor& x, KvCache& cache) override {
     const auto b = x.size(0), n = x.size(1), hd = width_ / heads_;
