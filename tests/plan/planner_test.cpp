@@ -181,5 +181,93 @@ TEST(Planner, LoopsWithoutAPipelineOnlyUnderZero3) {
   EXPECT_LT(peak(8), peak(1));
 }
 
+// One rank with one stage: zb-h1 is 1F1B's order (each backward split in two) and bfs GPipe's,
+// so neither is searched beside its twin; alone, each still is.
+TEST(Planner, OneRankOneStageSearchesNoTwins) {
+  PlanRequest req = small_request();
+  req.gpus = 4;
+  req.global_batch = 8;
+  req.dp_modes = {DpMode::AllReduce, DpMode::Zero3};
+  req.memory_limit = 80e9;
+  PlanResult r = plan(req, a100());
+  int single = 0;
+  for (const Candidate& k : r.ranked)
+    if (k.par.pp == 1 && k.par.loops == 1) {
+      ++single;
+      EXPECT_NE(k.par.schedule, "zb-h1") << k.par.describe();
+      EXPECT_NE(k.par.schedule, "bfs") << k.par.describe();
+    }
+  EXPECT_GT(single, 0);
+  req.schedules = {"zb-h1", "bfs"};
+  r = plan(req, a100());
+  bool zb = false, bfs = false;
+  for (const Candidate& k : r.ranked)
+    if (k.par.pp == 1 && k.par.loops == 1) {
+      zb = zb || k.par.schedule == "zb-h1";
+      bfs = bfs || k.par.schedule == "bfs";
+    }
+  EXPECT_TRUE(zb);
+  EXPECT_TRUE(bfs);
+}
+
+// The busiest rank's compute leaves out its tensor-parallel communication, which the exposed
+// communication counts: the two add up to the step, not more.
+TEST(Planner, ComputeLeavesTensorParallelCommToExposed) {
+  Evaluation e;
+  e.sim.ranks.resize(2);
+  e.sim.ranks[0].compute_s = 3.71;
+  e.sim.ranks[0].tp_comm_s = 0.31;
+  e.sim.ranks[1].compute_s = 3.2;
+  e.sim.step_s = 3.89;
+  e.sim.ideal_step_s = 3.40;
+  e.sim.exposed_comm_s = 0.49;
+  const Candidate c = summarize(e);
+  EXPECT_DOUBLE_EQ(c.compute_s, 3.40);
+  EXPECT_DOUBLE_EQ(c.tp_comm_s, 0.31);
+}
+
+Candidate candidate(double step, double ideal, double bubble, double exposed, double compute) {
+  Candidate c;
+  c.par.dp = 2;
+  c.par.pp = 2;
+  c.par.schedule = "1f1b";
+  c.step_s = step;
+  c.ideal_step_s = ideal;
+  c.bubble = bubble;
+  c.exposed_s = exposed;
+  c.compute_s = compute;
+  c.peak_bytes = 10e9;
+  return c;
+}
+
+// The gap to the winner is named by its largest part: with no bubble on either side, time
+// idle beside the compute that is not a bubble (the optimizer) is not called one.
+TEST(Planner, GapNamedByItsLargestPart) {
+  PlanResult r;
+  r.memory_limit = 80e9;
+  r.ranked = {candidate(3.89, 3.40, 0, 0.49, 3.40), candidate(4.49, 3.70, 0, 0.79, 3.33)};
+  r.ranked[1].par.dp_mode = DpMode::Zero3;
+  std::string text = explain(r);
+  EXPECT_NE(text.find("less exposed communication"), std::string::npos) << text;
+  r.ranked[1] = candidate(4.27, 3.77, 0.1, 0.50, 3.33);
+  text = explain(r);
+  EXPECT_NE(text.find("smaller pipeline bubble"), std::string::npos) << text;
+  r.ranked[1] = candidate(4.30, 3.80, 0, 0.50, 3.80);
+  text = explain(r);
+  EXPECT_NE(text.find("lighter compute"), std::string::npos) << text;
+}
+
+// A runner-up as fast as the winner is said to peak higher or lower only where the figures
+// shown differ.
+TEST(Planner, EqualPeaksReadTheSame) {
+  PlanResult r;
+  r.memory_limit = 80e9;
+  r.ranked = {candidate(3.89, 3.40, 0, 0.49, 3.40), candidate(3.89, 3.40, 0, 0.49, 3.40)};
+  r.ranked[1].peak_bytes += 1e6;  // 10.0 GB both
+  EXPECT_NE(explain(r).find("peaks the same (10.0 GB)"), std::string::npos) << explain(r);
+  r.ranked[1].peak_bytes = 12e9;
+  EXPECT_NE(explain(r).find("peaks higher (12.0 GB vs 10.0 GB)"), std::string::npos) << explain(r);
+}
+
 }  // namespace
 }  // namespace loom::plan

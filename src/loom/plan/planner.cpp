@@ -79,7 +79,7 @@ Candidate summarize(const Evaluation& e) {
   c.bubble = r.bubble_fraction;
   c.exposed_s = r.exposed_comm_s;
   for (const RankResult& rr : r.ranks) {
-    c.compute_s = std::max(c.compute_s, rr.compute_s);
+    c.compute_s = std::max(c.compute_s, rr.compute_s - rr.tp_comm_s);
     c.tp_comm_s = std::max(c.tp_comm_s, rr.tp_comm_s);
     c.p2p_s = std::max(c.p2p_s, rr.p2p_s);
     c.dp_s = std::max(c.dp_s, rr.dp_s);
@@ -120,6 +120,12 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
       std::find(loops.begin(), loops.end(), int(m.layers)) == loops.end())
     loops_at_pp1.push_back(static_cast<int>(m.layers));
 
+  // One rank with one stage: zb-h1 runs 1F1B's order with each backward split in two (its W
+  // right after its I), bfs GPipe's order; either is searched only without its twin.
+  auto searched = [&](const char* name) {
+    return std::find(schedules.begin(), schedules.end(), name) != schedules.end();
+  };
+  const bool zb_twin = searched("1f1b"), bfs_twin = searched("gpipe");
   std::vector<Pending> pending;
   for (int tp : divisors(req.gpus)) {
     if ((tp > c.devices_per_node && !c.shared) || !splits_over(m, tp)) continue;
@@ -136,6 +142,8 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
           if (m.tied && v > 1) continue;
           for (const std::string& name : schedules) {
             if ((name == "interleaved" && v == 1) || (name == "gpipe" && v > 1)) continue;
+            if (pp == 1 && v == 1 && ((name == "zb-h1" && zb_twin) || (name == "bfs" && bfs_twin)))
+              continue;
             if (!schedule::unsupported_reason(name, {pp, v, mb}).empty()) continue;
             for (DpMode mode : modes) {
               if (dp == 1 && mode != DpMode::AllReduce) continue;
@@ -218,12 +226,19 @@ std::string compare(const Candidate& w, const Candidate& u, const char* who) {
   char buf[1024];
   const double gap = u.step_s / w.step_s - 1;
   if (gap < 0.005) {
+    const std::string up = human_bytes(u.peak_bytes), wp = human_bytes(w.peak_bytes);
+    if (up == wp) {
+      std::snprintf(buf, sizeof buf,
+                    "%s, %s, is as fast (%s, within 0.5%%) and peaks the same (%s). ", who,
+                    u.par.describe().c_str(), human_seconds(u.step_s).c_str(), up.c_str());
+      return buf;
+    }
     std::snprintf(buf, sizeof buf, "%s, %s, is as fast (%s, within 0.5%%) %s (%s vs %s). ", who,
                   u.par.describe().c_str(), human_seconds(u.step_s).c_str(),
-                  u.peak_bytes >= w.peak_bytes
+                  u.peak_bytes > w.peak_bytes
                       ? "and peaks higher"
                       : "and peaks lower: prefer it when memory headroom matters",
-                  human_bytes(u.peak_bytes).c_str(), human_bytes(w.peak_bytes).c_str());
+                  up.c_str(), wp.c_str());
     return buf;
   }
   std::string out;
@@ -237,7 +252,8 @@ std::string compare(const Candidate& w, const Candidate& u, const char* who) {
                 human_seconds(w.compute_s).c_str());
   out += buf;
   const double dc = u.compute_s - w.compute_s;
-  const double db = (u.ideal_step_s - u.compute_s) - (w.ideal_step_s - w.compute_s);
+  // The ranks' idle time with communication free (the bubble's share of that step).
+  const double db = u.bubble * u.ideal_step_s - w.bubble * w.ideal_step_s;
   const double de = u.exposed_s - w.exposed_s;
   const double big = std::max({dc, db, de});
   std::string why = big == db   ? "the winner's smaller pipeline bubble"

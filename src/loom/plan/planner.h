@@ -50,7 +50,9 @@ struct PlanRequest {
 struct Candidate {
   Parallel par;
   double step_s = 0, ideal_step_s = 0, bubble = 0, exposed_s = 0;
-  double compute_s = 0;  // busiest rank's compute (incl. TP comm)
+  // Busiest rank's compute, without its tensor-parallel communication (that is exposed
+  // communication: exposed_s counts it), so that compute, bubble and exposed add up to the step.
+  double compute_s = 0;
   double tp_comm_s = 0, p2p_s = 0, dp_s = 0, optimizer_s = 0;
   double peak_bytes = 0;
   MemoryBreakdown peak;
