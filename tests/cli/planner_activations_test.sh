@@ -117,7 +117,7 @@ check_peak bf16
 # backward holds the residual stream's gradient, the MLP's hidden values' and a weight's, and
 # under zero2/zero3 the whole gradient exists from a stage's first backward, an I included
 # (zb-h1 read -9% while the planner counted it from the first W); a received input stays to
-# its micro-batch's backward (bfs's rank 1 read -3.9% without it).
+# its micro-batch's backward (bfs's rank 1 read -3.9% without it), I under zb-h1.
 check_rank_peaks() {
   local precision=$1 nproc=$2 cluster=$cluster
   shift 2
@@ -169,6 +169,9 @@ check_rank_peaks fp32 2 --pp 2 --dp 1 --loops 2 --schedule bfs --microbatches 2
 # s = 256: the backward peaks inside the attention core (the planner had no such phase: -26%
 # on rank 0, when loom's bf16 softmax still held float32 copies).
 check_rank_peaks bf16 2 --pp 2 --dp 1 --schedule zb-h1 --seq-len 256 --global-batch 8 --microbatches 2
+# Full recomputation under zb-h1: the last stage's received input goes with I (the products
+# recorded for W held it through their inputs' history until W: -3.6% on rank 1).
+check_rank_peaks fp32 2 --pp 2 --dp 1 --schedule zb-h1 --recompute full --seq-len 256 --global-batch 8 --microbatches 2
 
 # The planner holds a pipeline rank's memory to the micro-batches in flight; the runtime must
 # not keep each micro-batch's sent boundary tensor until the step ends (it did: rank 0's peak

@@ -178,4 +178,29 @@ TEST(SplitBackwardMemory, KeepsASliceNotItsWholeBuffer) {
   EXPECT_TRUE(torch::allclose(w2.grad(), (2 * y2).t().matmul(x)));
 }
 
+// After I, nothing the split keeps for W holds the stage's input: a recorded product input
+// with its autograd history held the graph behind it, down to the input's accumulator, which
+// holds the input (a received activation) until W.
+TEST(SplitBackwardMemory, InputFreeAfterI) {
+  for (Recompute recompute : {Recompute::None, Recompute::Full}) {
+    SCOPED_TRACE(recompute == Recompute::None ? "no recomputation" : "full recomputation");
+    loom::config::ModelConfig c = tiny(ModelKind::Gpt);
+    Model m = loom::model::build(c, 7, {}, recompute);
+    torch::Tensor input = torch::randn({2, c.seq_len, c.width}).requires_grad_(true);
+    loom::model::SplitBackward sb;
+    torch::Tensor out;
+    {
+      loom::model::RecordLinearUses record(&sb.uses);
+      out = run(m, 1, input);  // the layers and the head
+    }
+    const torch::Tensor target = torch::randint(0, 256, {2, c.seq_len}, torch::kLong);
+    const torch::Tensor dx =
+        sb.input_grad(Model::loss(out, target), torch::Tensor(), input, params_of(m, 1));
+    out = torch::Tensor();
+    EXPECT_TRUE(dx.defined());
+    EXPECT_EQ(input.use_count(), 1) << "the input is held beside this test's reference";
+    sb.weight_grads();
+  }
+}
+
 }  // namespace

@@ -58,8 +58,10 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight,
 
 void record_linear_use(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& y,
                        comm::Backend* gather) {
+  // x without its history: W needs its values only, and x's grad_fn would hold the graph
+  // behind it, down to the stage input's accumulator, which holds the input, until W.
   if (recording && weight.requires_grad() && torch::GradMode::is_enabled())
-    recording->push_back({x, weight, torch::autograd::impl::gradient_edge(y), gather});
+    recording->push_back({x.detach(), weight, torch::autograd::impl::gradient_edge(y), gather});
 }
 
 void accumulate_grad(const torch::Tensor& p, const torch::Tensor& g) {

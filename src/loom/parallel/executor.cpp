@@ -114,6 +114,9 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     DpHooks* sync = hooks_.count(a.stage) ? hooks_.at(a.stage) : nullptr;
     if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
       sync->on_last_backward();
+    // A gradient sent is held by its send alone: let it go before a compute when it arrived
+    // (the last stage sends nothing between its backwards, so the next send comes late).
+    if (schedule::is_compute(a.kind)) reap_sends();
     double t0 = now_us();
     const double cpu0 = schedule::is_compute(a.kind) ? thread_cpu_s() : 0;
     // Sharded parameters: wait for the stage's all-gather (started by UNSHARD) right before the
