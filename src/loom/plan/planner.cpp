@@ -265,8 +265,8 @@ std::string compare(const Candidate& w, const Candidate& u, const char* who) {
     why += " (larger micro-batches run closer to peak)";
   else if (big == dc && w.par.tp < u.par.tp)
     why += " (less tensor parallelism: larger matrix products, fewer all-reduces)";
-  std::snprintf(buf, sizeof buf, "Most of that gap is %s (%s). ", why.c_str(),
-                human_seconds(big).c_str());
+  std::snprintf(buf, sizeof buf, "Most of that gap, %s, is %s. ", human_seconds(big).c_str(),
+                why.c_str());
   return out + buf;
 }
 
