@@ -32,7 +32,7 @@ torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& ln,
 // sum + bias without a second [M, h] temporary beside the sum: the bias joins it in place (an
 // add's backward keeps neither input, so autograd allows it), unless that would narrow the
 // type the out-of-place sum has.
-torch::Tensor plus_bias(torch::Tensor sum, const torch::Tensor& bias) {
+torch::Tensor plus_bias(const torch::Tensor& sum, const torch::Tensor& bias) {
   if (at::result_type(sum, bias) != sum.scalar_type()) return sum + bias;
   return sum.add_(bias);
 }
