@@ -112,7 +112,7 @@ check_peak fp32
 check_peak bf16
 
 # check_rank_peaks PRECISION NPROC FLAGS...: each rank's whole peak (the allocator's, the
-# summary's allocated_peak_bytes_rN) against the planner's, rank 0 and the largest, within 3%:
+# summary's allocated_peak_bytes_rN) against the planner's, rank 0 and the largest, within 3% (or TOL):
 # a rank holds its own stages' parameters only (it held the whole model's: +10%), a layer's
 # backward holds the residual stream's gradient, the MLP's hidden values' and a weight's, and
 # under zero2/zero3 the whole gradient exists from a stage's first backward, an I included
@@ -145,7 +145,7 @@ print(f"rank-0:{ranks[0]}:{rank0:.0f} largest:{max(ranks)}:{sim['peak_bytes']:.0
 PY
   ); do
     IFS=: read -r which runtime planner <<<"$pair"
-    agree_within 0.03 "ranks' whole peak, $which, $name" "$runtime" "$planner"
+    agree_within "${TOL:-0.03}" "ranks' whole peak, $which, $name" "$runtime" "$planner"
   done
   # The memory report lists exactly the bytes live at each rank's peak, the backward's named.
   local q reported peak
@@ -169,9 +169,10 @@ check_rank_peaks fp32 2 --pp 2 --dp 1 --loops 2 --schedule bfs --microbatches 2
 # s = 256: the backward peaks inside the attention core (the planner had no such phase: -26%
 # on rank 0, when loom's bf16 softmax still held float32 copies).
 check_rank_peaks bf16 2 --pp 2 --dp 1 --schedule zb-h1 --seq-len 256 --global-batch 8 --microbatches 2
-# Full recomputation under zb-h1: the last stage's received input goes with I (the products
-# recorded for W held it through their inputs' history until W: -3.6% on rank 1).
-check_rank_peaks fp32 2 --pp 2 --dp 1 --schedule zb-h1 --recompute full --seq-len 256 --global-batch 8 --microbatches 2
+# Full recomputation under zb-h1, within 1%: the last stage's received input goes with I (the
+# products recorded for W held it through their inputs' history until W: -3.6% on rank 1);
+# the first stage's lower layer runs its I beside the gradient the stage received (-1.9%).
+TOL=0.01 check_rank_peaks fp32 2 --pp 2 --dp 1 --schedule zb-h1 --recompute full --seq-len 256 --global-batch 8 --microbatches 2
 
 # The planner holds a pipeline rank's memory to the micro-batches in flight; the runtime must
 # not keep each micro-batch's sent boundary tensor until the step ends (it did: rank 0's peak

@@ -227,9 +227,15 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     }
     // A split backward's I captures the recomputed layers' weight gradients (it runs them
     // whole) and adds them to the parameters' once it is done (SplitBackward::input_grad):
-    // the lowest layer's backward runs beside those of the layers above.
-    if (p.recompute == Recompute::Full && !p.megatron && layers_on(s) > 1)
+    // the lowest layer's backward runs beside those of the layers above, and beside the
+    // gradient the stage received for its output (not the last stage), which the executor
+    // holds until I returns; the top layer's working set counts that one as its own.
+    if (p.recompute == Recompute::Full && !p.megatron && layers_on(s) > 1) {
       sum.working_input += (layers_on(s) - 1) * layer_params(m) / p.tp * prec_.grad;
+      if (s + 1 < S)
+        sum.working_input += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
+                             prec_.residual / (p.sequence_parallel ? p.tp : 1);
+    }
     // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
