@@ -73,6 +73,22 @@ double total_params(const Transformer& m) {
   return embedding_params(m) + double(m.layers) * layer_params(m) + head_params(m);
 }
 
+double layer_params_per_rank(const Transformer& m, int tp) {
+  // GPT: 2 LayerNorms (4h) and the proj's and out's biases (2h) replicated; Llama: 2 norms.
+  const double replicated = (m.arch == Arch::Gpt ? 6.0 : 2.0) * double(m.hidden);
+  return (layer_params(m) - replicated) / tp + replicated;
+}
+
+double embedding_params_per_rank(const Transformer& m, int tp) {
+  const double positions = embedding_params(m) - double(m.vocab) * m.hidden;
+  return double(m.vocab) * m.hidden / tp + positions;
+}
+
+double head_params_per_rank(const Transformer& m, int tp) {
+  const double norm = (m.arch == Arch::Gpt ? 2.0 : 1.0) * m.hidden;
+  return (head_params(m) - norm) / tp + norm;
+}
+
 double layer_forward_flops(const Transformer& m, double b) {
   const double s = double(m.seq_len), h = double(m.hidden);
   return 2 * b * s * layer_matrix_params(m) + 4 * b * s * s * h;

@@ -62,6 +62,13 @@ double layer_params(const Transformer& m);      // GPT 12h² + 13h; Llama matric
 double embedding_params(const Transformer& m);  // V·h, + s·h positions for a GPT
 double head_params(const Transformer& m);       // final norm (2h GPT, h Llama) + V·h untied
 double total_params(const Transformer& m);
+// What one of `tp` tensor-parallel ranks holds of a layer, the embedding or the head: the
+// split matrices' (and their biases') 1/tp share and every replicated parameter whole (the
+// norms, the row-parallel products' biases, a GPT's positions), as loom and Megatron-LM keep
+// them.
+double layer_params_per_rank(const Transformer& m, int tp);
+double embedding_params_per_rank(const Transformer& m, int tp);
+double head_params_per_rank(const Transformer& m, int tp);
 
 double layer_forward_flops(const Transformer& m, double b);
 double head_forward_flops(const Transformer& m, double b);

@@ -231,7 +231,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     // gradient the stage received for its output (not the last stage), which the executor
     // holds until I returns; the top layer's working set counts that one as its own.
     if (p.recompute == Recompute::Full && !p.megatron && layers_on(s) > 1) {
-      sum.working_input += (layers_on(s) - 1) * layer_params(m) / p.tp * prec_.grad;
+      sum.working_input += (layers_on(s) - 1) * layer_params_per_rank(m, p.tp) * prec_.grad;
       if (s + 1 < S)
         sum.working_input += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
                              prec_.residual / (p.sequence_parallel ? p.tp : 1);
@@ -342,7 +342,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     // (flash's backward recomputes its scores itself: nothing to add). Full recomputation
     // adds the whole forward (constructor).
     c.i += selective_extra_s();
-    c.params = layer_params(m_) / t;
+    c.params = layer_params_per_rank(m_, p_.tp);
     c.activation = layer_kept_bytes(m_, b, run);
     c.working = layer_working_bytes(m_, b, run);
     LayerRun split = run;
@@ -369,7 +369,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.f = gemm + elem;
     c.i = gemm + 2 * elem + c.i_comm;
     c.w = gemm;
-    c.params = head_params(m_) / t;
+    c.params = head_params_per_rank(m_, p_.tp);
     // The final norm: the GPT's LayerNorm keeps its input (residual precision) and its output
     // (the product's input); the Llama's RMSNorm its input and normalized values (residual
     // precision) and the weighted ones; with sequence parallelism this rank's part of each.
@@ -403,7 +403,7 @@ TransformerCostModel::Cost TransformerCostModel::analytic(int kind) const {
     c.f_comm = tp_ar_residual;
     c.f = elem + c.f_comm;
     c.i = 2 * elem;  // no matrix product: the whole backward is in I
-    c.params = embedding_params(m_) / t;
+    c.params = embedding_params_per_rank(m_, p_.tp);
     c.activation = has_dropout(m_) ? M * h : 0;  // dropout mask
   }
   return c;
