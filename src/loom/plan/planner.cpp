@@ -227,18 +227,14 @@ std::string compare(const Candidate& w, const Candidate& u, const char* who) {
   const double gap = u.step_s / w.step_s - 1;
   if (gap < 0.005) {
     const std::string up = human_bytes(u.peak_bytes), wp = human_bytes(w.peak_bytes);
-    if (up == wp) {
-      std::snprintf(buf, sizeof buf,
-                    "%s, %s, is as fast (%s, within 0.5%%) and peaks the same (%s). ", who,
-                    u.par.describe().c_str(), human_seconds(u.step_s).c_str(), up.c_str());
-      return buf;
-    }
-    std::snprintf(buf, sizeof buf, "%s, %s, is as fast (%s, within 0.5%%) %s (%s vs %s). ", who,
-                  u.par.describe().c_str(), human_seconds(u.step_s).c_str(),
-                  u.peak_bytes > w.peak_bytes
-                      ? "and peaks higher"
-                      : "and peaks lower: prefer it when memory headroom matters",
-                  up.c_str(), wp.c_str());
+    const std::string peaks =
+        up == wp ? "and peaks the same (" + up + ")"
+                 : std::string(u.peak_bytes > w.peak_bytes
+                                   ? "and peaks higher ("
+                                   : "and peaks lower: prefer it when memory headroom matters (") +
+                       up + " vs " + wp + ")";
+    std::snprintf(buf, sizeof buf, "%s, %s, is as fast (%s, within 0.5%%) %s. ", who,
+                  u.par.describe().c_str(), human_seconds(u.step_s).c_str(), peaks.c_str());
     return buf;
   }
   std::string out;

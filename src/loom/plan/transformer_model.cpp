@@ -232,17 +232,14 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     // holds until I returns; the top layer's working set counts that one as its own.
     if (p.recompute == Recompute::Full && !p.megatron && layers_on(s) > 1) {
       sum.working_input += (layers_on(s) - 1) * layer_params_per_rank(m, p.tp) * prec_.grad;
-      if (s + 1 < S)
-        sum.working_input += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
-                             prec_.residual / (p.sequence_parallel ? p.tp : 1);
+      if (s + 1 < S) sum.working_input += residual_part_bytes();
     }
     // loom's runtime keeps a stage's output until its backward (parallel/stage.cpp); the
     // analytic layers count their inputs, not their outputs: they add it. A profiled block's
     // bytes include its output (the profile allocates its input outside); Megatron-LM frees
     // the output once sent.
     if (!p.megatron && !measured_bytes_[kLayer] && s + 1 < S)
-      sum.activation += double(p.micro_batch) * double(m.seq_len) * double(m.hidden) *
-                        prec_.residual / (p.sequence_parallel ? p.tp : 1);
+      sum.activation += residual_part_bytes();
     stage_.push_back(sum);
   }
 }
@@ -506,8 +503,12 @@ double TransformerCostModel::compute_comm_s(int stage, Kind kind) const {
 // sequence parallelism; without, the whole tensor from every rank in loom's runtime, a 1/t
 // slice in Megatron-LM (scatter/gather), which the receivers all-gather before using it.
 double TransformerCostModel::boundary_bytes(int) const {
-  const bool sliced = p_.sequence_parallel || p_.megatron;
-  return double(p_.micro_batch) * m_.seq_len * m_.hidden * prec_.residual / (sliced ? p_.tp : 1);
+  return residual_part_bytes() / (p_.megatron && !p_.sequence_parallel ? p_.tp : 1);
+}
+
+double TransformerCostModel::residual_part_bytes() const {
+  return double(p_.micro_batch) * double(m_.seq_len) * double(m_.hidden) * prec_.residual /
+         (p_.sequence_parallel ? p_.tp : 1);
 }
 
 double TransformerCostModel::receive_s(int stage) const {

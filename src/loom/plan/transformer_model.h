@@ -115,6 +115,9 @@ class TransformerCostModel : public CostModel {
   bool profiled(int kind, Cost* out, int64_t tp = 1) const;
   double gemm_s(double m, double n, double k, double batch = 1) const;
   double elementwise_s(double bytes) const;
+  // One micro-batch's residual stream [b, s, h] as a tensor-parallel rank holds it: its part
+  // of the sequence under sequence parallelism, else all of it.
+  double residual_part_bytes() const;
   // Sequence parallelism's backward gathers the input of each product that enters a split
   // region again (the product kept only this rank's part): `inputs` gathers of b·s·h values,
   // posted before the input-gradient products (beside_s) and waited after them, so that a
