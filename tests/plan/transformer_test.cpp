@@ -225,6 +225,36 @@ TEST(TransformerModel, ProfiledBlocks) {
   EXPECT_NEAR(TransformerCostModel(m, p, c).memory(0).activation, 4 * 3e6, 1e-3);
 }
 
+// What the profile measured an action to cost beyond its blocks (a layer's action_ms) comes
+// once per compute action, whatever blocks the stage runs, interpolated in the micro-batch.
+TEST(TransformerModel, ProfiledActionCostOncePerAction) {
+  Cluster c = a100();
+  Transformer m{4, 128, 4, 64, 256, false};
+  for (const char* kind : {"embedding", "layer", "head"}) {
+    c.blocks.push_back({kind, 128, 64, 4, 256, 2, 0.002, 0.004});
+    c.blocks.push_back({kind, 128, 64, 4, 256, 4, 0.003, 0.006});
+  }
+  Parallel p;
+  p.pp = 2;
+  p.micro_batch = 3;
+  const TransformerCostModel without(m, p, c);
+  c.blocks[2].action_s = 0.0002;  // the layer at micro-batch 2
+  c.blocks[3].action_s = 0.0004;  // and at 4: 0.3 ms at 3
+  const TransformerCostModel with(m, p, c);
+  using schedule::Kind;
+  for (int s = 0; s < 2; ++s)  // embedding + 2 layers, 2 layers + head
+    for (Kind k : {Kind::F, Kind::B, Kind::I, Kind::W})
+      EXPECT_NEAR(with.compute_s(s, k) - without.compute_s(s, k), 0.0003, 1e-12);
+  // A stage of the head alone runs actions too.
+  const TransformerCostModel head_alone(m, p, c, "", {0, 5});
+  EXPECT_NEAR(head_alone.compute_s(1, Kind::F), 0.0025 + 0.0003, 1e-12);
+  // The cluster file keeps it (written for the layer only).
+  const Cluster d = parse_cluster(to_toml(c), "action.toml");
+  EXPECT_DOUBLE_EQ(d.blocks[2].action_s, 0.0002);
+  EXPECT_DOUBLE_EQ(d.blocks[0].action_s, 0.0);
+  EXPECT_NE(to_toml(c).find("action_ms = 0.2\n"), std::string::npos);
+}
+
 // Under tensor parallelism each block's measured (tp = 1) time is scaled by the analytic
 // model's ratio of its tp = 2 part to the whole, and the tp collectives are added as modelled.
 // One block per stage (embedding, layer, head) of a one-layer model, micro-batches of 2.
@@ -264,6 +294,16 @@ TEST(TransformerModel, ProfiledBlocksScaledToTensorParallelism) {
     EXPECT_NEAR(scaled.compute_comm_s(k, Kind::F), comm, 1e-15) << kinds[k];
   }
   EXPECT_GT(two.compute_comm_s(1, Kind::F), 0);  // the layer's all-reduces are in it
+  // An action's cost beyond its blocks is scaled as the layer's forward compute is.
+  c.blocks[1].action_s = 0.0005;
+  const TransformerCostModel with_action(m, p, c, "", cut);
+  const double ratio =
+      (scaled.compute_s(1, Kind::F) - scaled.compute_comm_s(1, Kind::F)) / measured_f[1];
+  for (int k = 0; k < 3; ++k)
+    EXPECT_NEAR(with_action.compute_s(k, Kind::B) - scaled.compute_s(k, Kind::B), 0.0005 * ratio,
+                1e-12)
+        << kinds[k];
+  EXPECT_LT(ratio, 1.0);
 }
 
 // Bytes: a block measured at tp 1 counts what its forward allocates (its output, not its

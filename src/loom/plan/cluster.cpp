@@ -304,6 +304,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
       p.weight_s = r.number("weight_ms", 0, 1e9, 0.0) * 1e-3;
       p.activation_bytes = r.number("activation_mb", 0, 1e12, 0.0) * 1e6;
       p.loaded_slowdown = r.number("loaded_slowdown", 1, 1e3, 1.0);
+      p.action_s = r.number("action_ms", 0, 1e9, 0.0) * 1e-3;
       c.blocks.push_back(p);
     }
   }
@@ -406,7 +407,8 @@ std::string to_toml(const Cluster& c) {
        << (b.activation_bytes > 0 ? "activation_mb = " + num(b.activation_bytes / 1e6) + "\n"
                                   : std::string())
        << (b.loaded_slowdown != 1 ? "loaded_slowdown = " + num(b.loaded_slowdown) + "\n"
-                                  : std::string());
+                                  : std::string())
+       << (b.action_s > 0 ? "action_ms = " + num(b.action_s * 1e3) + "\n" : std::string());
   return os.str();
 }
 

@@ -55,6 +55,11 @@
 //   activation_mb = 4.5                # optional: bytes the forward keeps for the backward
 //   loaded_slowdown = 1.8              # optional (1): forward + backward time with every core
 //                                      # computing / time alone (shared nodes)
+//   action_ms = 0.5                    # optional (0), a layer: what one compute action (F, B,
+//                                      # I or W of a stage) costs beyond its blocks' times,
+//                                      # added once per action (loom profile: a stack of
+//                                      # layers as one-layer actions against one per
+//                                      # micro-batch; profile/action_cost.h)
 //   [optimizer]                        # optional (measured): AdamW step cost
 //   ns_per_param = 3.0
 #include <map>
@@ -86,6 +91,7 @@ struct BlockProfile {
   int64_t tp = 1;
   std::string model = "gpt";            // gpt | llama: whose block
   int64_t kv_heads = 0, ffn_width = 0;  // llama: key/value heads and SwiGLU units (gpt: 0)
+  double action_s = 0;                  // a layer: what a compute action costs beyond its blocks
 };
 
 // A fused attention kernel measured at one shape: fractions of peak for the forward and the

@@ -143,6 +143,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       b.i = measured.i + b.i_comm + (f_compute > 0 ? measured.f * extra / f_compute : 0);
       b.f = measured.f + b.f_comm;
       b.w = measured.w;
+      b.action = measured.action;
       slowdown = measured.loaded;
       profiled_[k] = profiled_at_tp_[k] = measured_bytes_[k] = true;
     } else if (p.tp > 1 && profiled(k, &measured)) {
@@ -157,6 +158,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       const double one_i = one.i - (k == kLayer ? whole->selective_extra_s() : 0);
       b.split_extra = one_i > 0 ? measured.split_extra * (b.i - extra - b.i_comm) / one_i : 0;
       b.i = scaled(b.i - extra, b.i_comm, measured.i, one_i) + scaled(extra, 0, measured.f, one.f);
+      b.action = scaled(b.f - b.f_comm, 0, measured.action, one.f);  // as the forward
       b.f = scaled(b.f, b.f_comm, measured.f, one.f);
       b.w = scaled(b.w, 0, measured.w, one.w);
       // The embedding's measured bytes (its output, h per token) stand where the layers are
@@ -214,6 +216,7 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
     Cost sum;
     const int end = s + 1 < S ? cut_[s + 1] : blocks;
     for (int b = cut_[s]; b < end; ++b) sum.add(block_[block_kind(b, blocks)]);
+    sum.action = block_[kLayer].action;  // once per action, whatever blocks it runs
     // The head's backward is done, and its kept values gone, when the last layer's starts.
     if (end == blocks && end - cut_[s] > 1) {
       sum.working =
@@ -452,6 +455,7 @@ bool TransformerCostModel::profiled(int kind, Cost* out, int64_t tp) const {
   out->w = kind == kEmbedding ? 0 : split ? time_at(&BlockProfile::weight_s) : bw / 2;
   out->split_extra = out->i + out->w - bw;  // B stays the measured fused backward
   out->loaded = time_at(&BlockProfile::loaded_slowdown, /*ratio=*/true);  // the caller scales it
+  out->action = time_at(&BlockProfile::action_s);
   return true;
 }
 
@@ -482,10 +486,10 @@ std::string TransformerCostModel::compute_source() const {
 double TransformerCostModel::compute_s(int stage, Kind kind) const {
   const Cost& c = stage_.at(stage);
   switch (kind) {
-    case Kind::F: return c.f;
-    case Kind::B: return c.i + c.w - c.split_extra;
-    case Kind::I: return c.i;
-    case Kind::W: return c.w;
+    case Kind::F: return c.f + c.action;
+    case Kind::B: return c.i + c.w - c.split_extra + c.action;
+    case Kind::I: return c.i + c.action;
+    case Kind::W: return c.w + c.action;
     default: return 0;
   }
 }

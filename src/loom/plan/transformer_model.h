@@ -101,6 +101,7 @@ class TransformerCostModel : public CostModel {
     double working_input = 0;   // transient in a split backward's I
     double working_weight = 0;  // transient in a W
     double loaded = 0;          // (f + i + w) x the blocks' loaded slowdowns (shared cores)
+    double action = 0;          // what each compute action costs beyond its blocks (profiled)
     void add(const Cost& o);
   };
   struct Attn {

@@ -8,6 +8,8 @@
 //    each block alone; then the layer in windows of seconds alone and while every other core
 //    runs it too: the ratio is the blocks' `loaded_slowdown`, with which the simulator shares
 //    the cores among the ranks that compute at the same moment (plan/core_sharing.h);
+//  - what a compute action costs beyond the blocks it runs: a stack of layers as one-layer
+//    actions against one action per micro-batch (action_cost.h), at each micro-batch size;
 //  - the AdamW step per parameter;
 //  - point-to-point latency and bandwidth between two ranks through loom's communication
 //    layer (ping-pong), by running two ranks of itself (mpirun -n 2, or loom's launcher over
@@ -35,6 +37,7 @@
 #include "loom/model/model.h"
 #include "loom/parallel/optimizer.h"
 #include "loom/plan/evaluate.h"
+#include "loom/profile/action_cost.h"
 #include "loom/profile/idle_group.h"
 #include "loom/profile/links.h"
 #include "loom/profile/timing.h"
@@ -160,9 +163,23 @@ std::optional<Measured> measure(const Options& o) {
                      model::TensorParallel{static_cast<int>(t), 0, groups.back().get(), false}));
     add_jobs(shards.back(), t);
   }
+  // What an action costs beyond its blocks (action_cost.h), on a stack of up to 4 layers.
+  std::vector<ActionJob> actions;
+  const size_t stack = std::min<size_t>(4, whole.blocks.size() - 2);
+  if (stack >= 2)
+    for (int64_t b : o.micro_batch_sizes) {
+      ActionJob a{b, {}, torch::randn({b, mc.seq_len, mc.width})};
+      for (size_t l = 1; l <= stack; ++l) a.layers.push_back(whole.blocks[l].get());
+      actions.push_back(std::move(a));
+    }
+  else
+    std::cerr << "loom profile: one layer: what an action costs beyond its blocks is not "
+                 "measured (0)\n";
   constexpr int kRounds = 4;
-  for (int round = 0; round < kRounds; ++round)
+  for (int round = 0; round < kRounds; ++round) {
     for (BlockJob& j : jobs) sample_block(j, budget / kRounds);
+    for (ActionJob& a : actions) sample_action_cost(a, budget / kRounds);
+  }
   BlockJob& probe = *std::max_element(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) {
     auto size = [](const BlockJob& j) {
       return j.kind == std::string("layer") && j.tp == 1 ? j.micro_batch : 0;
@@ -174,17 +191,24 @@ std::optional<Measured> measure(const Options& o) {
     c.blocks.push_back({j.kind, mc.width, mc.seq_len, mc.heads, mc.vocab, j.micro_batch,
                         t.forward_s, t.backward_s, t.input_s, t.weight_s, t.activation_bytes, 1.0,
                         j.tp});
+    if (j.tp == 1 && j.kind == std::string("layer"))
+      for (const ActionJob& a : actions)
+        if (a.micro_batch == j.micro_batch) c.blocks.back().action_s = action_cost_s(a);
     if (model.arch == plan::Arch::Llama) {
       c.blocks.back().model = "llama";
       c.blocks.back().kv_heads = plan::kv_heads_of(model);
       c.blocks.back().ffn_width = int64_t(plan::ffn_width(model));
     }
+    char action[64] = "";
+    if (c.blocks.back().action_s > 0)
+      std::snprintf(action, sizeof action, ", an action %.3f ms beyond",
+                    c.blocks.back().action_s * 1e3);
     std::fprintf(stderr,
                  "  %-9s tp %lld micro-batch %3lld: forward %8.3f ms, backward %8.3f ms "
-                 "(I %.3f + W %.3f), keeps %s\n",
+                 "(I %.3f + W %.3f), keeps %s%s\n",
                  j.kind, (long long)j.tp, (long long)j.micro_batch, t.forward_s * 1e3,
                  t.backward_s * 1e3, t.input_s * 1e3, t.weight_s * 1e3,
-                 plan::human_bytes(t.activation_bytes).c_str());
+                 plan::human_bytes(t.activation_bytes).c_str(), action);
   }
 
   std::cerr << "loom profile: AdamW step (the optimizer loom train uses)\n";
@@ -264,6 +288,11 @@ std::optional<Measured> measure(const Options& o) {
        << " cores, " << cfg.train.threads << " compute thread(s) per rank, libtorch "
        << TORCH_VERSION << "; blocks of " << config_path << " timed alone, "
        << model::kTimingInFlight << " micro-batches in flight"
+       << (actions.empty() ? std::string()
+                           : detail::concat("; action_ms: ", stack,
+                                            " layers run as one-layer actions against one "
+                                            "action a micro-batch, the difference per extra "
+                                            "action"))
        << (load_cores ? detail::concat("; loaded_slowdown: the layer with the other ", load_cores,
                                        " core(s) running it, in windows of seconds")
                       : std::string())
