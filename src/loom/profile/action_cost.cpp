@@ -44,7 +44,8 @@ double depth_first_s(ActionJob& j) {
 double breadth_first_s(ActionJob& j) {
   draw_grad(j);
   const size_t L = j.layers.size();
-  std::vector<std::vector<torch::Tensor>> in(L, copies(j)), out(L);
+  std::vector<std::vector<torch::Tensor>> in(L, std::vector<torch::Tensor>(kInFlight)), out(L);
+  in[0] = copies(j);
   const auto t0 = Clock::now();
   for (size_t l = 0; l < L; ++l)
     for (int k = 0; k < kInFlight; ++k) {
@@ -56,6 +57,7 @@ double breadth_first_s(ActionJob& j) {
       out[l][k].backward(l + 1 == L ? j.grad : in[l + 1][k].grad());
       out[l][k] = torch::Tensor();
       if (l + 1 < L) in[l + 1][k] = torch::Tensor();
+      if (l == 0) in[0][k] = torch::Tensor();
     }
   return seconds(t0);
 }
@@ -78,6 +80,8 @@ void sample_action_cost(ActionJob& j, double budget) {
   }
 }
 
-double action_cost_s(const ActionJob& j) { return std::max(0.0, model::median_of(j.extra_s)); }
+double action_cost_s(const ActionJob& j) {
+  return std::max(0.0, model::median_of(j.extra_s));
+}
 
 }  // namespace loom::profile
