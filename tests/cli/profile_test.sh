@@ -24,6 +24,13 @@ grep -q '^shared = true' "$tmp/c.toml" || fail "the cluster file does not say th
 awk -F' = ' '/^loaded_slowdown/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit bad }' "$tmp/c.toml" ||
   fail "loaded_slowdown out of range: $(grep loaded_slowdown "$tmp/c.toml" | tr '\n' ' ')"
 ! grep -q '^ns_per_param = 0$' "$tmp/c.toml" || fail "optimizer not measured"
+# What an action costs beyond its blocks: measured on a stack of the model's 4 layers, said so
+# in the note; written on whole layers only (absent where the difference was not positive).
+grep -q 'action_ms: 4 layers run as one-layer actions' "$tmp/c.toml" ||
+  fail "the note does not say how action_ms was measured"
+awk '/^\[\[block\]\]/ { k = ""; t = 1 } /^kind/ { k = $3 } /^tp/ { t = $3 }
+     /^action_ms/ { if (k != "\"layer\"" || t != 1 || $3 <= 0 || $3 > 100) bad = 1 } END { exit bad }' \
+  "$tmp/c.toml" || fail "action_ms on another block than a whole layer, or out of range"
 # Twice as many processes as cores (here forked: --no-comm): beyond a fair share, a ratio >= 1
 # (written when above 1).
 cores=$(getconf _NPROCESSORS_ONLN)
