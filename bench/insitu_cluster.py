@@ -12,9 +12,10 @@ longer), so averaging the speeds first would predict it too fast.
 When there are no more ranks than cores, every block's loaded_slowdown is set to the median
 over the samples of (all ranks computing at once) / (alone), combined the same way (with more
 ranks than cores that ratio is mostly time sharing, which the simulator models itself: the
-profile's value stays, and what is measured beyond the fair share becomes `oversubscribed`,
-times the CPU the steps used over the CPU of their F/B/I/W: the engines' polling and the
-steps' bookkeeping run on the same cores).
+profile's value stays, what is measured beyond the fair share becomes `oversubscribed`, and
+the CPU the steps used over the CPU of their F/B/I/W becomes `runtime_cpu`: the engines'
+polling and the steps' bookkeeping run on the same cores; the simulator applies the two
+multiplied).
 Writes OUT (the cluster file with that slowdown) and OUT.speeds (one line "s0,s1,.." per
 sample); prints "speed loaded", speed = the median over the samples of the mean over pipeline
 ranks.
@@ -57,15 +58,15 @@ else:
     over = max(1.0, ratio * int(cores) / ranks / slowdown)
     # The cores also run what is not F/B/I/W: each engine thread's polling while its rank
     # waits, the step's bookkeeping. The steps' CPU over their compute's CPU (every rank's,
-    # loom train's world_cpu_s / world_compute_cpu_s) scales the time-shared compute by as much.
+    # loom train's world_cpu_s / world_compute_cpu_s) is the node's runtime_cpu (the profile
+    # measures it on a short run of two ranks; this run's own replaces it).
     steps = [r for r in rows if r.get("world_compute_cpu_s", 0) > 0][3:]
-    besides = statistics.median(r["world_cpu_s"] / r["world_compute_cpu_s"] for r in steps) if steps else 1.0
-    over *= max(1.0, besides)
-    text = re.sub(r"^oversubscribed = .*\n", "", text, flags=re.M)
-    text = text.replace("[node]\n", f"[node]\noversubscribed = {over:g}\n", 1)
-    what = (f"loaded_slowdown kept ({ranks} ranks on {cores} cores), oversubscribed {over:.3f} measured "
-            f"(x{besides:.3f} for the CPU outside F/B/I/W)")
-    slowdown = over
+    besides = max(1.0, statistics.median(r["world_cpu_s"] / r["world_compute_cpu_s"] for r in steps) if steps else 1.0)
+    text = re.sub(r"^(oversubscribed|runtime_cpu) = .*\n", "", text, flags=re.M)
+    text = text.replace("[node]\n", f"[node]\noversubscribed = {over:g}\nruntime_cpu = {besides:g}\n", 1)
+    what = (f"loaded_slowdown kept ({ranks} ranks on {cores} cores), oversubscribed {over:.3f} and "
+            f"runtime_cpu {besides:.3f} (the CPU outside F/B/I/W) measured")
+    slowdown = over * besides
 open(out, "w").write(f"# {cluster}: {what}; compute speeds per rank in {out}.speeds\n" + text)
 open(out + ".speeds", "w").write("".join(",".join(f"{x:.4f}" for x in s) + "\n" for s in speeds))
 print(f"{f:.4f} {slowdown:.4f}")

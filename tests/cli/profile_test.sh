@@ -66,6 +66,11 @@ links_measured() {  # label, then the environment for loom profile
        END { exit !(b > 0.01 && b != 10 && l > 0 && l != 50) }' "$tmp/m.toml" ||
     { grep -A3 '^\[intra\]' "$tmp/m.toml"; fail "$label: the link was not measured"; }
   grep -q "p2p via loom::comm ($label)" "$tmp/m.toml" || fail "$label: the note does not name the backend"
+  # A short run on two ranks: the CPU it used beside its compute, a ratio >= 1.
+  grep -q "runtime_cpu: a 12-step run on 2 ranks" "$tmp/m.toml" ||
+    { cat "$tmp/stderr"; fail "$label: the run's CPU beside its compute was not measured"; }
+  awk -F' = ' '/^runtime_cpu/ { if ($2 < 1 || $2 > 10) bad = 1 } END { exit bad }' "$tmp/m.toml" ||
+    fail "$label: runtime_cpu out of range: $(grep '^runtime_cpu' "$tmp/m.toml")"
 }
 links_measured gloo LOOM_COMM=gloo
 if "$loom" doctor 2>/dev/null | grep -q '^  backends *mpi'; then links_measured mpi; fi

@@ -466,6 +466,25 @@ TEST(TransformerModel, LoadedSlowdownOnSharedCores) {
   EXPECT_TRUE(d.shared);
 }
 
+// Ranks outnumbering the cores: each compute is slowed beyond its fair share by what the
+// profile measured there, times the CPU the runtime spends beside the compute (which the same
+// cores run); a machine whose devices are the ranks' own is slowed by neither.
+TEST(TransformerModel, OversubscribedCoresRunTheRuntimeToo) {
+  Cluster c = a100();
+  c.oversubscribed = 1.1;
+  c.runtime_cpu = 1.2;
+  Parallel p;
+  EXPECT_DOUBLE_EQ(TransformerCostModel(kSmallGpt, p, c).oversubscribed(), 1.0);
+  c.shared = true;
+  EXPECT_NEAR(TransformerCostModel(kSmallGpt, p, c).oversubscribed(), 1.32, 1e-12);
+  const Cluster d = parse_cluster(to_toml(c), "x.toml");
+  EXPECT_DOUBLE_EQ(d.runtime_cpu, 1.2);
+  EXPECT_DOUBLE_EQ(d.oversubscribed, 1.1);
+  c.runtime_cpu = 1;  // the default is not written
+  EXPECT_EQ(to_toml(c).find("runtime_cpu"), std::string::npos);
+  EXPECT_DOUBLE_EQ(parse_cluster(to_toml(c), "x.toml").runtime_cpu, 1.0);
+}
+
 TEST(TransformerModel, UniformCut) {
   EXPECT_EQ(uniform_cut(8, 4), (std::vector<int>{0, 3, 5, 7}));
   EXPECT_EQ(uniform_cut(7, 3), (std::vector<int>{0, 4, 6}));

@@ -32,7 +32,12 @@ share memory bandwidth, caches and, on a virtual machine, maybe the physical cor
 is written as each block's loaded_slowdown. Then twice as many ranks as cores time the layer
 alone and all at once, as a run calibrates between its steps: their time beyond a fair share
 of the cores (switching between ranks, caches) is written as the node's oversubscribed, which
-the simulator applies when ranks outnumber the cores. --alone skips both (1). Run it on an
+the simulator applies when ranks outnumber the cores, and a 12-step loom train on two ranks
+gives the CPU a run spends beside its compute (communication engines, optimizer,
+bookkeeping), written as the node's runtime_cpu, which such cores also run. A stack of the
+model's layers run as one action per micro-batch and as one action per layer gives what an
+action costs beyond its blocks (the layer's action_ms). --alone skips the measurements under
+load (1), --no-comm those on several ranks. Run it on an
 otherwise idle machine: what else runs is measured too. --tp lists tensor-parallel degrees
 whose shard of each block is timed too (the shard's compute alone; the simulator adds the
 collectives): degrees that do not divide the model's heads and width are skipped, 1 times

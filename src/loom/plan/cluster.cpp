@@ -241,6 +241,7 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   c.shared = node.boolean("shared", false);
   c.cpu = node.text("cpu", "");
   c.oversubscribed = node.number("oversubscribed", 1, 100, 1.0);
+  c.runtime_cpu = node.number("runtime_cpu", 1, 10, 1.0);
 
   Reader dev(section(root, "device", origin), origin, "device");
   c.memory_bytes = dev.number("memory_gb", 1e-6, 1e9) * 1e9;
@@ -360,6 +361,7 @@ std::string to_toml(const Cluster& c) {
   const std::string cpu = c.cpu.empty() && c.shared ? this_cpu() : c.cpu;
   if (!cpu.empty()) os << "cpu = " << quoted(cpu) << "\n";
   if (c.oversubscribed != 1) os << "oversubscribed = " << num(c.oversubscribed) << "\n";
+  if (c.runtime_cpu != 1) os << "runtime_cpu = " << num(c.runtime_cpu) << "\n";
   os << "\n[device]\nmemory_gb = " << num(c.memory_bytes / 1e9)
      << "\nmemory_bandwidth_gbs = " << num(c.memory_bandwidth / 1e9)
      << "\nprecision = " << quoted(c.precision) << "\npeak_tflops = { ";

@@ -15,6 +15,11 @@
 //   oversubscribed = 1.6               # optional (1, shared nodes): a rank's time when ranks
 //                                      # outnumber the cores, over its fair share (C/n) of them
 //                                      # (loom profile: 2C ranks on C cores)
+//   runtime_cpu = 1.12                 # optional (1, shared nodes): the CPU a run's ranks use
+//                                      # per second of their F/B/I/W (the communication
+//                                      # engines' polling and copies, the step's bookkeeping),
+//                                      # which competes with the compute when ranks outnumber
+//                                      # the cores (loom profile: a short run on two ranks)
 //   [device]
 //   memory_gb = 80                     # capacity per device (GB = 1e9 bytes)
 //   memory_bandwidth_gbs = 2039        # GB/s
@@ -120,6 +125,7 @@ struct Cluster {
   double tp_overlap = 0;
   std::string cpu;            // where a shared (CPU) cluster was profiled
   double oversubscribed = 1;  // shared nodes: slowdown beyond the fair share of the cores
+  double runtime_cpu = 1;     // shared nodes: a run's CPU per second of its compute
   Link intra, inter;
   std::vector<BlockProfile> blocks;
   double optimizer_s_per_param = 0;  // 0 = not measured (analytic memory-bound estimate)

@@ -77,7 +77,10 @@ class TransformerCostModel : public CostModel {
   Collective reduce_collective(DpMode m) const override;
   int shared_cores() const override { return c_.shared ? c_.devices_per_node : 0; }
   double loaded_slowdown(int stage) const override;
-  double oversubscribed() const override { return c_.shared ? c_.oversubscribed : 1; }
+  // Beyond the fair share, and the runtime's own CPU, which time-shared cores also run.
+  double oversubscribed() const override {
+    return c_.shared ? c_.oversubscribed * c_.runtime_cpu : 1;
+  }
 
   const std::vector<int>& cut() const { return cut_; }
   const Precision& precision() const { return prec_; }

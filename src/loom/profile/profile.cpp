@@ -11,6 +11,8 @@
 //  - what a compute action costs beyond the blocks it runs: a stack of layers as one-layer
 //    actions against one action per micro-batch (action_cost.h), at each micro-batch size;
 //  - the AdamW step per parameter;
+//  - the CPU a short run on two ranks uses beside its compute (runtime_cpu.h), which ranks
+//    outnumbering the cores pay;
 //  - point-to-point latency and bandwidth between two ranks through loom's communication
 //    layer (ping-pong), by running two ranks of itself (mpirun -n 2, or loom's launcher over
 //    Gloo without MPI; directly when started by MPI with two ranks or more), plus the
@@ -40,6 +42,7 @@
 #include "loom/profile/action_cost.h"
 #include "loom/profile/idle_group.h"
 #include "loom/profile/links.h"
+#include "loom/profile/runtime_cpu.h"
 #include "loom/profile/timing.h"
 
 namespace loom::profile {
@@ -276,6 +279,20 @@ std::optional<Measured> measure(const Options& o) {
                  "x%.2f its fair share\n",
                  (long long)probe.micro_batch, n, shared_how, cores, shared, c.oversubscribed);
   }
+  // The CPU a run spends beside its compute, which time-shared cores run too (runtime_cpu.h).
+  bool run_measured = false;
+  if (!o.alone && o.links && !in_mpi) {
+    std::cerr << "loom profile: a short run on two ranks (its CPU beside its compute)\n";
+    std::string why;
+    const double r = runtime_cpu_of_a_run(config_path, mc.layers, &why);
+    if (r > 0) {
+      c.runtime_cpu = r;
+      run_measured = true;
+      std::fprintf(stderr, "loom profile: the run used x%.3f the CPU of its compute\n", r);
+    } else {
+      std::cerr << "loom profile: warning: " << why << "; runtime_cpu not measured (1)\n";
+    }
+  }
   if (link[1] > 0) {
     c.intra = {link[1], 1.0, link[0]};
   } else {
@@ -299,6 +316,8 @@ std::optional<Measured> measure(const Options& o) {
        << (shared_how ? detail::concat("; oversubscribed: the layer among ", 2 * cores, " ",
                                        shared_how, " over its fair share")
                       : std::string())
+       << (run_measured ? "; runtime_cpu: a 12-step run on 2 ranks, its CPU over its F/B/I/W's"
+                        : "")
        << "; ";
   if (link[1] > 0)
     note << "p2p via loom::comm (" << comm::backend_name(comm::launch_backend())

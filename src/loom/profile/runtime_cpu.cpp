@@ -1,0 +1,71 @@
+#include "loom/profile/runtime_cpu.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "loom/model/block_timing.h"
+
+namespace loom::profile {
+namespace {
+
+// The number after `"key": ` in one line of metrics.jsonl (flat objects of numbers), or -1.
+double field(const std::string& line, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = line.find(quoted);
+  if (at == std::string::npos) return -1;
+  return std::strtod(line.c_str() + at + quoted.size(), nullptr);
+}
+
+}  // namespace
+
+double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::string* why) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom-profile-run-" + std::to_string(::getpid()));
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  constexpr int kSteps = 12, kSkipped = 4;  // the first steps warm up
+  std::vector<std::string> cmd = {self, "train", "--config", config, "--nproc", "2",
+                                  layers >= 2 ? "--pp" : "--dp", "2", "--schedule", "1f1b",
+                                  "--steps", std::to_string(kSteps), "--eval_every", "0",
+                                  "--output.dir", dir.string(), "--output.progress", "false",
+                                  "--output.calibrate_every", "0"};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    const int null = ::open("/dev/null", O_WRONLY);  // the run's output is not the profile's
+    if (null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    std::vector<char*> argv;
+    for (auto& c : cmd) argv.push_back(c.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::vector<double> ratios;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const double step = field(line, "step"), cpu = field(line, "world_cpu_s"),
+                 compute = field(line, "world_compute_cpu_s");
+    if (step > kSkipped && cpu > 0 && compute > 0) ratios.push_back(cpu / compute);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || ratios.empty()) {
+    *why = "a short run (loom train --config " + config + " --nproc 2 " +
+           (layers >= 2 ? "--pp" : "--dp") + " 2) failed; run it to see why";
+    return 0;
+  }
+  return std::max(1.0, model::median_of(ratios));
+}
+
+}  // namespace loom::profile
