@@ -27,14 +27,15 @@ double field(const std::string& line, const std::string& key) {
 
 double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::string* why) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("loom-profile-run-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("loom-profile-run-" + std::to_string(::getpid()));
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   constexpr int kSteps = 12, kSkipped = 4;  // the first steps warm up
-  std::vector<std::string> cmd = {self, "train", "--config", config, "--nproc", "2",
-                                  layers >= 2 ? "--pp" : "--dp", "2", "--schedule", "1f1b",
-                                  "--steps", std::to_string(kSteps), "--eval_every", "0",
-                                  "--output.dir", dir.string(), "--output.progress", "false",
-                                  "--output.calibrate_every", "0"};
+  std::vector<std::string> cmd = {self, "train", "--config", config, "--nproc", "2"};
+  cmd.insert(cmd.end(), {layers >= 2 ? "--pp" : "--dp", "2", "--schedule", "1f1b"});
+  cmd.insert(cmd.end(), {"--steps", std::to_string(kSteps), "--eval_every", "0"});
+  cmd.insert(cmd.end(), {"--output.dir", dir.string(), "--output.progress", "false"});
+  cmd.insert(cmd.end(), {"--output.calibrate_every", "0"});
   const pid_t pid = ::fork();
   if (pid == 0) {
     setenv("OMP_NUM_THREADS", "1", 1);
