@@ -3,7 +3,6 @@
 // MPI, else (or with LOOM_COMM=gloo) by its own launcher over Gloo, as loom train would run.
 #include "loom/profile/links.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "loom/model/block_timing.h"
 #include "loom/model/cpu_gemm.h"
 #include "loom/profile/calibration.h"
+#include "loom/profile/child.h"
 #include "loom/profile/profile.h"
 #include "loom/profile/timing.h"
 
@@ -106,20 +106,9 @@ std::vector<double> run_children(int n, const std::vector<std::string>& args, si
   for (const char* s : {"profile", "--comm-child"}) cmd.push_back(s);
   cmd.push_back(file);
   cmd.insert(cmd.end(), args.begin(), args.end());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    setenv("OMP_NUM_THREADS", "1", 1);
-    std::vector<char*> argv;
-    for (auto& c : cmd) argv.push_back(c.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  bool ok = run_child(cmd);
   std::ifstream in(file);
   std::vector<double> v(count, 0.0);
-  bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   for (double& x : v) ok = ok && static_cast<bool>(in >> x);
   std::error_code ec;
   std::filesystem::remove(file, ec);

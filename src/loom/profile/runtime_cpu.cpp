@@ -1,7 +1,5 @@
 #include "loom/profile/runtime_cpu.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "loom/model/block_timing.h"
+#include "loom/profile/child.h"
 
 namespace loom::profile {
 namespace {
@@ -36,22 +35,7 @@ double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::stri
   cmd.insert(cmd.end(), {"--steps", std::to_string(kSteps), "--eval_every", "0"});
   cmd.insert(cmd.end(), {"--output.dir", dir.string(), "--output.progress", "false"});
   cmd.insert(cmd.end(), {"--output.calibrate_every", "0"});
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    setenv("OMP_NUM_THREADS", "1", 1);
-    const int null = ::open("/dev/null", O_WRONLY);  // the run's output is not the profile's
-    if (null >= 0) {
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-    }
-    std::vector<char*> argv;
-    for (auto& c : cmd) argv.push_back(c.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const bool ran = run_child(cmd, /*quiet=*/true);  // its output is not the profile's
   std::vector<double> ratios;
   std::ifstream in(dir / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
@@ -61,7 +45,7 @@ double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::stri
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || ratios.empty()) {
+  if (!ran || ratios.empty()) {
     *why = "a short run (loom train --config " + config + " --nproc 2 " +
            (layers >= 2 ? "--pp" : "--dp") + " 2) failed; run it to see why";
     return 0;
