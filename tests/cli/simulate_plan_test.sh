@@ -168,6 +168,13 @@ cores=$(getconf _NPROCESSORS_ONLN)
 if grep -q "x1.50 beyond a fair share of the cores" "$tmp/over" && ! grep -q "beyond a fair share" "$tmp/fair"; then
   ok "oversubscribed_breakdown"
 else fail "oversubscribed_breakdown: $(grep 'compute costs' "$tmp/over" "$tmp/fair")"; fi
+# The runtime's own CPU (a profile's [node] runtime_cpu) multiplies the factor, and says so.
+sed 's/^\[node\]$/[node]\nruntime_cpu = 1.2/' "$here" >"$tmp/runtime.toml"
+"$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$tmp/runtime.toml" \
+  --gpus $((2 * cores)) --oversubscribed 1.5 >"$tmp/runtime" 2>&1
+if grep -q "x1.80 beyond a fair share of the cores (x1.20 of it the runtime's own CPU)" "$tmp/runtime"; then
+  ok "runtime_cpu_breakdown"
+else fail "runtime_cpu_breakdown: $(grep 'compute costs' "$tmp/runtime")"; fi
 expect_exit2 oversubscribed_range "from 1 to 100" -- "${fortunes[@]}" --gpus 4 --oversubscribed 0.5
 if "$loom" simulate "${gpt[@]}" --gpus 16 --tp 8 --distributed-optimizer --json >"$tmp/stdout" 2>"$tmp/stderr" &&
   grep -q '"configuration":"dp=2 pp=1 tp=8 1f1b m=1 b=1 distopt"' "$tmp/stdout"; then

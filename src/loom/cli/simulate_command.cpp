@@ -53,7 +53,8 @@ configuration:
         [--grad-reduce-after-flush: data-parallel gradients reduced after the last backward
          (Megatron-LM of 2021), not behind the backwards still running]
         [--oversubscribed X: a shared (CPU) cluster's slowdown beyond the fair share of the
-         cores when ranks outnumber them (overrides the file's [node] oversubscribed)]
+         cores when ranks outnumber them (overrides the file's [node] oversubscribed; its
+         runtime_cpu still multiplies it)]
         [--max-unsharded K (2)] [--no-reshard-after-forward]
         [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
          a first rank 20% slower (a straggler, or the speeds measured during a run)]

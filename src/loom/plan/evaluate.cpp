@@ -50,7 +50,10 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   e.shared_cores = cost.shared_cores();
   for (int s = 0; s < cost.stages(); ++s)
     e.loaded_slowdown = std::max(e.loaded_slowdown, cost.loaded_slowdown(s));
-  if (e.shared_cores > 0 && p.gpus() > e.shared_cores) e.oversubscribed = cost.oversubscribed();
+  if (e.shared_cores > 0 && p.gpus() > e.shared_cores) {
+    e.oversubscribed = cost.oversubscribed();
+    e.runtime_cpu = c.runtime_cpu;
+  }
   return e;
 }
 
@@ -109,6 +112,10 @@ std::string format_breakdown(const Evaluation& e) {
     if (e.oversubscribed > 1) {
       std::snprintf(buf, sizeof buf, ", x%.2f beyond a fair share of the cores", e.oversubscribed);
       sharing += buf;
+      if (e.runtime_cpu > 1) {
+        std::snprintf(buf, sizeof buf, " (x%.2f of it the runtime's own CPU)", e.runtime_cpu);
+        sharing += buf;
+      }
     }
   }
   add("compute costs", e.compute_source + sharing);

@@ -40,6 +40,7 @@ struct Evaluation {
   int shared_cores = 0;        // > 0: the ranks share this many cores
   double loaded_slowdown = 1;  // the largest stage slowdown with every core computing
   double oversubscribed = 1;   // ranks outnumbering the cores: beyond their fair share of them
+  double runtime_cpu = 1;      // the part of `oversubscribed` that is the runtime's own CPU
   // The peak of every rank within the device's memory.
   bool fits() const { return sim.peak_memory() <= memory_limit; }
   double samples_per_s() const { return sim.step_s > 0 ? par.global_batch() / sim.step_s : 0; }
