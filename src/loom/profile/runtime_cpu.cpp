@@ -35,6 +35,8 @@ double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::stri
   cmd.insert(cmd.end(), {"--steps", std::to_string(kSteps), "--eval_every", "0"});
   cmd.insert(cmd.end(), {"--output.dir", dir.string(), "--output.progress", "false"});
   cmd.insert(cmd.end(), {"--output.calibrate_every", "0"});
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // a folder left by an earlier process of this id is not this run
   const bool ran = run_child(cmd, /*quiet=*/true);  // its output is not the profile's
   std::vector<double> ratios;
   std::ifstream in(dir / "metrics.jsonl");
@@ -43,7 +45,6 @@ double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::stri
                  compute = field(line, "world_compute_cpu_s");
     if (step > kSkipped && cpu > 0 && compute > 0) ratios.push_back(cpu / compute);
   }
-  std::error_code ec;
   fs::remove_all(dir, ec);
   if (!ran || ratios.empty()) {
     *why = "a short run (loom train --config " + config + " --nproc 2 " +
