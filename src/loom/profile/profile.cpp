@@ -316,8 +316,9 @@ std::optional<Measured> measure(const Options& o) {
        << (shared_how ? detail::concat("; oversubscribed: the layer among ", 2 * cores, " ",
                                        shared_how, " over its fair share")
                       : std::string())
-       << (run_measured ? "; runtime_cpu: a 12-step run on 2 ranks, its CPU over its F/B/I/W's"
-                        : "")
+       << (run_measured ? detail::concat("; runtime_cpu: a ", kShortRunSteps,
+                                         "-step run on 2 ranks, its CPU over its F/B/I/W's")
+                        : std::string())
        << "; ";
   if (link[1] > 0)
     note << "p2p via loom::comm (" << comm::backend_name(comm::launch_backend())

@@ -29,10 +29,10 @@ double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::stri
   const fs::path dir =
       fs::temp_directory_path() / ("loom-profile-run-" + std::to_string(::getpid()));
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  constexpr int kSteps = 12, kSkipped = 4;  // the first steps warm up
+  constexpr int kSkipped = 4;
   std::vector<std::string> cmd = {self, "train", "--config", config, "--nproc", "2"};
   cmd.insert(cmd.end(), {layers >= 2 ? "--pp" : "--dp", "2", "--schedule", "1f1b"});
-  cmd.insert(cmd.end(), {"--steps", std::to_string(kSteps), "--eval_every", "0"});
+  cmd.insert(cmd.end(), {"--steps", std::to_string(kShortRunSteps), "--eval_every", "0"});
   cmd.insert(cmd.end(), {"--output.dir", dir.string(), "--output.progress", "false"});
   cmd.insert(cmd.end(), {"--output.calibrate_every", "0"});
   std::error_code ec;

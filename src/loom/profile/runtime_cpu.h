@@ -12,8 +12,11 @@
 
 namespace loom::profile {
 
-// Runs `<this executable> train` on two ranks of this machine for a few steps (the model of
-// `config`, a 2-stage 1F1B pipeline, or 2 data-parallel replicas of a one-layer model) in a
+// Steps of the short run below; its median is over those after the fourth (warm-up).
+constexpr int kShortRunSteps = 12;
+
+// Runs `<this executable> train` on two ranks of this machine for kShortRunSteps steps (the model
+// of `config`, a 2-stage 1F1B pipeline, or 2 data-parallel replicas of a one-layer model) in a
 // temporary folder and returns the median over its steps after the first four of world CPU
 // over world compute CPU (>= 1). On failure returns 0 and says why in *why.
 double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::string* why);
