@@ -131,6 +131,36 @@ TEST(Eval, LastEvaluationReadsTheWholeTestSplit) {
   EXPECT_NEAR(number(evals_pp[1], "eval_accuracy"), accuracy, 1e-6);
 }
 
+// train.final_eval = false: the last step evaluates only when eval_every says so, on
+// eval_batches batches like any other step; no evaluation at all when it does not.
+TEST(Eval, WithoutTheFinalEvaluationOnlyThePeriodicOnes) {
+  if (!fs::exists(kFashion)) GTEST_SKIP() << kFashion << " missing: make deps";
+  config::Config c = fashion_mlp();  // 6 steps, an evaluation of 2 batches every 3
+  test::set_layout(c, 2, 1, 1, 1, "1f1b", "allreduce", 2);
+  c.train.final_eval = false;
+  const std::string dir = test::shared_tmp("eval-no-final");
+  test::train_on(c, 2, "eval-no-final");
+  c.train.eval_every = 4;
+  const std::string dir_4 = test::shared_tmp("eval-no-final-4");
+  test::train_on(c, 2, "eval-no-final-4");
+  c.train.eval_every = 0;
+  const std::string dir_none = test::shared_tmp("eval-none");
+  test::train_on(c, 2, "eval-none");
+  if (comm::world().rank() != 0) return;
+
+  const auto evals = lines_with(dir, "eval_loss");
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_EQ(number(evals[1], "step"), 6);
+  EXPECT_EQ(number(evals[1], "eval_samples"), 2 * 96);  // the subset, at the end too
+  const auto evals_4 = lines_with(dir_4, "eval_loss");
+  ASSERT_EQ(evals_4.size(), 1u);
+  EXPECT_EQ(number(evals_4[0], "step"), 4);
+  const auto summary = lines_with(dir_4, "eval_loss", "{\"summary\"");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_EQ(number(summary[0], "eval_step"), 4);
+  EXPECT_TRUE(lines_with(dir_none, "eval_loss").empty());
+}
+
 config::Config text_gpt() {
   config::Config c = test::tiny("gpt");
   c.data.kind = config::DataKind::Text;

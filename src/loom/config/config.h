@@ -222,6 +222,7 @@ struct TrainConfig {
   double clip = 0.0;                              // global-norm clipping; 0 = off
   int64_t eval_every = 0;                         // steps; 0 = only at the end
   int64_t eval_batches = 8;                       // batches of global_batch samples per evaluation
+  bool final_eval = true;                         // the whole test split after the last step
   uint64_t seed = 1234;
   int64_t threads = 1;  // compute threads per rank
   NanPolicy on_nan = NanPolicy::Stop;

@@ -33,6 +33,7 @@ double runtime_cpu_of_a_run(const std::string& config, int64_t layers, std::stri
   std::vector<std::string> cmd = {self, "train", "--config", config, "--nproc", "2"};
   cmd.insert(cmd.end(), {layers >= 2 ? "--pp" : "--dp", "2", "--schedule", "1f1b"});
   cmd.insert(cmd.end(), {"--steps", std::to_string(kShortRunSteps), "--eval_every", "0"});
+  cmd.insert(cmd.end(), {"--final-eval", "false"});
   cmd.insert(cmd.end(), {"--output.dir", dir.string(), "--output.progress", "false"});
   cmd.insert(cmd.end(), {"--output.calibrate_every", "0"});
   std::error_code ec;

@@ -27,6 +27,7 @@ bool layout_or_output(const std::string& key) {
   static const std::set<std::string> keys = {"train.microbatches",
                                              "train.eval_every",
                                              "train.eval_batches",
+                                             "train.final_eval",
                                              "train.threads",
                                              "train.device",
                                              "train.cpu_gemm",

@@ -274,10 +274,10 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
       {"wall time", human_time(res.wall_s)},
       {"throughput", human_count(res.items_per_s) + (gpt_ ? " tokens/s" : " samples/s")},
       {"final train loss", std::to_string(res.final_loss)},
-      {"eval loss", std::to_string(res.eval_loss) +
-                        (last_eval_.step >= 0 ? detail::concat(" (step ", last_eval_.step, ", ",
-                                                               last_eval_.samples, " samples)")
-                                              : "")},
+      {"eval loss", last_eval_.step >= 0
+                        ? detail::concat(std::to_string(res.eval_loss), " (step ", last_eval_.step,
+                                         ", ", last_eval_.samples, " samples)")
+                        : std::string("none (no evaluation ran; train.final_eval is false)")},
   };
   if (res.eval_accuracy >= 0)
     rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});

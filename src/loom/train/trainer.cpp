@@ -279,9 +279,9 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
   const bool last = done == cfg.train.steps;
   if (last)
     for (auto& [st, y] : syncs) y->end_of_run();
-  if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || last) {
-    metrics.eval(done, evaluator->run(/*final=*/last), res);
-  }
+  const bool whole_split = last && cfg.train.final_eval;
+  if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || whole_split)
+    metrics.eval(done, evaluator->run(/*final=*/whole_split), res);
   if (cfg.output.sample_every > 0 && done % cfg.output.sample_every == 0) {
     const SampleContext sc{&cfg,
                            &base,
