@@ -63,15 +63,32 @@ inline std::pair<Params, Params> train_and_allreduce(config::Config c, int ranks
   return {std::move(got), train_on(c, ranks, tag + "-ref")};
 }
 
+// Trains `c` as it is on this rank alone (in `dir` + the rank), once per process and
+// configuration: a sweep's cases share a few single-process references (the layout is not
+// part of one), kept under the whole configuration but its folder; each call gets copies.
+// Every rank calls it.
+inline Params trained_alone(config::Config c, const std::string& dir) {
+  static std::map<std::string, Params> trained;
+  c.output.dir.clear();
+  const std::string key = config::to_toml(c);
+  auto it = trained.find(key);
+  if (it == trained.end()) {
+    comm::Backend& w = comm::world();
+    auto self = w.split(w.rank(), 0, "self");
+    c.output.dir = dir + std::to_string(w.rank());
+    it = trained.emplace(key, train::Trainer(c, *self).run().params).first;
+  }
+  Params copy;
+  for (const auto& [name, t] : it->second) copy[name] = t.clone();
+  return copy;
+}
+
 // Trains `c` in one process (the world's rank r alone, in its own folder), with
 // `microbatches` micro-batches per step: a pipeline run's reference when it runs the same
 // micro-batches (so every product has the shape it has in the pipeline).
 inline Params single_process(config::Config c, const std::string& dir, int64_t microbatches) {
-  comm::Backend& w = comm::world();
-  auto self = w.split(w.rank(), 0, "self");
-  c.output.dir = dir + std::to_string(w.rank());
   set_layout(c, 1, 1, 1, 1, "1f1b", "allreduce", microbatches);
-  return train::Trainer(c, *self).run().params;
+  return trained_alone(c, dir);
 }
 
 // The parameters every run starts from (same seed on every rank), by global name.

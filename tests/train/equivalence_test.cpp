@@ -11,6 +11,7 @@
 #include <map>
 #include <numeric>
 
+#include "../parallel/sync_test_util.h"
 #include "../support/other_backend.h"
 #include "../support/shared_tmp.h"
 #include "../support/tiny_config.h"
@@ -59,21 +60,12 @@ void expect_same_params(const std::map<std::string, torch::Tensor>& ref,
 }
 
 // Reference on this rank alone (one process; m micro-batches of the global batch, default one).
-// The layouts of a sweep share a few references (the layout is not part of one), so each is
-// trained once per process and kept, under its whole configuration but the output folder.
 std::map<std::string, torch::Tensor> reference(const config::Config& c, int m = 1) {
-  static std::map<std::string, std::map<std::string, torch::Tensor>> trained;
-  comm::Backend& w = comm::world();
   config::Config r = c;
   r.parallel = {};
   r.parallel.pp = 1;
   r.train.microbatches = m;
-  r.output.dir.clear();
-  const std::string key = config::to_toml(r);
-  if (auto it = trained.find(key); it != trained.end()) return it->second;
-  auto self = w.split(w.rank(), 0, "self");
-  r.output.dir = c.output.dir + "-ref" + std::to_string(w.rank());
-  return trained[key] = train::Trainer(r, *self).run().params;
+  return loom::test::trained_alone(r, c.output.dir + "-ref");
 }
 
 // Trains on the first dp*pp ranks; returns the max relative difference over all parameter tensors

@@ -164,14 +164,7 @@ TEST_P(Reshard, ContinuesLikeOneProcess) {
   const std::string a = test::shared_tmp(std::string("rs-c-") + m.name);
   const std::string b = test::shared_tmp(std::string("rs-d-") + m.name);
   config::Config c = base();
-  Params ref;
-  {  // one process, every rank on its own
-    comm::Backend& w = comm::world();
-    auto self = w.split(w.rank(), 0, "self");
-    ref = train::Trainer(with_layout(c, {}, a + "-ref" + std::to_string(w.rank())), *self)
-              .run()
-              .params;
-  }
+  Params ref = test::trained_alone(with_layout(c, {}, ""), a + "-ref");  // one process
   on_first(m.from.ranks(),
            [&](comm::Backend& g) { train::Trainer(with_layout(c, m.from, a), g).run(3); });
   Params got;

@@ -92,13 +92,8 @@ TEST_P(TensorParallel, MatchesSingleProcess) {
   comm::Backend& w = comm::world();
   const std::string dir = test::shared_tmp(std::string("tp-") + k.name);
   if (k.ranks() > w.size()) GTEST_SKIP() << "needs " << k.ranks() << " ranks";
-  test::Params ref;
-  {
-    auto self = w.split(w.rank(), 0, "self");
-    config::Config one = configured({"one", 1, 1, 1, 1, "1f1b", "allreduce", k.opt},
-                                    dir + "-ref" + std::to_string(w.rank()));
-    ref = train::Trainer(one, *self).run().params;
-  }
+  const test::Params ref = test::trained_alone(
+      configured({"one", 1, 1, 1, 1, "1f1b", "allreduce", k.opt}, ""), dir + "-ref");
   const bool in = w.rank() < k.ranks();
   auto sub = w.split(in ? 0 : 1, w.rank(), "tp");
   double diff = 0;
