@@ -96,7 +96,8 @@ for ((k = 0; k < rounds; ++k)); do
     [[ $mode_ == repredict ]] || cut -d' ' -f1 /proc/loadavg > "$out/$tag-$k/load"
     if [[ $mode_ == run ]] && ! "$loom" train --config "$config" --nproc $((pp * dp * tp)) --pp "$pp" --dp "$dp" --tp "$tp" \
            --loops "$(loops_of "$s")" --schedule "$s" --dp-mode "$mode" --steps "$steps" \
-           --eval_every 0 --output.dir "$out/$tag-$k" --overwrite --output.progress false \
+           --eval_every 0 --final-eval false --output.dir "$out/$tag-$k" --overwrite \
+           --output.progress false \
            --output.calibrate_every "$cal" > "$out/$tag-$k.log" 2>&1; then
       echo "$entry: loom train failed, see $out/$tag-$k.log"
       exit 1

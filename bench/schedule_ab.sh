@@ -35,7 +35,7 @@ for ((r = 0; r < rounds; ++r)); do
     [[ $s == zbv || $s == dualpipev ]] && loops=2
     "$build/bin/loom" train --config configs/gpt-fortunes.toml "${data[@]}" --layers "$layers" \
       --nproc "$pp" --pp "$pp" --schedule "$s" --loops "$loops" --microbatches "$microbatches" \
-      --global_batch "$global_batch" --steps "$steps" --eval_every 0 --eval_batches 1 \
+      --global_batch "$global_batch" --steps "$steps" --eval_every 0 --final-eval false \
       --output.dir "$out/run" --overwrite --progress false >"$out/log" 2>&1 ||
       { echo "schedule_ab: $s failed:" >&2; tail -5 "$out/log" >&2; exit 1; }
     python3 - "$out/run/metrics.jsonl" "$r" "$s" <<'PY' | tee -a "$out/rows"

@@ -18,7 +18,7 @@ echo "cores: $(getconf _NPROCESSORS_ONLN), load average: $(cut -d' ' -f1-3 /proc
 run() {  # label round pp dp schedule slice_us
   rm -rf "$out/run"
   LOOM_ENGINE_SLICE_US=$6 "$build/bin/loom" train --config configs/gpt-fortunes.toml \
-    --nproc $(($3 * $4)) --pp "$3" --dp "$4" --schedule "$5" --steps "$steps" --eval_every 0 \
+    --nproc $(($3 * $4)) --pp "$3" --dp "$4" --schedule "$5" --steps "$steps" --eval_every 0 --final-eval false \
     --output.dir "$out/run" --overwrite --output.progress false >/dev/null 2>&1
   python3 - "$out/run/metrics.jsonl" "$1" "$2" "$3x$4-$5" <<'PY' | tee -a "$out/rows"
 import json, statistics, sys
