@@ -250,8 +250,9 @@ else
 fi
 
 # A full disk under metrics.jsonl: the run stops with one line, and the file holds whole lines
-# only (steps 1..n, each valid JSON), none lost in silence.
-if mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null; then
+# only (steps 1..n, each valid JSON), none lost in silence. 32 KB: the lock and config.toml
+# (8 KB) take three or four of its 4 KB pages, the 400 steps' lines need ~100 KB.
+if mount -t tmpfs -o size=32k tmpfs "$mnt" 2>/dev/null; then
   train --output.dir "$mnt/run" --steps 400 --checkpoint-every 0
   rc=$?
   if [[ $rc -ne 0 && $rc -ne 2 && $(grep -c "error" "$tmp/stderr") -eq 1 ]] &&
