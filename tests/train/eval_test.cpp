@@ -144,8 +144,11 @@ TEST(Eval, WithoutTheFinalEvaluationOnlyThePeriodicOnes) {
   const std::string dir_4 = test::shared_tmp("eval-no-final-4");
   test::train_on(c, 2, "eval-no-final-4");
   c.train.eval_every = 0;
+  c.output.progress = true;  // rank 0 prints the summary table
   const std::string dir_none = test::shared_tmp("eval-none");
+  testing::internal::CaptureStderr();
   test::train_on(c, 2, "eval-none");
+  const std::string printed = testing::internal::GetCapturedStderr();
   if (comm::world().rank() != 0) return;
 
   const auto evals = lines_with(dir, "eval_loss");
@@ -159,6 +162,9 @@ TEST(Eval, WithoutTheFinalEvaluationOnlyThePeriodicOnes) {
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_EQ(number(summary[0], "eval_step"), 4);
   EXPECT_TRUE(lines_with(dir_none, "eval_loss").empty());
+  EXPECT_NE(printed.find("eval loss"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("none (no evaluation ran; train.final_eval is false)"), std::string::npos)
+      << printed;
 }
 
 config::Config text_gpt() {
