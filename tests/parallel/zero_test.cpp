@@ -13,6 +13,7 @@
 #include "loom/schedule/generate.h"
 #include "loom/schedule/lower.h"
 #include "loom/train/trainer.h"
+#include "sync_test_util.h"
 
 using namespace loom;
 using loom::test::shared_tmp;
@@ -54,17 +55,11 @@ train::TrainResult train_on(const config::Config& c, int n, int64_t stop_after =
 }
 
 // Single-process parameters of tiny_gpt() (every rank computes them itself, once).
-const std::map<std::string, torch::Tensor>& reference() {
-  static std::map<std::string, torch::Tensor> ref = [] {
-    comm::Backend& w = comm::world();
-    auto self = w.split(w.rank(), 0, "self");
-    config::Config r = tiny_gpt();
-    r.parallel = {};
-    r.train.microbatches = 1;
-    r.output.dir += "-ref" + std::to_string(w.rank());
-    return train::Trainer(r, *self).run().params;
-  }();
-  return ref;
+test::Params reference() {
+  config::Config r = tiny_gpt();
+  r.parallel = {};
+  r.train.microbatches = 1;
+  return test::trained_alone(r, r.output.dir + "-ref");
 }
 
 struct Case {
@@ -78,7 +73,7 @@ TEST_P(ZeroEquivalence, MatchesSingleProcess) {
   const Case k = GetParam();
   comm::Backend& w = comm::world();
   ASSERT_GE(w.size(), 4) << "run with 4 ranks";
-  const auto& ref = reference();
+  const test::Params ref = reference();
   train::TrainResult got = train_on(with(tiny_gpt(), k.mode, k.schedule, k.dp), 4);
   double diff = 0;
   for (auto& [name, t] : got.params) {

@@ -277,7 +277,7 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
       {"eval loss", last_eval_.step >= 0
                         ? detail::concat(std::to_string(res.eval_loss), " (step ", last_eval_.step,
                                          ", ", last_eval_.samples, " samples)")
-                        : std::string("none (no evaluation ran; train.final_eval is false)")},
+                        : std::string("none (no evaluation in this run)")},
   };
   if (res.eval_accuracy >= 0)
     rows.push_back({"eval accuracy", std::to_string(res.eval_accuracy * 100) + " %"});
