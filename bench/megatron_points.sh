@@ -4,7 +4,8 @@
 # 1.7B to 1T) and every row of its Table 2 (PTD-P and ZeRO-3). All: s = 2048, V = 51200, fp16
 # mixed precision as Megatron-LM keeps it (--megatron), full activation recomputation (the
 # paper's TFLOP/s count includes the recomputed forward, as `tflops_per_device` does), no
-# sequence parallelism (it came later).
+# sequence parallelism (it came later), the head tied to the token embedding (Megatron-LM's GPT;
+# on a pipeline the last stage keeps a copy whose gradient it all-reduces with the first's).
 # Table 1's micro-batch sizes, virtual pipeline stages and data-parallel implementation are the
 # paper's own reproduction script's (Megatron-LM examples/sc21/run_table_1.sh; its CONFIG.sh:
 # --fp16, so gradients are reduced in fp16). DDP "local" rows reduce after the pipeline flush and
@@ -51,6 +52,7 @@ while read -r table params l h a tp pp gpus batch mb v ddp pub; do
   [[ $ddp == zero3 ]] && mode=zero3
   [[ $ddp == local ]] && megatron_2021="--blocking-p2p --grad-reduce-after-flush "
   cmd="loom simulate --model gpt --layers $l --width $h --heads $a --seq-len 2048 --vocab 51200 \
+--tie-embeddings \
 --cluster $cluster --gpus $gpus --pp $pp --tp $tp --global-batch $batch \
 --micro-batch-size $mb --dp-mode $mode --schedule $sched --loops $v --recompute full \
 $megatron_2021--megatron --precision fp16 --json"

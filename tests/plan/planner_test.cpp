@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace loom::plan {
 namespace {
 
@@ -126,6 +128,21 @@ TEST(Planner, SearchesZbv) {
     EXPECT_GT(k.par.pp, 1);
     EXPECT_EQ(k.par.shape().placement, schedule::Placement::V);
   }
+}
+
+// A tied head: loom's runtime ties it on one stage (no pipeline, no loops); Megatron-LM keeps
+// a copy on the last stage, so under --megatron pipelines are searched too.
+TEST(Planner, TiedHeadPipelinesOnlyAsMegatronKeepsThem) {
+  PlanRequest req = small_request();
+  req.model.tied = true;
+  req.dp_modes = {DpMode::AllReduce};
+  PlanResult loom_tie = plan(req, a100());
+  ASSERT_FALSE(loom_tie.ranked.empty());
+  for (const Candidate& k : loom_tie.ranked) EXPECT_EQ(k.par.pp * k.par.loops, 1);
+  req.megatron = true;
+  PlanResult megatron = plan(req, a100());
+  EXPECT_TRUE(std::any_of(megatron.ranked.begin(), megatron.ranked.end(),
+                          [](const Candidate& k) { return k.par.pp > 1; }));
 }
 
 TEST(Planner, NothingFits) {

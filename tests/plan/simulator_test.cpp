@@ -71,6 +71,37 @@ TEST(Simulator, BubblesOfSmallGrids) {
   }
 }
 
+// The same chain with a tied head (Megatron-LM's copy on the last stage), all-reduce 2: rank 2
+// is done at 6.5, rank 0 at 11; both then all-reduce the copy's gradient 11..13 and rank 1,
+// which holds neither end, is not held up.
+TEST(Simulator, TiedHeadAllReducedBetweenTheFirstAndLastRank) {
+  ConstantCostModel c(3);
+  c.message_s = 0.5;
+  c.all_reduce_s = 2;
+  c.tied = 1;
+  SimResult r = run(lowered("gpipe", {3, 1, 1}), c);
+  EXPECT_DOUBLE_EQ(r.step_s, 13.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].end_s, 13.0);
+  EXPECT_DOUBLE_EQ(r.ranks[2].end_s, 13.0);
+  EXPECT_DOUBLE_EQ(r.ranks[1].end_s, 9.0);
+  EXPECT_DOUBLE_EQ(r.ranks[0].dp_s, 2.0);
+  EXPECT_DOUBLE_EQ(r.ranks[1].dp_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.ideal_step_s, 9.0);
+  // Interleaved (pp 2, 2 loops): stage 3 on rank 1, the exchange is there too.
+  ConstantCostModel four(4);
+  four.all_reduce_s = 2;
+  const double untied = run(lowered("interleaved", {2, 2, 2}), four).step_s;
+  four.tied = 1;
+  EXPECT_DOUBLE_EQ(run(lowered("interleaved", {2, 2, 2}), four).step_s, untied + 2);
+  // V-shaped (zbv): rank 0 holds the first and the last stage, nothing to exchange.
+  const schedule::Shape v{2, 2, 4, schedule::Placement::V};
+  ConstantCostModel v_tied(4);
+  v_tied.all_reduce_s = 2;
+  v_tied.tied = 1;
+  EXPECT_DOUBLE_EQ(run(lowered("zbv", v), v_tied).step_s,
+                   run(lowered("zbv", v), ConstantCostModel(4)).step_s);
+}
+
 // 1F1B, pp = 2, m = 2, messages 0.5. Rank 0: F0 F1 B0 B1; rank 1: F0 B0 F1 B1.
 // r0 F0 0..1 (send ..1.5), F1 1..2 (send 2..2.5); r1 F0 1.5..2.5, B0 ..4.5 (send ..5),
 // F1 4.5..5.5, B1 ..7.5 (send ..8); r0 B0 5..7, B1 8..10.

@@ -172,6 +172,30 @@ TEST(TransformerModel, MegatronCalibrationRowHolds) {
   EXPECT_NEAR(e.tflops_per_gpu, 163.0, 0.002 * 163.0);  // the fit's resolution, 0.001 of the share
 }
 
+// A head tied to the token embedding (Megatron-LM's GPT): on one stage one matrix; on a
+// pipeline only under --megatron, whose last stage keeps a copy (an untied head's state) and
+// all-reduces its gradient, V·h/t values in the gradients' precision, with the first stage's.
+TEST(TransformerModel, TiedHeadOnOneStageOrMegatronsCopy) {
+  const Cluster c = a100();
+  Transformer tied = kSmallGpt, untied = kSmallGpt;
+  tied.tied = true;
+  untied.tied = false;
+  Parallel p;
+  p.tp = 4;
+  p.megatron = true;
+  const double matrix = 51200.0 * 1024 / 4;  // this rank's share of V·h
+  const TransformerCostModel one_stage(tied, p, c, "fp16"), one_untied(untied, p, c, "fp16");
+  EXPECT_DOUBLE_EQ(one_untied.memory(0).params - one_stage.memory(0).params, matrix * 2);
+  EXPECT_DOUBLE_EQ(one_stage.tied_grad_bytes(), 0.0);
+  p.pp = 2;
+  const TransformerCostModel copy(tied, p, c, "fp16"), apart(untied, p, c, "fp16");
+  EXPECT_DOUBLE_EQ(copy.memory(1).params, apart.memory(1).params);
+  EXPECT_DOUBLE_EQ(copy.tied_grad_bytes(), matrix * 2);
+  EXPECT_DOUBLE_EQ(apart.tied_grad_bytes(), 0.0);
+  p.megatron = false;  // loom ties both on one stage only
+  EXPECT_THROW(TransformerCostModel(tied, p, c), UsageError);
+}
+
 // A pipeline message per tensor-parallel rank (b = 2, s = 1024, h = 1024, bf16 under
 // --megatron, loom's fp32 residual stream otherwise): loom's runtime sends the whole tensor
 // from every rank without sequence parallelism and its part with it; Megatron-LM sends a 1/t

@@ -28,7 +28,9 @@ model:  --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V 
         with fp32 master weights in the optimizer (loom: autocast over fp32 ones), a stage's
         output freed once sent (loom keeps it until its backward), pipeline messages cut
         into 1/t slices that the receivers all-gather (loom: whole, or with
-        --sequence-parallel the rank's part)]
+        --sequence-parallel the rank's part), and with --tie-embeddings on a pipeline a
+        copy of the embedding on the last stage whose gradient the first and last stage
+        all-reduce (loom ties them on one stage only)]
         or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
         dp-mode and the trainer's own model cut); the model flags given and the flags
         below override it

@@ -65,6 +65,10 @@ class CostModel {
   virtual double sync_bytes(int stage) const { return 0; }
   // streaming-diloco: how many following steps that all-reduce runs behind.
   virtual double sync_overlap_steps() const { return 0; }
+  // A head tied to the token embedding on a pipeline (Megatron-LM's GPT): the last stage keeps
+  // a copy, and the ranks of the first and the last stage all-reduce its gradient after the
+  // data-parallel reduction. Its bytes; 0 = no such exchange.
+  virtual double tied_grad_bytes() const { return 0; }
   virtual StageMemory memory(int stage) const = 0;
   // Optimizer update of the rank's share of the stage, after the step's communication.
   virtual double optimizer_s(int stage) const { return 0; }
@@ -100,6 +104,7 @@ class ConstantCostModel : public CostModel {
   double param_bytes(int) const override { return params; }
   StageMemory memory(int) const override { return mem; }
   double optimizer_s(int) const override { return optimizer; }
+  double tied_grad_bytes() const override { return tied; }
   int shared_cores() const override { return cores; }
   double loaded_slowdown(int) const override { return slowdown; }
 
@@ -109,6 +114,7 @@ class ConstantCostModel : public CostModel {
   const Network* network = nullptr;
   double boundary = 1, grads = 1, params = 1;
   double optimizer = 0;
+  double tied = 0;  // tied_grad_bytes
   StageMemory mem;
   int cores = 0;        // > 0: ranks share this many cores
   double slowdown = 1;  // compute slowdown with every core busy
@@ -134,6 +140,7 @@ class ForwardingCostModel : public CostModel {
   double param_bytes(int s) const override { return m_.param_bytes(s); }
   double sync_bytes(int s) const override { return m_.sync_bytes(s); }
   double sync_overlap_steps() const override { return m_.sync_overlap_steps(); }
+  double tied_grad_bytes() const override { return m_.tied_grad_bytes(); }
   StageMemory memory(int s) const override { return m_.memory(s); }
   double optimizer_s(int s) const override { return m_.optimizer_s(s); }
   Collective reduce_collective(DpMode m) const override { return m_.reduce_collective(m); }

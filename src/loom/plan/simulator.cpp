@@ -39,8 +39,9 @@ struct RankState {
   std::map<size_t, double> recv_since;  // message -> when its receive buffer was made
   double exchange_posted = -1;  // blocking p2p: when the current exchange was posted (-1: none)
   double exchange_end = 0;      // its latest completion so far
-  std::vector<Action> deferred_reduce;  // grad_reduce_after_flush: REDUCE_GRADs of the list
-  bool optimized = false;               // the optimizer step after the list has run
+  std::vector<Action> deferred_reduce;    // grad_reduce_after_flush: REDUCE_GRADs of the list
+  double tied_ready = -1, tied_end = -1;  // the tied embedding's all-reduce (-1: not yet known)
+  bool optimized = false;                 // the optimizer step after the list has run
   double opt_start = 0, opt_end = 0;
 };
 
@@ -302,6 +303,7 @@ class Sim {
     st.deferred_reduce.clear();
     double t = std::max(st.cursor, st.dp_free);
     for (const auto& [peer, free] : st.link_free) t = std::max(t, free);
+    if (!tied_sync(r, &t)) return false;
     double work = 0, slowdown = 0;
     const std::vector<int> mine = stages_of(r);
     for (int s : mine) {
@@ -314,6 +316,33 @@ class Sim {
     st.opt_start = t;
     st.opt_end = end;
     out_.ranks[r].optimizer_s = sharing_ ? end - t : work;
+    return true;
+  }
+
+  // The tied embedding's gradient all-reduced between the first and the last stage's ranks
+  // (CostModel::tied_grad_bytes), once both have reduced their gradients; moves *t to its end.
+  // False while the other rank's start is not known.
+  bool tied_sync(int r, double* t) {
+    const double bytes = c_.tied_grad_bytes();
+    const int first = s_.shape.rank_of(0), last = s_.shape.rank_of(s_.shape.stages() - 1);
+    if (bytes <= 0 || first == last || (r != first && r != last)) return true;
+    RankState& st = st_[r];
+    if (st.tied_end >= 0) {  // called again (shared cores): done already
+      *t = std::max(*t, st.tied_end);
+      return true;
+    }
+    if (st.tied_ready < 0) st.tied_ready = *t;
+    const double peer_ready = st_[r == first ? last : first].tied_ready;
+    if (peer_ready < 0) return false;
+    const double t0 = std::max(st.tied_ready, peer_ready);
+    const double t1 =
+        t0 + c_.collective_s(Collective::AllReduce, bytes, {world(first), world(last)});
+    RankResult& rr = out_.ranks[r];
+    rr.dp_s += t1 - t0;
+    rr.dp_bytes += bytes;  // a ring of two sends half twice
+    if (record_)
+      rr.events.push_back({"tied_embedding_ALL_REDUCE", "ALL_REDUCE", Stream::Dp, t0, t1});
+    st.dp_free = st.tied_end = *t = t1;
     return true;
   }
 

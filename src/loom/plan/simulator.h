@@ -20,9 +20,10 @@
 // With SimOptions::blocking_p2p the SEND/RECV actions between two computes are one exchange
 // that waits for both ends; with grad_reduce_after_flush the REDUCE_GRADs wait for the list's
 // end (Megatron-LM of 2021, both).
-// After its list a rank waits for its streams, runs the optimizer, under zero1/zero2
-// all-gathers the updated parameters, and under slim / diloco all-reduces what they meet on
-// (CostModel::sync_bytes, a mean step's share). Step time = the latest rank.
+// After its list a rank waits for its streams (the ranks of the first and the last stage then
+// all-reduce a tied head's gradient: CostModel::tied_grad_bytes), runs the optimizer, under
+// zero1/zero2 all-gathers the updated parameters, and under slim / diloco all-reduces what they
+// meet on (CostModel::sync_bytes, a mean step's share). Step time = the latest rank.
 // Every stream is FIFO in list order, so each action's times follow from earlier ones: the
 // simulation advances every rank as far as its inputs are known and repeats (no tie-breaking).
 // Data-parallel replicas and tensor-parallel ranks run the same lists with the same costs, so

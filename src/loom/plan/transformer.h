@@ -42,7 +42,8 @@ struct Transformer {
   Arch arch = Arch::Gpt;
   int64_t kv_heads = 0;  // llama: key/value heads; 0 = heads
   int64_t ffn = 0;       // llama: SwiGLU units; 0 = a multiple of 64 >= 8h/3
-  bool tied = false;     // the head is the token embedding (one stage holds both)
+  bool tied = false;     // the head is the token embedding (one stage holds both, or
+                         // Megatron-LM's copy on the last stage: TransformerCostModel)
 };
 
 // A gpt or llama model of a `loom train` configuration (UsageError for the other kinds).

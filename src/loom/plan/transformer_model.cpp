@@ -80,9 +80,14 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
       LOOM_USAGE("tp=", p.tp, " must divide kv-heads (", kv, "), the SwiGLU width (",
                  int64_t(ffn_width(m)), ") and vocab (", m.vocab, ")");
   }
-  if (m.tied && p.pp * p.loops > 1)
-    LOOM_USAGE("a head tied to the token embedding needs both on one stage (as loom ties them); ",
-               "use --pp 1 --loops 1, or drop --tie-embeddings");
+  if (m.tied && p.pp * p.loops > 1) {
+    if (!p.megatron)
+      LOOM_USAGE("a head tied to the token embedding needs both on one stage (as loom ties ",
+                 "them); use --pp 1 --loops 1, or drop --tie-embeddings (or add --megatron: ",
+                 "Megatron-LM keeps a copy on the last stage)");
+    m_.tied = false;
+    tied_copy_ = true;
+  }
   if (p.tp > c.devices_per_node && !c.shared)
     LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '", c.name,
                "'; tensor parallelism stays inside a node");
@@ -525,6 +530,10 @@ double TransformerCostModel::grad_bytes(int stage) const {
   const double P = stage_.at(stage).params;
   // quant's message is a fraction of the fp32 gradient, whatever the training precision.
   return p_.light.reduce == 1 ? P * prec_.grad : P * 4 * p_.light.reduce;
+}
+
+double TransformerCostModel::tied_grad_bytes() const {
+  return tied_copy_ ? double(m_.vocab) * m_.hidden / p_.tp * prec_.grad : 0;
 }
 
 double TransformerCostModel::sync_bytes(int stage) const {

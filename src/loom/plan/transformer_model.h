@@ -33,6 +33,9 @@
 //  - Memory: parameters, gradients and optimizer state per precision.h-style byte counts and
 //    data-parallel mode (parallel.h); stored activations per transformer.h; with
 //    recomputation the working set of one layer's full activations during a backward.
+//  - A tied head (--tie-embeddings) is one matrix on one stage; across stages only under
+//    --megatron: Megatron-LM's last stage keeps a copy (counted as an untied head) whose
+//    gradient the first and last pipeline ranks all-reduce after the data-parallel reduction.
 //  - Optimizer: measured ns per parameter (loom profile), else 28 bytes per parameter (read
 //    parameter, gradient, two moments; write parameter and moments) at memory bandwidth.
 #include <string>
@@ -70,6 +73,7 @@ class TransformerCostModel : public CostModel {
   double param_bytes(int stage) const override;
   double sync_bytes(int stage) const override;
   double sync_overlap_steps() const override { return p_.light.overlap_steps; }
+  double tied_grad_bytes() const override;
   StageMemory memory(int stage) const override;
   double optimizer_s(int stage) const override;
   // Bytes per parameter Megatron-LM's mixed-precision optimizer moves besides AdamW's own.
@@ -130,7 +134,8 @@ class TransformerCostModel : public CostModel {
   // How many of stage `s`'s blocks are layers (not the embedding, not the head).
   int layers_on(int s) const;
 
-  Transformer m_;
+  Transformer m_;  // a tied head across stages (Megatron's copy) counts as untied here
+  bool tied_copy_ = false;
   Parallel p_;
   const Cluster& c_;
   Network net_;
