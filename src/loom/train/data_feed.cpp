@@ -8,10 +8,16 @@
 namespace loom::train {
 namespace {
 
-torch::Tensor to_tensor(const data::Array& a) {
-  if (a.type == data::ElemType::Int64)
-    return torch::from_blob(const_cast<int64_t*>(a.i64.data()), a.shape, torch::kInt64).clone();
-  return torch::from_blob(const_cast<float*>(a.f32.data()), a.shape, torch::kFloat32).clone();
+// The array as a tensor on `device`. A GPU's copy leaves from pinned memory without waiting:
+// a pageable one would hold the host until the GPU had finished the previous step's work
+// (its optimizer step), so the next step's first kernels would be launched only then.
+torch::Tensor to_device(const data::Array& a, const torch::Device& device) {
+  const torch::Tensor view =
+      a.type == data::ElemType::Int64
+          ? torch::from_blob(const_cast<int64_t*>(a.i64.data()), a.shape, torch::kInt64)
+          : torch::from_blob(const_cast<float*>(a.f32.data()), a.shape, torch::kFloat32);
+  if (!device.is_cuda()) return view.to(device, /*non_blocking=*/false, /*copy=*/true);
+  return view.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 }  // namespace
@@ -58,8 +64,8 @@ void DataFeed::fill(data::Dataset& ds, data::Sampler& smp, int64_t step, MicroBa
   for (int j = 0; j < m_; ++j) {
     auto idx = smp.microbatch(step, global_batch_, dp_, dp_rank_, m_, j);
     data::Batch b = ds.get(idx);
-    out->inputs.push_back(needs_inputs_ ? to_tensor(b.input).to(device_) : torch::Tensor());
-    out->targets.push_back(needs_targets_ ? to_tensor(b.target).to(device_) : torch::Tensor());
+    out->inputs.push_back(needs_inputs_ ? to_device(b.input, device_) : torch::Tensor());
+    out->targets.push_back(needs_targets_ ? to_device(b.target, device_) : torch::Tensor());
   }
 }
 
