@@ -162,6 +162,22 @@ cp -r "$ck" "$tmp/lost"
 rm "$tmp/lost/rank-00000.pt"
 refused missing_rank_file "rank-00000.pt' is missing" -- --nproc 2 --output.dir "$tmp/o11" \
   --resume "$tmp/lost"
+# A rank file that matches its manifest but is not a checkpoint file (written by something
+# else, the manifest made to fit): torch's reader fails; one line, without its C++ backtrace.
+cp -r "$ck" "$tmp/alien"
+head -c 5000 /dev/urandom >"$tmp/alien/rank-00000.pt"
+python3 - "$tmp/alien" <<'PY'
+import json, sys, zlib
+d = sys.argv[1]
+m = json.load(open(f"{d}/manifest.json"))
+data = open(f"{d}/rank-00000.pt", "rb").read()
+for f in m["files"]:
+    if f["file"] == "rank-00000.pt":
+        f["bytes"], f["crc32"] = len(data), zlib.crc32(data)
+json.dump(m, open(f"{d}/manifest.json", "w"))
+PY
+refused alien_rank_file "rank-00000.pt' is not a loom checkpoint file of this format" -- \
+  --output.dir "$tmp/o12" --resume "$tmp/alien"
 refused heads_changed "model.heads = 2, this run has 4" -- --output.dir "$tmp/o3" --resume "$ck" --heads 4
 refused width_changed "model.width = 32, this run has 64" -- --output.dir "$tmp/o4" --resume "$ck" --width 64
 refused optimizer_changed "train.optimizer = adamw, this run has sgd" -- --output.dir "$tmp/o5" --resume "$ck" --optimizer sgd

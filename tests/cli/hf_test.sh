@@ -125,5 +125,24 @@ else
   cat "$tmp/stderr"; fail "dump-logits into a missing folder (rc=$rc)"
 fi
 
+# refused NAME WANT -- ARGS: exit 2, one line containing WANT, and nothing written.
+refused() {
+  local name=$1 want=$2
+  shift 3
+  "$loom" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  if [[ $rc -eq 2 && $(grep -c . "$tmp/stderr") -eq 1 ]] && grep -qF -- "$want" "$tmp/stderr" &&
+     [[ ! -e "$tmp/refused-out" ]]; then
+    ok "$name: $(cat "$tmp/stderr")"
+  else
+    cat "$tmp/stderr"; fail "$name (rc=$rc)"
+  fi
+}
+echo "not a tokenizer" >"$tmp/not-a-tokenizer"
+refused "export with a file that is no tokenizer" "is not a SentencePiece model" -- export \
+  --checkpoint "$tmp/run/checkpoint" --out "$tmp/refused-out" --tokenizer "$tmp/not-a-tokenizer"
+refused "generate at an infinite temperature" "--temperature must be a finite number" -- \
+  generate --checkpoint "$tmp/run/checkpoint" --prompt "$prompt" --temperature inf
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

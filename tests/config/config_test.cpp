@@ -97,7 +97,8 @@ TEST(Config, DefaultsComeFromTheStructs) {
   EXPECT_NE(
       by_key.at("parallel.schedule").help.find("gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev"),
       std::string::npos);
-  EXPECT_NE(by_key.at("model.layers").help.find(">= 1"), std::string::npos);
+  EXPECT_NE(by_key.at("model.layers").help.find("1..1048576"), std::string::npos);
+  EXPECT_NE(by_key.at("train.steps").help.find(">= 0"), std::string::npos);
 }
 
 TEST(Config, FieldsDescribeEveryMember) {
@@ -303,10 +304,11 @@ TEST(ConfigErrors, WrongType) {
 
 TEST(ConfigErrors, OutOfRange) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"[model]\nlayers = 0", "model.layers must be >= 1, got 0"},
-      {"[model]\nwidth = 0", "model.width must be >= 1"},
-      {"[model]\nheads = 0", "model.heads must be >= 1"},
-      {"[model]\nseq_len = 0", "model.seq_len must be >= 1"},
+      {"[model]\nlayers = 0", "model.layers must be in 1..1048576, got 0"},
+      {"[model]\nlayers = 9223372036854775807", "model.layers must be in 1..1048576"},
+      {"[model]\nwidth = 0", "model.width must be in 1..16777216"},
+      {"[model]\nheads = 0", "model.heads must be in 1..16777216"},
+      {"[model]\nseq_len = 0", "model.seq_len must be in 1..16777216"},
       {"[model]\nvocab = 1", "model.vocab must be in 2..65536, got 1"},
       {"[model]\nvocab = 65537", "model.vocab must be in 2..65536"},
       {"[model]\nclasses = 1", "model.classes must be >= 2"},
@@ -317,7 +319,9 @@ TEST(ConfigErrors, OutOfRange) {
       {"[data]\nsynthetic_size = 0", "data.synthetic_size must be in 1..67108864"},
       {"[train]\nsteps = -1", "train.steps must be >= 0, got -1"},
       {"[train]\nglobal_batch = 0", "train.global_batch must be >= 1"},
-      {"[train]\nmicrobatches = 0", "train.microbatches must be >= 1"},
+      {"[train]\nmicrobatches = 0", "train.microbatches must be in 1..1048576"},
+      {"[train]\nmicrobatches = 4294967296", "train.microbatches must be in 1..1048576"},
+      {"[train]\nsteps = 4294967296", "train.steps must be at most 2147483647"},
       {"[train]\nlr = 0", "train.lr must be > 0, got 0"},
       {"[train]\nmin_lr = -0.1", "train.min_lr must be >= 0, got -0.1"},
       {"[train]\nwarmup = -1", "train.warmup must be >= 0"},
@@ -332,16 +336,17 @@ TEST(ConfigErrors, OutOfRange) {
       {"[train]\nthreads = 0", "train.threads must be in 1..1024"},
       {"[train]\noptimizer = \"adam\"", "train.optimizer must be one of adamw|sgd, got 'adam'"},
       {"[train]\nlr_schedule = \"step\"", "train.lr_schedule must be one of cosine|constant"},
-      {"[parallel]\ndp = -1", "parallel.dp must be >= 0"},
-      {"[parallel]\npp = 0", "parallel.pp must be >= 1"},
-      {"[parallel]\nloops = 0", "parallel.loops must be >= 1"},
+      {"[parallel]\ndp = -1", "parallel.dp must be in 0..1048576"},
+      {"[parallel]\npp = 0", "parallel.pp must be in 1..1048576"},
+      {"[parallel]\npp = 4294967297", "parallel.pp must be in 1..1048576"},
+      {"[parallel]\nloops = 0", "parallel.loops must be in 1..1048576"},
       {"[parallel]\nschedule = \"foo\"",
        "parallel.schedule must be one of gpipe|1f1b|interleaved|bfs|zb-h1|zbv|dualpipev, got "
        "'foo'"},
       {"[parallel]\ndp_mode = \"zero4\"",
        "parallel.dp_mode must be one of allreduce|zero1|zero2|zero3|slim|quant"},
       {"[parallel]\nbucket_mib = 0", "parallel.bucket_mib must be > 0"},
-      {"[parallel]\nmax_unsharded = 0", "parallel.max_unsharded must be >= 1"},
+      {"[parallel]\nmax_unsharded = 0", "parallel.max_unsharded must be in 1..1048576"},
       {"[parallel]\npartition = \"5,2\"", "parallel.partition must be flops|uniform or"},
       {"[parallel]\npartition = \"2,,5\"", "got '2,,5'"},
       {"[parallel]\npartition = \"2,5,\"", "got '2,5,'"},
@@ -373,7 +378,7 @@ TEST(ConfigErrors, OutOfRange) {
 TEST(ConfigErrors, ValidateChecksFieldsOfAHandBuiltConfig) {
   Config c;
   c.model.layers = 0;
-  expect_usage([&] { validate(c); }, {"model.layers must be >= 1, got 0"});
+  expect_usage([&] { validate(c); }, {"model.layers must be in 1..1048576, got 0"});
   c = Config{};
   c.parallel.schedule = "foo";
   expect_usage([&] { validate(c); }, {"parallel.schedule must be one of", "got 'foo'"});
@@ -455,7 +460,7 @@ TEST(ConfigFlags, Errors) {
   expect_flag_error({"--layers="}, {"model.layers must be an integer, got ''"});
   // A negative number is a value, not a flag.
   expect_flag_error({"--steps", "-1"}, {"train.steps must be >= 0, got -1"});
-  expect_flag_error({"--layers", "0"}, {"model.layers must be >= 1, got 0", "--layers"});
+  expect_flag_error({"--layers", "0"}, {"model.layers must be in 1..1048576, got 0", "--layers"});
   expect_flag_error({"--lr", "inf"}, {"train.lr must be a number"});
   expect_flag_error({"--seed", "-3"}, {"train.seed must be a non-negative integer"});
   expect_flag_error({"--seed", "18446744073709551615"}, {"train.seed must be at most 2^63-1"});

@@ -1,4 +1,5 @@
 // loom generate: text from a checkpoint, whatever layout trained it (train/whole_model.h).
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -65,7 +66,8 @@ int generate_command(const std::vector<std::string>& args) {
   } catch (const std::exception&) {
     o.temperature = -1;
   }
-  if (!(o.temperature >= 0)) LOOM_USAGE("--temperature must be a number >= 0, got '", t, "'");
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    LOOM_USAGE("--temperature must be a finite number >= 0, got '", t, "'");
   const auto device = config::parse_choice<config::Device>(a.get("device", "cpu"));
   if (!device) LOOM_USAGE("--device must be cpu or cuda, got '", a.get("device"), "'");
   const torch::Device where = model::select_device(*device, 0);
@@ -73,10 +75,7 @@ int generate_command(const std::vector<std::string>& args) {
   if (!config::is_transformer(w.config.kind))
     LOOM_USAGE("the checkpoint holds a ", w.config.kind,
                ", which does not generate text; generate from a gpt or llama");
-  const auto tokenizer = data::open_tokenizer(a.get("tokenizer", w.tokenizer));
-  if (tokenizer->vocab_size() > w.config.vocab)
-    LOOM_USAGE("the tokenizer (", tokenizer->describe(), ") has ", tokenizer->vocab_size(),
-               " tokens, the model ", w.config.vocab, "; pass the run's --tokenizer");
+  const auto tokenizer = data::open_tokenizer_for(a.get("tokenizer", w.tokenizer), w.config.vocab);
   const std::vector<int64_t> prompt = tokenizer->encode(a.get("prompt"));
   if (a.has("dump-logits"))
     interop::write_safetensors(a.get("dump-logits"),

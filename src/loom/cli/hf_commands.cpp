@@ -4,6 +4,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/common/error.h"
+#include "loom/data/tokenizer.h"
 #include "loom/flags/flags.h"
 #include "loom/interop/hf.h"
 #include "loom/train/whole_model.h"
@@ -58,7 +59,9 @@ int export_command(const std::vector<std::string>& args) {
   if (a.get("format", "hf") != "hf")
     LOOM_USAGE("--format must be hf (Hugging Face), got '", a.get("format"), "'");
   const train::WholeModel w = train::load_whole_model(a.get("checkpoint"));
-  const std::string arch = interop::export_hf(w, a.get("out"), a.get("tokenizer", w.tokenizer));
+  const std::string tokenizer = a.get("tokenizer", w.tokenizer);
+  if (!tokenizer.empty()) data::open_tokenizer_for(tokenizer, w.config.vocab);  // a model, its size
+  const std::string arch = interop::export_hf(w, a.get("out"), tokenizer);
   std::cout << "wrote " << a.get("out") << ": " << arch << ", config.json, model.safetensors (step "
             << w.step << ", " << w.model.num_parameters() << " parameters)\n";
   return 0;

@@ -82,10 +82,10 @@ plan::Transformer model_from_flags(const flags::Parsed& a) {
     if (!a.has(k)) LOOM_USAGE("--", k, " is required (or use --from-config FILE)");
   plan::Transformer m;
   m.arch = arch;
-  m.layers = to_int64("layers", a.get("layers"), 1, 1 << 20);
-  m.hidden = to_int64("width", a.get("width"), 1, 1 << 24);
+  m.layers = to_int64("layers", a.get("layers"), 1, config::kMaxLayers);
+  m.hidden = to_int64("width", a.get("width"), 1, config::kMaxWidth);
   m.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
-  m.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
+  m.seq_len = to_int64("seq-len", a.get("seq-len"), 1, config::kMaxSeqLen);
   m.vocab = to_int64("vocab", a.get("vocab", "51200"), 1, int64_t(1) << 30);
   m.dropout = !a.has("no-dropout");  // Megatron's GPT has it; a Llama never (has_dropout)
   apply_llama_flags(a, m);
@@ -149,7 +149,8 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
     LOOM_USAGE("dp x pp x tp = ", p.dp, " x ", p.pp, " x ", p.tp, " = ", p.gpus(),
                " but --gpus is ", gpus, "; drop --dp or fix one of them");
   const bool has_m = a.has("microbatches"), has_b = a.has("micro-batch-size");
-  if (has_m) p.microbatches = to_int("microbatches", a.get("microbatches"), 1, 1 << 20);
+  if (has_m)
+    p.microbatches = to_int("microbatches", a.get("microbatches"), 1, config::kMaxMicrobatches);
   if (has_b) p.micro_batch = to_int64("micro-batch-size", a.get("micro-batch-size"), 1, 1 << 20);
   if (a.has("global-batch")) {
     int64_t G = to_int64("global-batch", a.get("global-batch"), 1, int64_t(1) << 40),
@@ -159,6 +160,9 @@ void apply_parallel_flags(const flags::Parsed& a, plan::Parallel& p, bool from_c
                    : has_m        ? BatchPart::Size
                                   : BatchPart::Count,
                    G, m, p.micro_batch);
+    if (m > config::kMaxMicrobatches)
+      LOOM_USAGE("--global-batch ", G, " makes ", m, " micro-batches per replica, more than ",
+                 config::kMaxMicrobatches, "; give a larger --micro-batch-size");
     p.microbatches = static_cast<int>(m);
   } else if (!has_m) {
     p.microbatches = p.pp;  // the smallest count that fills the pipeline
@@ -174,10 +178,12 @@ config::Config config_with_model_flags(const flags::Parsed& a) {
         arch_from_flag(a) == plan::Arch::Gpt ? config::ModelKind::Gpt : config::ModelKind::Llama;
   if (!config::is_transformer(cfg.model.kind))
     LOOM_USAGE("--from-config needs a gpt or llama model (model.kind), got '", cfg.model.kind, "'");
-  if (a.has("layers")) cfg.model.layers = to_int64("layers", a.get("layers"), 1, 1 << 20);
-  if (a.has("width")) cfg.model.width = to_int64("width", a.get("width"), 1, 1 << 24);
+  if (a.has("layers"))
+    cfg.model.layers = to_int64("layers", a.get("layers"), 1, config::kMaxLayers);
+  if (a.has("width")) cfg.model.width = to_int64("width", a.get("width"), 1, config::kMaxWidth);
   if (a.has("heads")) cfg.model.heads = to_int64("heads", a.get("heads"), 1, 1 << 16);
-  if (a.has("seq-len")) cfg.model.seq_len = to_int64("seq-len", a.get("seq-len"), 1, 1 << 24);
+  if (a.has("seq-len"))
+    cfg.model.seq_len = to_int64("seq-len", a.get("seq-len"), 1, config::kMaxSeqLen);
   if (a.has("vocab")) cfg.model.vocab = to_int64("vocab", a.get("vocab"), 1, int64_t(1) << 30);
   {
     plan::Transformer flagged = plan::transformer_of(cfg.model);

@@ -170,6 +170,13 @@ int simulate_command(const std::vector<std::string>& args) {
     m = model_from_flags(a);
     apply_parallel_flags(a, p, false);
   }
+  // The simulation holds the whole lowered schedule: about 1 KB per stage and micro-batch.
+  constexpr int64_t kMaxStageMicrobatches = int64_t(1) << 21;
+  if (int64_t(p.pp) * p.loops * p.microbatches > kMaxStageMicrobatches)
+    LOOM_USAGE("pp x loops x microbatches = ", int64_t(p.pp) * p.loops * p.microbatches,
+               " is more than loom simulate holds (", kMaxStageMicrobatches,
+               "); simulate fewer micro-batches (a larger --micro-batch-size, or --microbatches): ",
+               "the time per micro-batch settles long before");
   for (const std::string& v : flags::split_list(a.get("rank-speed"))) {
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);

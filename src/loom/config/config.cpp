@@ -168,14 +168,18 @@ std::string type_name(const Ref& r) {
 
 // ---- rules ----------------------------------------------------------------------------------
 
-Rule int_range(int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max()) {
-  const bool open_top = hi == std::numeric_limits<int64_t>::max();
-  std::string text =
-      open_top ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+// Without an upper bound a count still fits the int that the runtime keeps it in.
+constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+
+Rule int_range(int64_t lo, int64_t hi = kIntMax) {
+  const std::string text =
+      hi == kIntMax ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
   return {text, [=](const Ref& r) -> std::string {
             int64_t v = *std::get<int64_t*>(r);
             if (v >= lo && v <= hi) return "";
-            return open_top ? "must be " + text : "must be in " + text;
+            if (hi == kIntMax)
+              return v < lo ? "must be " + text : "must be at most " + std::to_string(hi);
+            return "must be in " + text;
           }};
 }
 
@@ -286,10 +290,13 @@ const std::vector<Field>& schema() {
   static const std::vector<Field> table = {
       {LOOM_FIELD(model, kind), "model family", {}},
       {LOOM_FIELD(model, vocab), "vocabulary size (gpt; 256 = bytes)", int_range(2, 65536)},
-      {LOOM_FIELD(model, seq_len), "context length T (gpt)", int_range(1)},
-      {LOOM_FIELD(model, width), "model width D (gpt) or hidden units (mlp)", int_range(1)},
-      {LOOM_FIELD(model, layers), "transformer blocks (gpt) or hidden layers (mlp)", int_range(1)},
-      {LOOM_FIELD(model, heads), "attention heads (gpt); must divide width", int_range(1)},
+      {LOOM_FIELD(model, seq_len), "context length T (gpt)", int_range(1, kMaxSeqLen)},
+      {LOOM_FIELD(model, width), "model width D (gpt) or hidden units (mlp)",
+       int_range(1, kMaxWidth)},
+      {LOOM_FIELD(model, layers), "transformer blocks (gpt) or hidden layers (mlp)",
+       int_range(1, kMaxLayers)},
+      {LOOM_FIELD(model, heads), "attention heads (gpt); must divide width",
+       int_range(1, kMaxWidth)},
       {LOOM_FIELD(model, classes), "output classes (mlp, cnn)", int_range(2)},
       {LOOM_FIELD(model, attention),
        "attention core (gpt): standard (softmax(q k^T) v, the t x t scores kept) or flash "
@@ -297,10 +304,10 @@ const std::vector<Field>& schema() {
        {}},
       {LOOM_FIELD(model, kv_heads),
        "key/value heads of grouped-query attention (llama); divides heads; 0 = heads",
-       int_range(0)},
+       int_range(0, kMaxWidth)},
       {LOOM_FIELD(model, ffn_width),
        "SwiGLU hidden units (llama); 0 = the smallest multiple of 64 >= 8 * width / 3",
-       int_range(0)},
+       int_range(0, kMaxWidth)},
       {LOOM_FIELD(model, tie_embeddings),
        "the output head is the token embedding (gpt, llama; one pipeline stage only)",
        {}},
@@ -323,7 +330,8 @@ const std::vector<Field>& schema() {
 
       {LOOM_FIELD(train, steps), "optimizer steps", int_range(0)},
       {LOOM_FIELD(train, global_batch), "samples per step over all replicas", int_range(1)},
-      {LOOM_FIELD(train, microbatches), "micro-batches per replica per step", int_range(1)},
+      {LOOM_FIELD(train, microbatches), "micro-batches per replica per step",
+       int_range(1, kMaxMicrobatches)},
       {LOOM_FIELD(train, optimizer), "optimizer", {}},
       {LOOM_FIELD(train, lr), "peak learning rate", float_range(0, true)},
       {LOOM_FIELD(train, min_lr), "final learning rate of the cosine schedule",
@@ -361,18 +369,20 @@ const std::vector<Field>& schema() {
        "blas (libtorch's: MKL in the x86 wheel) or onednn (faster than MKL on AMD processors)",
        {}},
 
-      {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / (pp x tp)", int_range(0)},
-      {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1)},
+      {LOOM_FIELD(parallel, dp), "data-parallel replicas; 0 = world / (pp x tp)",
+       int_range(0, kMaxRanks)},
+      {LOOM_FIELD(parallel, pp), "pipeline ranks (stages = pp x loops)", int_range(1, kMaxRanks)},
       {LOOM_FIELD(parallel, tp),
        "tensor-parallel ranks per stage (gpt: attention heads, MLP, vocabulary split; divides "
        "heads and vocab)",
-       int_range(1)},
+       int_range(1, kMaxRanks)},
       {LOOM_FIELD(parallel, sequence_parallel),
        "with tp > 1: LayerNorms and residuals on a part of the sequence, all-gather and "
        "reduce-scatter instead of all-reduce, pipeline messages of b*s*h/tp",
        {}},
       {LOOM_FIELD(parallel, loops),
-       "stages per pipeline rank (interleaved, bfs, gpipe; 2 for zbv, dualpipev)", int_range(1)},
+       "stages per pipeline rank (interleaved, bfs, gpipe; 2 for zbv, dualpipev)",
+       int_range(1, kMaxRanks)},
       {LOOM_FIELD(parallel, schedule), "pipeline schedule",
        one_of({"gpipe", "1f1b", "interleaved", "bfs", "zb-h1", "zbv", "dualpipev"})},
       {LOOM_FIELD(parallel, schedule_file),
@@ -394,7 +404,7 @@ const std::vector<Field>& schema() {
        "forward",
        {}},
       {LOOM_FIELD(parallel, max_unsharded),
-       "zero3: stages gathered at once per rank (prefetch bound)", int_range(1)},
+       "zero3: stages gathered at once per rank (prefetch bound)", int_range(1, kMaxLayers)},
       {LOOM_FIELD(parallel, recompute),
        "activation recomputation (gpt): none, selective (the attention core is recomputed in "
        "the backward) or full (each layer keeps only its input and runs again in the backward)",

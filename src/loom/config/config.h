@@ -18,6 +18,15 @@ struct Source;
 
 namespace loom::config {
 
+// Upper bounds of sizes, shared by the configuration, the planner's flags and checkpoint
+// manifests: ranks and stages fit an int, and the products loom forms of the model's sizes
+// stay far inside int64 (a model too large for the machine is refused by the memory check).
+inline constexpr int64_t kMaxRanks = 1 << 20;         // dp, pp, tp, world; and loops
+inline constexpr int64_t kMaxLayers = 1 << 20;        // layers, prefetched stages
+inline constexpr int64_t kMaxWidth = 1 << 24;         // width, heads, SwiGLU units
+inline constexpr int64_t kMaxSeqLen = 1 << 24;        // context length
+inline constexpr int64_t kMaxMicrobatches = 1 << 20;  // per replica and step
+
 // The fields with a fixed set of values are enums, parsed once here; the rest of loom compares
 // enumerators, never spellings.
 enum class ModelKind { Gpt, Mlp, Cnn, Llama };

@@ -74,4 +74,12 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   return std::make_unique<SentencePiece>(path);
 }
 
+std::unique_ptr<Tokenizer> open_tokenizer_for(const std::string& path, int64_t model_vocab) {
+  std::unique_ptr<Tokenizer> t = open_tokenizer(path);
+  if (t->vocab_size() > model_vocab)
+    LOOM_USAGE("the tokenizer (", t->describe(), ") has ", t->vocab_size(), " tokens, the model ",
+               model_vocab, "; pass the run's --tokenizer");
+  return t;
+}
+
 }  // namespace loom::data

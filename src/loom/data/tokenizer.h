@@ -21,6 +21,9 @@ class Tokenizer {
 // path "": bytes. Otherwise the SentencePiece model at `path` (throws UsageError naming the
 // file and the fix when it is missing or not a model).
 std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path);
+// The same, for a model of `model_vocab` tokens (generate, export): UsageError when the
+// tokenizer has more tokens than the model (another run's tokenizer).
+std::unique_ptr<Tokenizer> open_tokenizer_for(const std::string& path, int64_t model_vocab);
 
 // What `loom tokenizer train` made and measured.
 struct TrainedTokenizer {

@@ -1,5 +1,6 @@
 #include "loom/launch/mpirun.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,10 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "loom/common/error.h"
+#include "loom/launch/mpirun_stderr.h"
 
 namespace loom::launch {
 namespace {
@@ -81,9 +82,16 @@ Outcome run_mpirun(const Options& o) {
   sa.sa_handler = remember_signal;
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
+  // mpirun's stderr (the ranks' too) comes through here: mpirun_stderr.h.
+  int err_pipe[2];
+  if (::pipe(err_pipe) != 0)
+    throw Error(detail::concat("cannot start mpirun: pipe: ", std::strerror(errno)));
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(detail::concat("cannot start mpirun: fork: ", std::strerror(errno)));
   if (pid == 0) {
+    ::dup2(err_pipe[1], 2);
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
     ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the ranks once, through this process
     ::execvp("mpirun", argv.data());
     std::fprintf(
@@ -92,6 +100,17 @@ Outcome run_mpirun(const Options& o) {
         std::strerror(errno));
     ::_exit(2);
   }
+  ::close(err_pipe[1]);
+  MpirunStderr err([](std::string_view s) { (void)!::write(2, s.data(), s.size()); });
+  // Whatever mpirun wrote so far, waiting for more at most `wait_ms`; false at its end.
+  auto pass_stderr = [&](int wait_ms) {
+    pollfd p{err_pipe[0], POLLIN, 0};
+    if (::poll(&p, 1, wait_ms) <= 0) return true;
+    char buf[4096];
+    const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+    if (n > 0) err.feed(std::string_view(buf, size_t(n)));
+    return n > 0 || (n < 0 && errno == EINTR);
+  };
   Outcome out;
   int forwarded = 0, first = 0, status = 0;
   auto kill_at = std::chrono::steady_clock::time_point::max();
@@ -111,16 +130,27 @@ Outcome run_mpirun(const Options& o) {
       forwarded = g_signals;
     }
     if (std::chrono::steady_clock::now() >= kill_at) signal_ranks(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pass_stderr(20);
   }
+  while (pass_stderr(100)) {
+  }
+  ::close(err_pipe[0]);
+  err.finish();
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   out.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   if (first && out.code != 0) out.code = 128 + first;
   out.stopped |= out.code == 128 + SIGTERM || out.code == 128 + SIGINT;
-  if (out.code != 0)
+  if (out.code != 0 && err.killed_rank() >= 0 && !first) {  // mpirun's banner named it
+    out.failed_rank = err.killed_rank();
+    out.why = detail::concat("killed by signal ", err.killed_signal(), " (",
+                             strsignal(err.killed_signal()), ")");
+    std::fprintf(stderr, "loom: rank %d was %s; mpirun stopped the other ranks\n", out.failed_rank,
+                 out.why.c_str());
+  } else if (out.code != 0) {
     out.why = WIFSIGNALED(status) ? detail::concat("killed by signal ", WTERMSIG(status))
                                   : detail::concat("exited with code ", out.code);
+  }
   return out;
 }
 

@@ -169,7 +169,7 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
   if (format != kFormat)
     LOOM_USAGE("checkpoint manifest '", f, "' is in format '", format, "', this loom reads '",
                kFormat, "'; resume it with the loom that wrote it, or start a new run");
-  constexpr int64_t kBig = int64_t(1) << 40, kRanks = 1 << 20;
+  constexpr int64_t kBig = int64_t(1) << 40, kRanks = config::kMaxRanks;
   auto num = [&](const char* key, int64_t lo, int64_t hi) {
     return number(field(json, key, f), key, f, lo, hi);
   };
@@ -199,10 +199,10 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
   if (!parsed) LOOM_USAGE("checkpoint manifest '", f, "' has model '", kind, "'; it is corrupt");
   m.model.kind = *parsed;
   m.model.vocab = num("vocab", 1, kBig);
-  m.model.seq_len = num("seq_len", 1, kBig);
-  m.model.width = num("width", 1, kBig);
-  m.model.layers = num("layers", 1, kBig);
-  m.model.heads = num("heads", 1, kBig);
+  m.model.seq_len = num("seq_len", 1, config::kMaxSeqLen);
+  m.model.width = num("width", 1, config::kMaxWidth);
+  m.model.layers = num("layers", 1, config::kMaxLayers);
+  m.model.heads = num("heads", 1, config::kMaxWidth);
   m.model.classes = num("classes", 1, kBig);
   // A key missing from an older manifest: what that loom's model had (a GPT: untied, with a
   // head bias).
@@ -210,8 +210,8 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
   if (config::is_transformer(m.model.kind)) m.model.tie_embeddings = flag("tie_embeddings", false);
   if (m.model.kind == config::ModelKind::Gpt) m.model.head_bias = flag("head_bias", true);
   if (m.model.kind == config::ModelKind::Llama) {
-    m.model.kv_heads = num("kv_heads", 0, kBig);
-    m.model.ffn_width = num("ffn_width", 0, kBig);
+    m.model.kv_heads = num("kv_heads", 0, config::kMaxWidth);
+    m.model.ffn_width = num("ffn_width", 0, config::kMaxWidth);
     m.model.rope_theta = std::stod(field(json, "rope_theta", f));
   }
   const int stages = m.pp * m.loops;

@@ -77,8 +77,12 @@ torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& fil
     }
     ar.try_read("rng", rng);
   } catch (const std::exception& e) {
-    LOOM_USAGE("checkpoint file '", file, "' is not a loom checkpoint file of this format (",
-               e.what(), "); resume from another checkpoint");
+    // A torch error's what() carries a C++ backtrace: its message alone, on one line.
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+    std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
+    why = why.substr(0, why.find('\n'));
+    LOOM_USAGE("checkpoint file '", file, "' is not a loom checkpoint file of this format (", why,
+               "); resume from another checkpoint");
   }
   for (auto& c : chunks) set.add(std::move(c));
   return rng;

@@ -273,7 +273,8 @@ void RunMetrics::summary_table(const TrainResult& res, const std::vector<int64_t
                     (start_step_ ? " (resumed at " + std::to_string(start_step_) + ")" : "")},
       {"wall time", human_time(res.wall_s)},
       {"throughput", human_count(res.items_per_s) + (gpt_ ? " tokens/s" : " samples/s")},
-      {"final train loss", std::to_string(res.final_loss)},
+      {"final train loss",
+       res.steps > 0 ? std::to_string(res.final_loss) : std::string("none (no step in this run)")},
       {"eval loss", last_eval_.step >= 0
                         ? detail::concat(std::to_string(res.eval_loss), " (step ", last_eval_.step,
                                          ", ", last_eval_.samples, " samples)")
