@@ -59,6 +59,18 @@ TOML
 
 if [[ $mode == local ]]; then
   expect_usage missing_config "not found" -- train --config "$tmp/nope.toml" --nproc 2
+  # Found by a sweep of bad inputs (docs/reliability.md): sizes past what loom holds (a
+  # division by zero, a pipeline of 2^32+1 ranks trained as pp 1, 12 GB before the memory check).
+  expect_usage huge_microbatches "train.microbatches must be in 1..1048576" -- train \
+    --config "$good" --nproc 2 --microbatches 4294967296
+  expect_usage huge_pp "parallel.pp must be in 1..1048576" -- train --config "$good" --nproc 2 \
+    --pp 4294967297
+  expect_usage huge_layers "model.layers must be in 1..1048576" -- train --config "$good" \
+    --nproc 2 --layers 9223372036854775807
+  expect_command_usage no_command "no command given" --
+  expect_command_usage empty_list_item "'1,,1' has an empty item" -- simulate --model gpt \
+    --layers 2 --width 64 --heads 2 --seq-len 64 --gpus 2 --pp 2 --rank-speed 1,,1 \
+    --cluster "$(dirname "$0")/../../clusters/a100-80gb.toml"
   # A mistyped timeout was the default in silence (atof("10m") is 10 s).
   LOOM_COMM_TIMEOUT_S=10m expect_usage bad_comm_timeout "LOOM_COMM_TIMEOUT_S='10m' is not a number" \
     -- train --config "$good" --nproc 2

@@ -179,6 +179,12 @@ PY
 refused alien_rank_file "rank-00000.pt' is not a loom checkpoint file of this format" -- \
   --output.dir "$tmp/o12" --resume "$tmp/alien"
 refused heads_changed "model.heads = 2, this run has 4" -- --output.dir "$tmp/o3" --resume "$ck" --heads 4
+# A run refused after it made its folder leaves no folder (it held only the run's lock).
+if [[ -e "$tmp/o3" || -e "$tmp/o12" ]]; then
+  fail "refused runs left their folders: $(ls -A "$tmp/o3" "$tmp/o12" 2>&1 | tr '\n' ' ')"
+else
+  ok "refused runs left no folder behind"
+fi
 refused width_changed "model.width = 32, this run has 64" -- --output.dir "$tmp/o4" --resume "$ck" --width 64
 refused optimizer_changed "train.optimizer = adamw, this run has sgd" -- --output.dir "$tmp/o5" --resume "$ck" --optimizer sgd
 for step in -7 123456789012345678901234; do

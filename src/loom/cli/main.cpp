@@ -14,6 +14,7 @@
 #include "loom/common/log.h"
 #include "loom/common/malloc_tuning.h"
 #include "loom/flags/flags.h"
+#include "loom/train/run_lock.h"
 
 namespace {
 
@@ -87,9 +88,13 @@ std::string one_line(std::string msg) {
 int main(int argc, char** argv) {
   loom::tune_malloc_for_training();
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  if (args.empty()) {
+    std::fprintf(stderr, "loom: error: no command given; run `loom --help` for the list\n");
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << kHelp;
-    return args.empty() ? 2 : 0;
+    return 0;
   }
   std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -116,6 +121,7 @@ int main(int argc, char** argv) {
       loom::comm::abort_all(2);
     }
     std::fprintf(stderr, "loom: error: %s\n", e.what());
+    loom::train::remove_unused_output_folder();  // a run refused after its folder was made
     loom::comm::exit_alone(2);
   } catch (const c10::Error& e) {  // what() carries a C++ backtrace: the message alone
     runtime_failure(one_line(e.what_without_backtrace()));

@@ -140,8 +140,11 @@ std::vector<std::string> split_list(const std::string& value) {
   std::vector<std::string> out;
   std::stringstream in(value);
   std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
+  while (std::getline(in, item, ',')) {
+    if (item.empty())
+      LOOM_USAGE("the list '", value, "' has an empty item; separate its values by single commas");
+    out.push_back(item);
+  }
   return out;
 }
 

@@ -342,8 +342,8 @@ Cluster load_cluster(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     LOOM_USAGE("cluster file '", path,
-               "' not found; pass one of clusters/*.toml or write one "
-               "with loom profile --out FILE");
+               std::filesystem::is_directory(path, ec) ? "' is a folder" : "' not found",
+               "; pass one of clusters/*.toml or write one with loom profile --out FILE");
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -158,6 +159,9 @@ Schedule from_csv(const std::string& text) {
 }
 
 Schedule load_csv(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    LOOM_USAGE("schedule file '", path, "' is a folder; pass a CSV file (loom schedule --help)");
   std::ifstream file(path);
   if (!file) LOOM_USAGE("cannot read schedule file '", path, "': ", std::strerror(errno));
   std::stringstream buf;

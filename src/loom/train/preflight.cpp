@@ -63,13 +63,14 @@ void prepare_output_dir(const config::OutputConfig& o) {
   const bool trace_in_run_folder =
       !o.trace.empty() && folder_of(fs::path(o.trace).parent_path()) == folder_of(dir);
   if (!o.trace.empty() && !trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
+  const bool made = !fs::exists(dir, ec);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     LOOM_USAGE("cannot create output folder '", dir, "' (", ec ? ec.message() : "not a folder",
                "); pass a writable folder with --output.dir");
   check_writable_folder(dir, "pass a writable folder with --output.dir");
   if (trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
-  lock_output_folder(dir);
+  lock_output_folder(dir, made);
 }
 
 namespace {

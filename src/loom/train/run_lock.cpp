@@ -39,9 +39,24 @@ std::string read_holder(int fd) {
   return text.empty() ? "a process that has not said which" : text;
 }
 
+std::string g_made;  // the folder this process made and locked
+
+void remove_if_only_the_lock() {
+  if (g_made.empty()) return;
+  std::error_code ec;
+  fs::directory_iterator it(g_made, ec), end;
+  if (ec || it == end || it->path().filename() != ".loom-lock" || ++it != end) return;
+  fs::remove(fs::path(g_made) / ".loom-lock", ec);
+  fs::remove(g_made, ec);
+}
+
 }  // namespace
 
-void lock_output_folder(const std::string& dir) {
+void remove_unused_output_folder() {
+  remove_if_only_the_lock();
+}
+
+void lock_output_folder(const std::string& dir, bool made) {
   std::error_code ec;
   const std::string folder = fs::weakly_canonical(dir, ec).string();
   if (const char* held = std::getenv(kHeldEnv); held && folder == held) return;  // the launcher's
@@ -70,6 +85,10 @@ void lock_output_folder(const std::string& dir) {
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, text.data(), text.size(), 0);
   locked.insert(folder);                  // fd stays open (the lock with it) until the process ends
   ::setenv(kHeldEnv, folder.c_str(), 1);  // for the ranks this process starts
+  if (made && g_made.empty()) {
+    g_made = folder;
+    std::atexit(remove_if_only_the_lock);
+  }
 }
 
 }  // namespace loom::train

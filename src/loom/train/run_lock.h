@@ -10,6 +10,10 @@ namespace loom::train {
 // on host h since 2026-12-03 10:37:02 UTC"). UsageError naming the holder when another process
 // has it. The launcher of `loom train --nproc N` takes it for its ranks and says so to them in
 // LOOM_OUTPUT_LOCKED; a file system without locks (some network ones) is run without.
-void lock_output_folder(const std::string& dir);
+// `made`: this process made the folder; if it holds nothing but the lock when the process
+// exits (the ranks refused the run), folder and lock are removed: no debris of a failed start.
+void lock_output_folder(const std::string& dir, bool made = false);
+// The same removal at once, for an exit that skips the process's exit handlers (std::_Exit).
+void remove_unused_output_folder();
 
 }  // namespace loom::train
