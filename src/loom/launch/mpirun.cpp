@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/common/error.h"
@@ -102,15 +103,18 @@ Outcome run_mpirun(const Options& o) {
   }
   ::close(err_pipe[1]);
   MpirunStderr err([](std::string_view s) { (void)!::write(2, s.data(), s.size()); });
-  // Whatever mpirun wrote so far, waiting for more at most `wait_ms`; false at its end.
-  auto pass_stderr = [&](int wait_ms) {
+  // Whatever mpirun wrote so far, waiting for more at most `wait_ms`; false at the pipe's end
+  // (and, when `drain`, once nothing more comes within wait_ms: a leftover process that still
+  // holds the pipe does not hold this one up).
+  auto pass_stderr = [&](int wait_ms, bool drain) {
     pollfd p{err_pipe[0], POLLIN, 0};
-    if (::poll(&p, 1, wait_ms) <= 0) return true;
+    if (::poll(&p, 1, wait_ms) <= 0) return !drain;
     char buf[4096];
     const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
     if (n > 0) err.feed(std::string_view(buf, size_t(n)));
     return n > 0 || (n < 0 && errno == EINTR);
   };
+  bool open = true;  // the pipe, until mpirun's end of it closes
   Outcome out;
   int forwarded = 0, first = 0, status = 0;
   auto kill_at = std::chrono::steady_clock::time_point::max();
@@ -130,9 +134,10 @@ Outcome run_mpirun(const Options& o) {
       forwarded = g_signals;
     }
     if (std::chrono::steady_clock::now() >= kill_at) signal_ranks(SIGKILL);
-    pass_stderr(20);
+    if (open && !pass_stderr(20, false)) open = false;
+    if (!open) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  while (pass_stderr(100)) {
+  while (open && pass_stderr(200, true)) {
   }
   ::close(err_pipe[0]);
   err.finish();
