@@ -174,6 +174,7 @@ TEST(Flags, Numbers) {
 TEST(Flags, Lists) {
   EXPECT_EQ(split_list("1,2,4"), (std::vector<std::string>{"1", "2", "4"}));
   EXPECT_TRUE(split_list("").empty());
+  EXPECT_TRUE(split_list(",").empty());  // names nothing: the caller says so with its flag
   // A doubled comma is a typo (a value left out), not a list of three.
   EXPECT_NE(usage_error([] { split_list("1,2,,4"); }).find("'1,2,,4' has an empty item"),
             std::string::npos);

@@ -140,11 +140,15 @@ std::vector<std::string> split_list(const std::string& value) {
   std::vector<std::string> out;
   std::stringstream in(value);
   std::string item;
+  bool empty_item = false;
   while (std::getline(in, item, ',')) {
-    if (item.empty())
-      LOOM_USAGE("the list '", value, "' has an empty item; separate its values by single commas");
-    out.push_back(item);
+    empty_item = empty_item || item.empty();
+    if (!item.empty()) out.push_back(item);
   }
+  // Nothing but commas names nothing (the caller says so, naming its flag); a value left out
+  // between others is a typo.
+  if (empty_item && !out.empty())
+    LOOM_USAGE("the list '", value, "' has an empty item; separate its values by single commas");
   return out;
 }
 

@@ -67,7 +67,8 @@ Parsed parse(const std::vector<std::string>& args, const Spec& spec);
 int64_t to_int64(const std::string& flag, const std::string& value, int64_t lo, int64_t hi);
 int to_int(const std::string& flag, const std::string& value, int lo, int hi);
 
-// "a,b,c" -> {a, b, c}; "" -> {}; UsageError for an empty item ("a,,c", ",a").
+// "a,b,c" -> {a, b, c}; "" and "," -> {}; UsageError for an empty item among values ("a,,c",
+// ",a").
 std::vector<std::string> split_list(const std::string& value);
 
 }  // namespace loom::flags
