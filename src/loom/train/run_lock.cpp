@@ -41,19 +41,15 @@ std::string read_holder(int fd) {
 
 std::string g_made;  // the folder this process made and locked
 
-void remove_if_only_the_lock() {
+}  // namespace
+
+void remove_unused_output_folder() {
   if (g_made.empty()) return;
   std::error_code ec;
   fs::directory_iterator it(g_made, ec), end;
   if (ec || it == end || it->path().filename() != ".loom-lock" || ++it != end) return;
   fs::remove(fs::path(g_made) / ".loom-lock", ec);
   fs::remove(g_made, ec);
-}
-
-}  // namespace
-
-void remove_unused_output_folder() {
-  remove_if_only_the_lock();
 }
 
 void lock_output_folder(const std::string& dir, bool made) {
@@ -87,7 +83,7 @@ void lock_output_folder(const std::string& dir, bool made) {
   ::setenv(kHeldEnv, folder.c_str(), 1);  // for the ranks this process starts
   if (made && g_made.empty()) {
     g_made = folder;
-    std::atexit(remove_if_only_the_lock);
+    std::atexit(remove_unused_output_folder);
   }
 }
 

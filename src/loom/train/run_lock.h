@@ -13,7 +13,7 @@ namespace loom::train {
 // `made`: this process made the folder; if it holds nothing but the lock when the process
 // exits (the ranks refused the run), folder and lock are removed: no debris of a failed start.
 void lock_output_folder(const std::string& dir, bool made = false);
-// The same removal at once, for an exit that skips the process's exit handlers (std::_Exit).
+// That removal (at exit, and at once before an exit that skips the exit handlers: std::_Exit).
 void remove_unused_output_folder();
 
 }  // namespace loom::train
