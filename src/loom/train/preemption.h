@@ -1,7 +1,8 @@
 #pragma once
-// Preemption: SIGTERM or SIGINT to a rank only sets a flag (async-signal-safe); at the end of
-// every step the ranks agree, with one all-reduce (max), whether any of them was signalled,
-// so that a signal to a single rank stops all of them after the same step. The trainer then
+// Preemption: SIGTERM or SIGINT to a rank only sets a flag, taken by a thread of its own (never
+// by a computing thread); at the end of every step the ranks agree, with one all-reduce (max),
+// whether any of them was signalled, so that a signal to a single rank stops all of them after
+// the same step. The trainer then
 // checkpoints and returns; the rank exits with 128 + the signal (143 SIGTERM, 130 SIGINT).
 // A second SIGINT (Ctrl-C twice) exits at once with 130. A rank that mpirun started for
 // `loom train --nproc N` (LOOM_LAUNCHER_PID) stops the same way when that launcher dies.
@@ -11,8 +12,10 @@ class Backend;
 
 namespace loom::train {
 
-// Installs the handlers (idempotent). Call after the communication backend is up, so that
-// no library replaces them.
+// Blocks the stop signals in this thread and the threads it starts later, starts the thread
+// that takes them, and installs a handler for threads started earlier (idempotent). Call before
+// the communication backend starts its threads, and again after it, in case it replaced the
+// handler.
 void install_stop_handlers();
 // Whether install_stop_handlers ran (the loom train ranks; not the in-process tests).
 bool stop_handlers_installed();
