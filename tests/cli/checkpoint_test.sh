@@ -165,7 +165,7 @@ refused missing_rank_file "rank-00000.pt' is missing" -- --nproc 2 --output.dir 
 # A rank file that matches its manifest but is not a checkpoint file (written by something
 # else, the manifest made to fit): torch's reader fails; one line, without its C++ backtrace.
 cp -r "$ck" "$tmp/alien"
-head -c 5000 /dev/urandom >"$tmp/alien/rank-00000.pt"
+head -c "$(stat -c %s "$ck/rank-00000.pt")" /dev/urandom >"$tmp/alien/rank-00000.pt"
 python3 - "$tmp/alien" <<'PY'
 import json, sys, zlib
 d = sys.argv[1]
@@ -187,6 +187,17 @@ else
 fi
 refused width_changed "model.width = 32, this run has 64" -- --output.dir "$tmp/o4" --resume "$ck" --width 64
 refused optimizer_changed "train.optimizer = adamw, this run has sgd" -- --output.dir "$tmp/o5" --resume "$ck" --optimizer sgd
+# A manifest cut short, an entry without its CRC-32, a width edited far past what the files
+# hold (the model was built, and the allocation failed, before): one line each naming it.
+cp -r "$ck" "$tmp/cutjson" && head -c 100 "$ck/manifest.json" >"$tmp/cutjson/manifest.json"
+refused manifest_cut_short "is not JSON (cut short or damaged, at byte 100 of 100)" -- \
+  --output.dir "$tmp/o13" --resume "$tmp/cutjson"
+cp -r "$ck" "$tmp/nocrc" && sed -i 's/, "crc32": [0-9]*//' "$tmp/nocrc/manifest.json"
+refused manifest_without_crc32 'lacks "crc32" in the entry of rank 0' -- \
+  --output.dir "$tmp/o14" --resume "$tmp/nocrc"
+cp -r "$ck" "$tmp/wide" && sed -i 's/"width": [0-9]*/"width": 16000000/' "$tmp/wide/manifest.json"
+refused manifest_width_past_files "more than its files hold" -- --output.dir "$tmp/o15" \
+  --resume "$tmp/wide"
 for step in -7 123456789012345678901234; do
   cp -r "$ck" "$tmp/m$step"
   sed -i "s/\"step\": 4/\"step\": $step/" "$tmp/m$step/manifest.json"

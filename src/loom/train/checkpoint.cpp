@@ -3,15 +3,17 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "loom/common/error.h"
 #include "loom/common/files.h"
 #include "loom/common/log.h"
+#include "loom/plan/transformer.h"
 #include "loom/train/preflight.h"
 
 namespace loom::train {
@@ -31,37 +33,76 @@ std::string list(const std::vector<int>& v) {
   return out + "]";
 }
 
-// "[0, 3, 5]" -> {0, 3, 5}, each in [lo, hi].
+// A manifest's values, each checked: a missing key, a value of another type or out of range
+// is one line naming the file, the key and the entry.
+class ManifestJson {
+ public:
+  ManifestJson(const std::string& text, std::string file) : file_(std::move(file)) {
+    try {
+      json_ = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      LOOM_USAGE("checkpoint manifest '", file_, "' is not JSON (cut short or damaged, at byte ",
+                 std::min<size_t>(e.byte, text.size()), " of ", text.size(),
+                 "); resume from another checkpoint");
+    }
+    if (!json_.is_object())
+      LOOM_USAGE("checkpoint manifest '", file_, "' is not a loom checkpoint manifest (",
+                 json_.type_name(), ", not an object)");
+  }
+  const nlohmann::json& root() const { return json_; }
+  bool has(const char* key) const { return json_.contains(key); }
 
-// The value of "key" in the manifest's text: a string's contents or a number's digits.
-std::string field(const std::string& json, const std::string& key, const std::string& file) {
-  std::smatch mt;
-  std::regex re("\"" + key + "\"\\s*:\\s*(\"([^\"]*)\"|(-?[0-9]+))");
-  if (!std::regex_search(json, mt, re))
-    LOOM_USAGE("checkpoint manifest '", file, "' lacks \"", key,
-               "\"; it is corrupt or not a loom checkpoint");
-  return mt[2].matched ? mt[2].str() : mt[3].str();
-}
+  // `entry`: "" for the manifest's own keys, else the entry's name ("the entry of rank 1").
+  const nlohmann::json& at(const nlohmann::json& obj, const char* key,
+                           const std::string& entry = "") const {
+    if (!obj.is_object() || !obj.contains(key))
+      LOOM_USAGE("checkpoint manifest '", file_, "' lacks \"", key, "\"", in(entry),
+                 "; it is corrupt or not a loom checkpoint");
+    return obj.at(key);
+  }
+  std::string text(const char* key) const {
+    const nlohmann::json& v = at(json_, key);
+    if (!v.is_string()) wrong(key, v, "", "not a string");
+    return v.get<std::string>();
+  }
+  int64_t integer(const nlohmann::json& obj, const char* key, int64_t lo, int64_t hi,
+                  const std::string& entry = "") const {
+    return checked(at(obj, key, entry), key, lo, hi, entry);
+  }
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
+    return integer(json_, key, lo, hi);
+  }
+  std::vector<int> integers(const nlohmann::json& obj, const char* key, int lo, int hi,
+                            const std::string& entry = "") const {
+    const nlohmann::json& v = at(obj, key, entry);
+    if (!v.is_array()) wrong(key, v, entry, "not a list");
+    std::vector<int> out;
+    for (const auto& x : v) out.push_back(static_cast<int>(checked(x, key, lo, hi, entry)));
+    return out;
+  }
 
-int64_t number(const std::string& text, const std::string& key, const std::string& file, int64_t lo,
-               int64_t hi) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
-    LOOM_USAGE("checkpoint manifest '", file, "' has ", key, " = ", text, ", outside ", lo, "..",
-               hi, "; it is corrupt");
-  return v;
-}
+ private:
+  static std::string in(const std::string& entry) { return entry.empty() ? "" : " in " + entry; }
+  [[noreturn]] void wrong(const char* key, const nlohmann::json& v, const std::string& entry,
+                          const std::string& why) const {
+    LOOM_USAGE("checkpoint manifest '", file_, "' has ", key, " = ", v.dump(), in(entry), ", ", why,
+               "; it is corrupt");
+  }
+  int64_t checked(const nlohmann::json& v, const char* key, int64_t lo, int64_t hi,
+                  const std::string& entry) const {
+    if (!v.is_number()) wrong(key, v, entry, "not a number");
+    const std::string range = detail::concat(lo, "..", hi);
+    if (!v.is_number_integer()) wrong(key, v, entry, "not a whole number in " + range);
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi))
+      wrong(key, v, entry, "outside " + range);
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) wrong(key, v, entry, "outside " + range);
+    return x;
+  }
 
-std::vector<int> parse_list(const std::string& text, const std::string& key,
-                            const std::string& file, int lo, int hi) {
-  std::vector<int> out;
-  std::regex num("-?[0-9]+");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), num); it != std::sregex_iterator();
-       ++it)
-    out.push_back(static_cast<int>(number(it->str(), key, file, lo, hi)));
-  return out;
-}
+  std::string file_;
+  nlohmann::json json_;
+};
 
 }  // namespace
 
@@ -164,86 +205,104 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
                " not found); pass a run's folder, its checkpoint folder or one step folder");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string json = ss.str();
-  const std::string format = field(json, "format", f);
+  const ManifestJson j(ss.str(), f);
+  const std::string format = j.text("format");
   if (format != kFormat)
     LOOM_USAGE("checkpoint manifest '", f, "' is in format '", format, "', this loom reads '",
                kFormat, "'; resume it with the loom that wrote it, or start a new run");
   constexpr int64_t kBig = int64_t(1) << 40, kRanks = config::kMaxRanks;
-  auto num = [&](const char* key, int64_t lo, int64_t hi) {
-    return number(field(json, key, f), key, f, lo, hi);
-  };
   Manifest m;
-  m.loom_version = field(json, "loom_version", f);
-  m.step = num("step", 0, kBig);
-  m.world = static_cast<int>(num("world", 1, kRanks));
-  m.dp = static_cast<int>(num("dp", 1, kRanks));
-  m.pp = static_cast<int>(num("pp", 1, kRanks));
-  m.tp = static_cast<int>(num("tp", 1, kRanks));
-  m.loops = static_cast<int>(num("loops", 1, kRanks));
+  m.loom_version = j.text("loom_version");
+  m.step = j.integer("step", 0, kBig);
+  m.world = static_cast<int>(j.integer("world", 1, kRanks));
+  m.dp = static_cast<int>(j.integer("dp", 1, kRanks));
+  m.pp = static_cast<int>(j.integer("pp", 1, kRanks));
+  m.tp = static_cast<int>(j.integer("tp", 1, kRanks));
+  m.loops = static_cast<int>(j.integer("loops", 1, kRanks));
   // Keys that older manifests lack: their default is what that loom did.
-  auto has = [&](const char* key) {
-    return json.find(detail::concat("\"", key, "\"")) != std::string::npos;
-  };
-  if (has("placement")) {  // before V placement every checkpoint was looping
-    m.placement = field(json, "placement", f);
+  if (j.has("placement")) {  // before V placement every checkpoint was looping
+    m.placement = j.text("placement");
     if (!schedule::parse_placement(m.placement))
       LOOM_USAGE("checkpoint manifest '", f, "' has placement '", m.placement, "'; it is corrupt");
   }
-  m.dp_mode = field(json, "dp_mode", f);
-  m.schedule = field(json, "schedule", f);
-  m.optimizer = field(json, "optimizer", f);
-  m.dtype = field(json, "dtype", f);
-  const std::string kind = field(json, "model", f);
+  m.dp_mode = j.text("dp_mode");
+  m.schedule = j.text("schedule");
+  m.optimizer = j.text("optimizer");
+  m.dtype = j.text("dtype");
+  const std::string kind = j.text("model");
   auto parsed = config::parse_choice<config::ModelKind>(kind);
   if (!parsed) LOOM_USAGE("checkpoint manifest '", f, "' has model '", kind, "'; it is corrupt");
   m.model.kind = *parsed;
-  m.model.vocab = num("vocab", 1, kBig);
-  m.model.seq_len = num("seq_len", 1, config::kMaxSeqLen);
-  m.model.width = num("width", 1, config::kMaxWidth);
-  m.model.layers = num("layers", 1, config::kMaxLayers);
-  m.model.heads = num("heads", 1, config::kMaxWidth);
-  m.model.classes = num("classes", 1, kBig);
+  m.model.vocab = j.integer("vocab", 1, kBig);
+  m.model.seq_len = j.integer("seq_len", 1, config::kMaxSeqLen);
+  m.model.width = j.integer("width", 1, config::kMaxWidth);
+  m.model.layers = j.integer("layers", 1, config::kMaxLayers);
+  m.model.heads = j.integer("heads", 1, config::kMaxWidth);
+  m.model.classes = j.integer("classes", 1, kBig);
   // A key missing from an older manifest: what that loom's model had (a GPT: untied, with a
   // head bias).
-  auto flag = [&](const char* key, bool before) { return has(key) ? num(key, 0, 1) != 0 : before; };
+  auto flag = [&](const char* key, bool before) {
+    return j.has(key) ? j.integer(key, 0, 1) != 0 : before;
+  };
   if (config::is_transformer(m.model.kind)) m.model.tie_embeddings = flag("tie_embeddings", false);
   if (m.model.kind == config::ModelKind::Gpt) m.model.head_bias = flag("head_bias", true);
   if (m.model.kind == config::ModelKind::Llama) {
-    m.model.kv_heads = num("kv_heads", 0, config::kMaxWidth);
-    m.model.ffn_width = num("ffn_width", 0, config::kMaxWidth);
-    m.model.rope_theta = std::stod(field(json, "rope_theta", f));
+    m.model.kv_heads = j.integer("kv_heads", 0, config::kMaxWidth);
+    m.model.ffn_width = j.integer("ffn_width", 0, config::kMaxWidth);
+    const std::string theta = j.text("rope_theta");  // written as text: every digit kept
+    char* end = nullptr;
+    m.model.rope_theta = std::strtod(theta.c_str(), &end);
+    if (theta.empty() || *end != 0 || !(m.model.rope_theta > 0) ||
+        !std::isfinite(m.model.rope_theta))
+      LOOM_USAGE("checkpoint manifest '", f, "' has rope_theta = \"", theta,
+                 "\", not a positive number; it is corrupt");
   }
   const int stages = m.pp * m.loops;
-  m.blocks = static_cast<int>(num("blocks", 1, kBig));
-  std::smatch part;
-  if (!std::regex_search(json, part, std::regex("\"partition\": (\\[[-0-9, ]*\\])")))
-    LOOM_USAGE("checkpoint manifest '", f, "' lacks \"partition\"; it is corrupt");
-  m.first = parse_list(part[1].str(), "partition", f, 0, m.blocks - 1);
+  m.blocks = static_cast<int>(j.integer("blocks", 1, kBig));
+  m.first = j.integers(j.root(), "partition", 0, m.blocks - 1);
   if (static_cast<int>(m.first.size()) != stages || m.first.front() != 0 ||
       !std::is_sorted(m.first.begin(), m.first.end()))
     LOOM_USAGE("checkpoint manifest '", f, "' has a partition that does not cut ", m.blocks,
                " blocks into ", stages, " stages; it is corrupt");
-  std::regex entry(
-      "\\{\"rank\": ([0-9]+), \"file\": \"([-a-z0-9.]+)\", \"bytes\": ([0-9]+), \"crc32\": "
-      "([0-9]+), \"dp_rank\": (-?[0-9]+), \"stages\": (\\[[0-9, ]*\\])\\}");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), entry);
-       it != std::sregex_iterator(); ++it) {
-    const auto& e = *it;
-    const int64_t rank = number(e[1].str(), "a file's rank", f, 0, kRanks);
-    if (rank != static_cast<int64_t>(m.files.size()))
-      LOOM_USAGE("checkpoint manifest '", f, "' lists rank ", rank, " out of order; it is corrupt");
+  const nlohmann::json& files = j.at(j.root(), "files");
+  if (!files.is_array() || files.empty() ||
+      (files.size() > 1 && static_cast<int64_t>(files.size()) != m.world))
+    LOOM_USAGE("checkpoint manifest '", f, "' lists ", files.is_array() ? files.size() : 0,
+               " files for world ", m.world, "; it is corrupt");
+  for (const nlohmann::json& e : files) {
+    const std::string entry = detail::concat("the entry of rank ", m.files.size());
+    if (j.integer(e, "rank", 0, kRanks, entry) != static_cast<int64_t>(m.files.size()))
+      LOOM_USAGE("checkpoint manifest '", f, "' lists rank ", e.at("rank").dump(),
+                 " out of order; it is corrupt");
     Manifest::File file;
-    file.name = e[2].str();
-    file.bytes = number(e[3].str(), "a file's bytes", f, 0, kBig * 1024);
-    file.crc32 = static_cast<uint32_t>(number(e[4].str(), "a file's crc32", f, 0, 0xffffffffLL));
-    file.dp_rank = static_cast<int>(number(e[5].str(), "a file's dp_rank", f, -1, m.dp - 1));
-    file.stages = parse_list(e[6].str(), "a file's stages", f, 0, stages - 1);
+    const nlohmann::json& name = j.at(e, "file", entry);
+    file.name = name.is_string() ? name.get<std::string>() : "";
+    if (file.name.empty() ||
+        file.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") !=
+            std::string::npos ||
+        file.name[0] == '.')
+      LOOM_USAGE("checkpoint manifest '", f, "' names file ", name.dump(), " in ", entry,
+                 "; it is corrupt");
+    file.bytes = j.integer(e, "bytes", 0, kBig * 1024, entry);
+    file.crc32 = static_cast<uint32_t>(j.integer(e, "crc32", 0, 0xffffffffLL, entry));
+    file.dp_rank = static_cast<int>(j.integer(e, "dp_rank", -1, m.dp - 1, entry));
+    file.stages = j.integers(e, "stages", 0, stages - 1, entry);
     m.files.push_back(std::move(file));
   }
-  if (m.files.empty() || (m.files.size() > 1 && static_cast<int>(m.files.size()) != m.world))
-    LOOM_USAGE("checkpoint manifest '", f, "' lists ", m.files.size(), " files for world ", m.world,
-               "; it is corrupt");
+  // A model far larger than the files (a width edited by hand) would be built before anything
+  // else noticed: its parameters alone (a lower bound: the matrices, embedding and head) must
+  // fit in the files, which hold them at least once, in fp32 (bf16 where so saved).
+  if (config::is_transformer(m.model.kind)) {
+    config::ModelConfig c = m.model;
+    c.head_bias = false;  // a lower bound without it
+    const double params = plan::total_params(plan::transformer_of(c));
+    double held = 0;
+    for (const Manifest::File& file : m.files) held += double(file.bytes);
+    if (params * (m.dtype == "bfloat16" ? 2 : 4) > held)
+      LOOM_USAGE("checkpoint manifest '", f, "' describes a model of ", params,
+                 " parameters (width ", m.model.width, ", ", m.model.layers,
+                 " layers), more than its files hold (", int64_t(held), " bytes); it is corrupt");
+  }
   if (step_dir) *step_dir = dir.string();
   return m;
 }
