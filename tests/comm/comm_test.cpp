@@ -270,7 +270,9 @@ TEST(Comm, TimeoutNamesRankCommunicatorAndOperation) {
   if (w.rank() == from) s = w.send(&y, 1, DType::Float32, 0, 99);
   if (r) r->wait();
   if (s) s->wait();
-  if (w.rank() == 0) EXPECT_FLOAT_EQ(x, 3.f + from);
+  if (w.rank() == 0) {
+    EXPECT_FLOAT_EQ(x, 3.f + from);
+  }
 }
 
 // Ranks that time-share the cores (CTest runs up to 4 on CI's 2): the MPI engine's thread asks
@@ -296,7 +298,9 @@ TEST(Comm, PeersOnThisMachineAreQuietOnlyWithSingleCopy) {
   if (w.kind() != BackendKind::Mpi) GTEST_SKIP() << "the MPI engine only";
   const char* btl = std::getenv("OMPI_MCA_btl");
   const bool tcp = btl && std::string(btl) == "tcp,self";
-  if (tcp) EXPECT_FALSE(shared_memory_single_copy());
+  if (tcp) {
+    EXPECT_FALSE(shared_memory_single_copy());
+  }
   const bool quiet = shared_memory_single_copy();
   auto& m = dynamic_cast<MpiBackend&>(w);
   for (int r = 0; r < w.size(); ++r) EXPECT_EQ(m.quiet_peer(r), quiet) << "world rank " << r;

@@ -68,7 +68,9 @@ TEST(AutocastLinear, EqualsAutocastsProductAndKeepsNoWeightCopy) {
       EXPECT_TRUE(torch::allclose(g, w, 1e-2, 1e-2))
           << "biased " << biased << ": " << (g - w).abs().max().item<double>();
     }
-    if (biased) EXPECT_TRUE(torch::allclose(got.db, want.db, 1e-2, 1e-2));
+    if (biased) {
+      EXPECT_TRUE(torch::allclose(got.db, want.db, 1e-2, 1e-2));
+    }
     // Autocast's graph: the bf16 input and the bf16 weight; loom's: the bf16 input alone.
     const int64_t input = 4 * 32 * 64 * 2, weight = 48 * 64 * 2;
     EXPECT_NEAR(double(want.kept), double(input + weight), 256) << "biased " << biased;

@@ -39,7 +39,9 @@ TEST(GradBuckets, EveryParameterOnceAndSizesAddUp) {
       }
       EXPECT_EQ(sum, b.numel);
       // Over the cap only when a single parameter is larger than the cap.
-      if (b.numel > cap) EXPECT_EQ(b.params.size(), 1u) << "cap " << cap;
+      if (b.numel > cap) {
+        EXPECT_EQ(b.params.size(), 1u) << "cap " << cap;
+      }
       EXPECT_FALSE(b.params.empty());
     }
     for (size_t i = 0; i < numels.size(); ++i) EXPECT_EQ(seen[i], 1) << i;

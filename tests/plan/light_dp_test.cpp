@@ -77,7 +77,9 @@ TEST(LightDp, SimulatedBytesAndMemory) {
     p.micro_batch = 4;
     p.dp_mode = cfg.parallel.dp_mode;
     p.light = light_dp(cfg);
-    return evaluate(m, p, c, {.precision = "fp32"});
+    EvalOptions o;
+    o.precision = "fp32";
+    return evaluate(m, p, c, o);
   };
   const double P = total_params(m), ring = 2.0 * 3 / 4;
   const Evaluation all = run(with_mode(DpMode::AllReduce));

@@ -191,7 +191,9 @@ TEST(Simulator, PeakMemoryByCategory) {
     EXPECT_EQ(r.ranks[0].peak_inflight, inflight) << name;
     EXPECT_DOUBLE_EQ(r.ranks[0].peak.activations, 10.0 * inflight) << name;
     EXPECT_DOUBLE_EQ(r.ranks[0].peak.total(), 6.0 + 10.0 * inflight) << name;
-    if (std::string(name) == "1f1b") EXPECT_EQ(r.ranks[3].peak_inflight, 1);  // B right after F
+    if (std::string(name) == "1f1b") {
+      EXPECT_EQ(r.ranks[3].peak_inflight, 1);  // B right after F
+    }
   }
 }
 

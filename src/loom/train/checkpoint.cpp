@@ -72,12 +72,17 @@ class ManifestJson {
   int64_t integer(const char* key, int64_t lo, int64_t hi) const {
     return integer(json_, key, lo, hi);
   }
-  std::vector<int> integers(const nlohmann::json& obj, const char* key, int lo, int hi,
-                            const std::string& entry = "") const {
+  const nlohmann::json& list(const nlohmann::json& obj, const char* key,
+                             const std::string& entry = "") const {
     const nlohmann::json& v = at(obj, key, entry);
     if (!v.is_array()) wrong(key, v, entry, "not a list");
+    return v;
+  }
+  std::vector<int> integers(const nlohmann::json& obj, const char* key, int lo, int hi,
+                            const std::string& entry = "") const {
     std::vector<int> out;
-    for (const auto& x : v) out.push_back(static_cast<int>(checked(x, key, lo, hi, entry)));
+    for (const auto& x : list(obj, key, entry))
+      out.push_back(static_cast<int>(checked(x, key, lo, hi, entry)));
     return out;
   }
 
@@ -264,11 +269,10 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
       !std::is_sorted(m.first.begin(), m.first.end()))
     LOOM_USAGE("checkpoint manifest '", f, "' has a partition that does not cut ", m.blocks,
                " blocks into ", stages, " stages; it is corrupt");
-  const nlohmann::json& files = j.at(j.root(), "files");
-  if (!files.is_array() || files.empty() ||
-      (files.size() > 1 && static_cast<int64_t>(files.size()) != m.world))
-    LOOM_USAGE("checkpoint manifest '", f, "' lists ", files.is_array() ? files.size() : 0,
-               " files for world ", m.world, "; it is corrupt");
+  const nlohmann::json& files = j.list(j.root(), "files");
+  if (files.empty() || (files.size() > 1 && static_cast<int64_t>(files.size()) != m.world))
+    LOOM_USAGE("checkpoint manifest '", f, "' lists ", files.size(), " files for world ", m.world,
+               "; it is corrupt");
   for (const nlohmann::json& e : files) {
     const std::string entry = detail::concat("the entry of rank ", m.files.size());
     if (j.integer(e, "rank", 0, kRanks, entry) != static_cast<int64_t>(m.files.size()))

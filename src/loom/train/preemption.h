@@ -15,7 +15,8 @@ namespace loom::train {
 // Blocks the stop signals in this thread and the threads it starts later, starts the thread
 // that takes them, and installs a handler for threads started earlier (idempotent). Call before
 // the communication backend starts its threads, and again after it, in case it replaced the
-// handler.
+// handler. (A process forked from this one inherits the blocked signals: unblock them before
+// exec.)
 void install_stop_handlers();
 // Whether install_stop_handlers ran (the loom train ranks; not the in-process tests).
 bool stop_handlers_installed();
