@@ -2,7 +2,8 @@
 # Soak of the rank-failure paths: every fault kind on every launcher, repeated, to catch the
 # outcomes that only some runs show (a surviving rank that crashes while the job is torn down,
 # a hang, a stray process). Each run must end non-zero within its time limit, name the failure
-# in loom's one line, print no crash report or backtrace, and leave no rank behind.
+# in one line (at most one "loom: error" line), print no crash report or backtrace, and leave
+# no rank behind.
 #   bash bench/fault_soak.sh build [rounds]      (default 5 rounds; ~4 s a run on 2 cores)
 # Results: docs/reliability.md ("Faults tried", the soak row).
 set -u
@@ -26,13 +27,14 @@ scenarios=(
   "hang|communication timeout"
   "nan|the loss is .* and the gradient norm"
 )
-layouts=("--dp 2" "--pp 2 --dp 1")
+layouts=("2|--dp 2" "2|--pp 2 --dp 1" "4|--dp 2 --pp 2")  # ranks|flags
 
 total=0 bad=0
 declare -A bad_of
 for round in $(seq 1 "$rounds"); do
   for comm in mpi gloo; do
-    for layout in "${layouts[@]}"; do
+    for l in "${layouts[@]}"; do
+      nproc=${l%%|*} layout=${l#*|}
       for s in "${scenarios[@]}"; do
         kind=${s%%|*} want=${s#*|}
         step=$(((round % 2) + 1))  # the fault at step 1 or 2
@@ -41,7 +43,7 @@ for round in $(seq 1 "$rounds"); do
         start=$(date +%s.%N)
         # shellcheck disable=SC2086  # the layout is several flags
         LOOM_COMM_TIMEOUT_S=4 LOOM_FAULT_KIND=$kind LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=$step \
-          timeout 90 "$loom" train --config "$cfg" --nproc 2 --comm "$comm" $layout --steps 4 \
+          timeout 90 "$loom" train --config "$cfg" --nproc "$nproc" --comm "$comm" $layout --steps 4 \
           --checkpoint-every 0 --output.dir "$out" >"$tmp/stdout" 2>"$tmp/stderr"
         rc=$?
         secs=$(echo "$(date +%s.%N) - $start" | bc)
@@ -52,6 +54,8 @@ for round in $(seq 1 "$rounds"); do
         [[ $rc -eq 124 ]] && why="timed out (90 s)"
         grep -qE "$crash" "$tmp/stderr" && why="$why; crash report: $(grep -m1 -E "$crash" "$tmp/stderr")"
         grep -qE "$want" "$tmp/stderr" || why="$why; no line matching '$want'"
+        errors=$(grep -c "loom: error" "$tmp/stderr")
+        [[ $errors -gt 1 ]] && why="$why; $errors error lines"
         [[ $left -gt 0 ]] && why="$why; $left processes left" && pkill -9 -f "$out"
         total=$((total + 1))
         name="$comm ${layout// /} $kind"

@@ -316,6 +316,18 @@ elif [[ $mode == mpi ]]; then
   else
     echo "FAIL torch_error: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
+  # A failure every rank reaches together (a NaN gradient with train.on_nan = stop): one line,
+  # said once (every rank printed it), no banner, exit 1.
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=nan timeout 120 "$loom" train \
+    --config "$good" --nproc 2 --steps 5 --output.dir "$tmp/o5" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -eq 1 && $(grep -c "error" "$tmp/stderr") -eq 1 ]] &&
+     grep -q "^loom: error: step 2: the loss is .* and the gradient norm" "$tmp/stderr" &&
+     ! grep -q -- "^-----\|ORTE_ERROR_LOG" "$tmp/stderr"; then
+    echo "ok   agreed_nan: $(grep 'loom: error' "$tmp/stderr" | cut -c1-100)"; passes=$((passes + 1))
+  else
+    echo "FAIL agreed_nan: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
   # A hang turns into a timeout error naming the rank, communicator and operation.
   LOOM_COMM_TIMEOUT_S=3 LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=hang timeout 120 \
     "$loom" train --config "$good" --nproc 2 --steps 5 --output.dir "$tmp/o3" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -345,6 +357,16 @@ else
     echo "ok   launcher_torch_error: rc=$rc, $(grep 'loom: error' "$tmp/stderr")"; passes=$((passes + 1))
   else
     echo "FAIL launcher_torch_error: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
+  fi
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=nan timeout 120 "$loom" train \
+    --config "$good" --nproc 2 --comm gloo --steps 5 --output.dir "$tmp/g7" >"$tmp/stdout" \
+    2>"$tmp/stderr"
+  rc=$?
+  if [[ $rc -eq 1 && $(grep -c "loom: error" "$tmp/stderr") -eq 1 ]] &&
+     grep -q "^loom: error: step 2: the loss is .* and the gradient norm" "$tmp/stderr"; then
+    echo "ok   launcher_agreed_nan: $(grep 'loom: error' "$tmp/stderr" | cut -c1-100)"; passes=$((passes + 1))
+  else
+    echo "FAIL launcher_agreed_nan: rc=$rc"; cat "$tmp/stderr"; fails=$((fails + 1))
   fi
   # An allocation that fails: what it means, not "std::bad_alloc" alone.
   LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=1 LOOM_FAULT_KIND=out-of-memory timeout 120 "$loom" train \

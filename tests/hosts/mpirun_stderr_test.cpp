@@ -46,7 +46,9 @@ TEST(MpirunStderr, AbortBannerAndInternalLogLeftOut) {
                          "errorcode 1.\n" +
                          kFrame +
                          "\n[rank 1] loom: error: no space left\n[vm:27431] ORTE_ERROR_LOG: Data "
-                         "unpack would read past end of buffer in file show_help.c at line 501\n";
+                         "unpack would read past end of buffer in file show_help.c at line 501\n"
+                         "[vm:22885] [[13723,0],0] ORTE_ERROR_LOG: Out of resource in file "
+                         "../../../orte/util/show_help.c at line 501\n";
   const Passed p = passed(in, 1);
   EXPECT_EQ(p.out, "[rank 1] loom: error: no space left\n");
   EXPECT_EQ(p.killed_rank, -1);

@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     loom::train::remove_unused_output_folder();  // a run refused after its folder was made
     loom::comm::exit_alone(2);
+  } catch (const loom::AgreedError& e) {  // every rank has it: one says it, all end together
+    if (!one_of_several_ranks()) runtime_failure(e.what());
+    if (loom::comm::world().rank() == e.reporter())
+      std::fprintf(stderr, "loom: error: %s\n", e.what());
+    loom::comm::exit_together(1);
   } catch (const c10::Error& e) {  // what() carries a C++ backtrace: the message alone
     runtime_failure(one_line(e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {  // its what() is "std::bad_alloc": say what it means

@@ -76,6 +76,19 @@ void exit_alone(int code) {
   std::_Exit(code);  // a lone rank: MPI_Abort would only add its banner
 }
 
+void exit_together(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (!initialized() || g_world->size() == 1) exit_alone(code);
+  try {
+    g_world->barrier()->wait();
+    finalize();
+  } catch (const std::exception&) {
+    abort_all(code);
+  }
+  std::exit(code);
+}
+
 void abort_all(int code) {
   std::fflush(stdout);
   std::fflush(stderr);

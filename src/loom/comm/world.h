@@ -35,6 +35,10 @@ bool initialized();
 // Ends a process that is not part of a job of several ranks (never initialized, or a world of
 // one) with `code`, quietly.
 [[noreturn]] void exit_alone(int code);
+// Ends every rank with `code`, all of them calling it (an AgreedError): they meet (so that what
+// one of them printed comes before any rank ends), finalize and exit. Should they not meet
+// within the communication timeout, abort_all.
+[[noreturn]] void exit_together(int code);
 
 Backend& world();
 

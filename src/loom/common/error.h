@@ -3,6 +3,9 @@
 //  - UsageError: the user gave something wrong (config, flag, file). The CLI prints one line
 //    that names the problem and the fix, and exits with code 2.
 //  - Error: a runtime failure (communication timeout, a rank died). Exit code 1.
+//  - AgreedError: a runtime failure that every rank reaches at the same point, decided on
+//    values they all share (the step's all-reduced loss, the outcome of a save). One rank,
+//    `reporter`, says it; the ranks end together, none killed. Exit code 1.
 // LOOM_CHECK* macros guard invariants and print both operands when they break.
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +21,15 @@ class Error : public std::runtime_error {
 class UsageError : public Error {
  public:
   using Error::Error;
+};
+
+class AgreedError : public Error {
+ public:
+  AgreedError(const std::string& what, int reporter) : Error(what), reporter_(reporter) {}
+  int reporter() const { return reporter_; }
+
+ private:
+  int reporter_;
 };
 
 namespace detail {

@@ -32,9 +32,10 @@ void MpirunStderr::finish() {
 }
 
 void MpirunStderr::line(const std::string& l) {
-  // "[host:pid] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file ...":
-  // Open MPI 4 tripping over its own help-message aggregation when a job ends.
-  static const std::regex orte_log(R"(^\[[^\]]*\] ORTE_ERROR_LOG: .*)");
+  // "[host:pid] [[job,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file
+  // ...": Open MPI 4 tripping over its own help-message aggregation when a job ends.
+  static const std::regex orte_log(
+      R"(^\[[^\]]*\] (\[\[[0-9]+,[0-9]+\],[0-9]+\] )?ORTE_ERROR_LOG: .*)");
   if (is_frame(l)) {
     if (in_banner_) {
       banner_ += l + "\n";

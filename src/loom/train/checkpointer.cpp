@@ -326,9 +326,13 @@ std::string Checkpointer::save(int64_t steps_done) {
     const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
     const std::string tail =
         detail::concat("checkpoint ", name, " not written, the last one (", kept, ") is intact");
-    if (!failure.empty()) throw Error(detail::concat(failure, "; ", tail));
-    if (manifest_failed) throw Error(detail::concat("rank 0 could not write the manifest; ", tail));
-    throw Error(detail::concat("rank ", failed, " could not write its part; ", tail));
+    // Every rank ends here; the one whose write failed names the file and the reason.
+    const int reporter = failed >= 0 ? failed : 0;
+    if (!failure.empty()) throw AgreedError(detail::concat(failure, "; ", tail), reporter);
+    if (manifest_failed)
+      throw AgreedError(detail::concat("rank 0 could not write the manifest; ", tail), reporter);
+    throw AgreedError(detail::concat("rank ", failed, " could not write its part; ", tail),
+                      reporter);
   }
   previous_ = steps_done;
   // Nodes need not share a file system: every rank removes its own file from the step

@@ -228,11 +228,13 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   s.grad_norm = std::sqrt(sums[1]);
   s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
   if (s.skipped && cfg.train.on_nan == config::NanPolicy::Stop)
-    throw Error(detail::concat(
-        "step ", s.step, ": the loss is ", s.loss, " and the gradient norm ", s.grad_norm,
-        "; stopped before the update (train.on_nan = stop), the last checkpoint (",
-        checkpointer->last_step() ? detail::concat("step ", checkpointer->last_step()) : "none",
-        ") is kept; lower train.lr, or set --on-nan skip"));
+    throw AgreedError(
+        detail::concat(
+            "step ", s.step, ": the loss is ", s.loss, " and the gradient norm ", s.grad_norm,
+            "; stopped before the update (train.on_nan = stop), the last checkpoint (",
+            checkpointer->last_step() ? detail::concat("step ", checkpointer->last_step()) : "none",
+            ") is kept; lower train.lr, or set --on-nan skip"),
+        /*reporter=*/0);
   const double scale =
       cfg.train.clip > 0 ? std::min(1.0, cfg.train.clip / (s.grad_norm + 1e-6)) : 1.0;
   {
