@@ -48,7 +48,10 @@ TEST(MpirunStderr, AbortBannerAndInternalLogLeftOut) {
                          "\n[rank 1] loom: error: no space left\n[vm:27431] ORTE_ERROR_LOG: Data "
                          "unpack would read past end of buffer in file show_help.c at line 501\n"
                          "[vm:22885] [[13723,0],0] ORTE_ERROR_LOG: Out of resource in file "
-                         "../../../orte/util/show_help.c at line 501\n";
+                         "../../../orte/util/show_help.c at line 501\n"
+                         "[vm:29227] 2 more processes have sent help message help-mpi-api.txt / "
+                         "mpi-abort\n[vm:29227] Set MCA parameter \"orte_base_help_aggregate\" to "
+                         "0 to see all help / error messages\n";
   const Passed p = passed(in, 1);
   EXPECT_EQ(p.out, "[rank 1] loom: error: no space left\n");
   EXPECT_EQ(p.killed_rank, -1);

@@ -2,18 +2,22 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/cli/commands.h"
+#include "loom/comm/comm_failure.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 #include "loom/common/malloc_tuning.h"
 #include "loom/flags/flags.h"
+#include "loom/train/preemption.h"
 #include "loom/train/run_lock.h"
 
 namespace {
@@ -128,6 +132,19 @@ int main(int argc, char** argv) {
     if (loom::comm::world().rank() == e.reporter())
       std::fprintf(stderr, "loom: error: %s\n", e.what());
     loom::comm::exit_together(1);
+  } catch (const loom::comm::CommFailure& e) {
+    // Most often another rank's failure, seen from here: the launcher that stops this rank
+    // for it names that rank. Stopped within 2 s, this rank leaves without a line of its own.
+    if (one_of_several_ranks() && loom::train::stop_handlers_installed()) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!loom::train::local_stop_signal() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (loom::train::local_stop_signal()) {
+        std::fflush(stdout);
+        std::_Exit(1);  // a failed rank all the same (the launcher counts the first one)
+      }
+    }
+    runtime_failure(e.what());
   } catch (const c10::Error& e) {  // what() carries a C++ backtrace: the message alone
     runtime_failure(one_line(e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {  // its what() is "std::bad_alloc": say what it means

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "loom/comm/comm_failure.h"
 #include "loom/comm/rank_hosts.h"
 #include "loom/common/error.h"
+#include "loom/common/log.h"
 
 namespace loom::comm {
 namespace {
@@ -95,7 +97,17 @@ WorkPtr Backend::counted(OpKind op, const std::string& detail, uint64_t bytes, c
   }
   const LinkEmulation& e = link_emulation();
   Call c{op, what.str(), e.active() ? e.delay_s(bytes) : 0.0, o};
-  WorkPtr w = post(c);
+  WorkPtr w;
+  try {
+    w = post(c);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // Gloo's send to a peer that is gone fails right here
+    std::string failure = e.what();
+    if (auto nl = failure.find('\n'); nl != std::string::npos) failure.resize(nl);
+    throw CommFailure(
+        detail::concat("[rank ", log::rank(), "] communication failed: ", c.what, ": ", failure));
+  }
   w->on_complete([this](double busy) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.busy_s += busy;

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "loom/comm/comm_failure.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 
@@ -53,7 +54,7 @@ void Work::wait() {
   if (ok) std::this_thread::sleep_until(ready_at_);
   waited_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (!failure.empty())
-    throw Error(
+    throw CommFailure(
         detail::concat("[rank ", log::rank(), "] communication failed: ", what_, ": ", failure));
   if (!ok)
     throw Error(detail::concat("[rank ", log::rank(), "] communication timeout: ", what_,

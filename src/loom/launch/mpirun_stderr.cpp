@@ -50,7 +50,12 @@ void MpirunStderr::line(const std::string& l) {
     banner_ += l + "\n";
     return;
   }
-  if (std::regex_match(l, orte_log)) return;
+  // "[host:pid] 2 more processes have sent help message help-mpi-api.txt / mpi-abort" and its
+  // "Set MCA parameter "orte_base_help_aggregate" to 0 ...": the banners loom left out, counted.
+  static const std::regex aggregated(
+      R"(^\[[^\]]*\] ([0-9]+ more process(es)? ha(s|ve) sent help message .*|)"
+      R"(Set MCA parameter "orte_base_help_aggregate" to 0 .*))");
+  if (std::regex_match(l, orte_log) || std::regex_match(l, aggregated)) return;
   out_(l + "\n");
 }
 
