@@ -71,9 +71,9 @@ void watch_signals() {
 void install_stop_handlers() {
   // The signals are blocked in this thread and in every thread started after it (the
   // communication library's, the compute pools), and taken by one thread that waits for them:
-  // a signal then never interrupts the computation. Delivered to a compute thread, mpirun's
-  // SIGTERM (when another rank called MPI_Abort) corrupted the heap of the surviving rank, 1 ms
-  // later, in about one run out of ten (docs/reliability.md).
+  // a signal then never interrupts the computation. Delivered to a computing thread, mpirun's
+  // SIGTERM (after another rank called MPI_Abort) was followed, 1 ms later, by a corrupted heap
+  // on the surviving rank in some runs (docs/reliability.md).
   static const bool watching = [] {
     const sigset_t set = stop_signals();
     ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
