@@ -8,7 +8,6 @@
 #include "loom/comm/comm_failure.h"
 #include "loom/comm/rank_hosts.h"
 #include "loom/common/error.h"
-#include "loom/common/log.h"
 
 namespace loom::comm {
 namespace {
@@ -103,10 +102,7 @@ WorkPtr Backend::counted(OpKind op, const std::string& detail, uint64_t bytes, c
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {  // Gloo's send to a peer that is gone fails right here
-    std::string failure = e.what();
-    if (auto nl = failure.find('\n'); nl != std::string::npos) failure.resize(nl);
-    throw CommFailure(
-        detail::concat("[rank ", log::rank(), "] communication failed: ", c.what, ": ", failure));
+    throw communication_failed(c.what, e.what());
   }
   w->on_complete([this](double busy) {
     std::lock_guard<std::mutex> lock(stats_mu_);

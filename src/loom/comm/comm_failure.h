@@ -2,6 +2,8 @@
 // A communication that failed (not one that timed out): most often a peer that is gone, a rank
 // that died or failed first. The CLI gives the launcher a moment to stop this rank for that
 // failure before saying its own (cli/main.cpp).
+#include <string>
+
 #include "loom/common/error.h"
 
 namespace loom::comm {
@@ -10,5 +12,8 @@ class CommFailure : public Error {
  public:
   using Error::Error;
 };
+
+// "[rank r] communication failed: <what>: <the error's first line>".
+CommFailure communication_failed(const std::string& what, std::string error);
 
 }  // namespace loom::comm

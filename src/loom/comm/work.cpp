@@ -37,6 +37,13 @@ bool Work::test() {
   return Clock::now() >= ready_at_;
 }
 
+CommFailure communication_failed(const std::string& what, std::string error) {
+  // c10d's messages carry a C++ backtrace after the first line; the first line says it all.
+  if (auto nl = error.find('\n'); nl != std::string::npos) error.resize(nl);
+  return CommFailure(
+      detail::concat("[rank ", log::rank(), "] communication failed: ", what, ": ", error));
+}
+
 void Work::wait() {
   if (finished_) return;
   const auto t0 = Clock::now();
@@ -47,15 +54,11 @@ void Work::wait() {
     ok = block_until(deadline);
   } catch (const std::exception& e) {
     failure = e.what();
-    // c10d's messages carry a C++ backtrace after the first line; the first line says it all.
-    if (auto nl = failure.find('\n'); nl != std::string::npos) failure.resize(nl);
   }
   if (ok && seen_at_ == Clock::time_point{}) seen_at_ = Clock::now();
   if (ok) std::this_thread::sleep_until(ready_at_);
   waited_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!failure.empty())
-    throw CommFailure(
-        detail::concat("[rank ", log::rank(), "] communication failed: ", what_, ": ", failure));
+  if (!failure.empty()) throw communication_failed(what_, failure);
   if (!ok)
     throw Error(detail::concat("[rank ", log::rank(), "] communication timeout: ", what_,
                                " did not complete within ", timeout_.count() / 1000.0,

@@ -295,14 +295,14 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
   }
   // A model far larger than the files (a width edited by hand) would be built before anything
   // else noticed: its parameters alone (a lower bound: the matrices, embedding and head) must
-  // fit in the files, which hold them at least once, in fp32 (bf16 where so saved).
+  // fit in the files, which hold them at least once, in fp32.
   if (config::is_transformer(m.model.kind)) {
     config::ModelConfig c = m.model;
     c.head_bias = false;  // a lower bound without it
     const double params = plan::total_params(plan::transformer_of(c));
     double held = 0;
     for (const Manifest::File& file : m.files) held += double(file.bytes);
-    if (params * (m.dtype == "bfloat16" ? 2 : 4) > held)
+    if (params * 4 > held)
       LOOM_USAGE("checkpoint manifest '", f, "' describes a model of ", params,
                  " parameters (width ", m.model.width, ", ", m.model.layers,
                  " layers), more than its files hold (", int64_t(held), " bytes); it is corrupt");
