@@ -1,7 +1,9 @@
 #pragma once
 // The tiny training configuration the multi-rank tests start from: a 3-layer GPT of width 32
 // (or the default MLP or CNN), 512 synthetic samples, 5 steps of 16, one evaluation batch, no
-// progress bar. Each test sets the optimizer and whatever else it varies.
+// final evaluation of the whole test split (a third of a pipeline test case's time; the
+// evaluation tests turn it on), no progress bar. Each test sets the optimizer and whatever
+// else it varies.
 #include <string>
 
 #include "loom/config/config.h"
@@ -22,6 +24,7 @@ inline config::Config tiny_config(const std::string& kind) {
   c.train.steps = 5;
   c.train.global_batch = 16;
   c.train.eval_batches = 1;
+  c.train.final_eval = false;
   c.output.progress = false;
   c.output.overwrite = true;  // the tests train into the same folders again and again
   return c;

@@ -60,6 +60,7 @@ size_t count(const std::string& s, const std::string& what) {
 config::Config fashion_mlp() {
   config::Config c = test::tiny("mlp");
   c.data.kind = config::DataKind::FashionMnist;
+  c.train.final_eval = true;  // the tiny configuration leaves it out
   c.train.steps = 6;
   c.train.eval_every = 3;
   c.train.eval_batches = 2;
