@@ -19,6 +19,19 @@ source "$(dirname "$0")/check_lib.sh"
 compare=(-W ignore "$src/tests/cli/hf_compare.py")
 tokens="72 101 108 108 111 44 32 119 111 114 108 100"
 prompt="Hello, world"
+# transformers' side runs in two Python processes (its import takes seconds): the models it
+# makes, first; the logits it compares, queued here as the loom side runs, at the end.
+"$py" "${compare[@]}" >"$tmp/made" 2>"$tmp/stderr" <<JOBS
+llama from transformers | make llama $tmp/llama/from-hf
+gpt from transformers | make gpt2 $tmp/gpt/from-hf
+llama in shards from transformers | make llama $tmp/sharded/hf 40KB
+JOBS
+while read -r verdict line; do
+  if [[ $verdict == ok ]]; then ok "$line"; else fail "$line"; fi
+done <"$tmp/made"
+[[ $(grep -c . "$tmp/made") -eq 3 ]] || fail "transformers made $(grep -c . "$tmp/made") of 3 models"
+# compare_logits LABEL HF_DIR LOOM_LOGITS: queued for the end.
+compare_logits() { echo "$1 | logits $2 $3 $tokens" >>"$tmp/logit-jobs"; }
 
 model=(--model.kind llama --vocab 256 --seq-len 32 --width 48 --heads 4 --kv-heads 2 --layers 2
        --data.kind synthetic --global-batch 8 --microbatches 2 --steps 3 --eval-batches 1
@@ -35,29 +48,26 @@ if "$loom" generate --checkpoint "$tmp/run/checkpoint" --prompt "$prompt" --max-
 else
   fail generate
 fi
-# Export of a trained model, import of one transformers made, training on from the import, and
-# the round trip. $1: llama | gpt; $2: the run; $3: transformers' family (make); then the model
-# and layout flags the import resumes with.
+# Export of a trained model, import of the one transformers made, training on from the import,
+# and the round trip. $1: llama | gpt; $2: the run; then the model and layout flags the import
+# resumes with.
 interop_checks() {
-  local kind=$1 run=$2 family=$3 d=$tmp/$1
-  shift 3
+  local kind=$1 run=$2 d=$tmp/$1
+  shift 2
   mkdir -p "$d"
   if "$loom" export --checkpoint "$run/checkpoint" --out "$d/hf" >"$tmp/stdout" 2>"$tmp/stderr" &&
      "$loom" generate --checkpoint "$run/checkpoint" --prompt "$prompt" --max-tokens 1 \
-       --dump-logits "$d/loom.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
-     "$py" "${compare[@]}" logits "$d/hf" "$d/loom.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
-    ok "$kind export: $(cat "$tmp/out")"
+       --dump-logits "$d/loom.safetensors" >"$tmp/stdout" 2>"$tmp/stderr"; then
+    compare_logits "$kind export" "$d/hf" "$d/loom.safetensors"
   else
-    cat "$tmp/out" "$tmp/stderr" 2>/dev/null; fail "$kind export"
+    fail "$kind export"
   fi
-  if "$py" "${compare[@]}" make "$family" "$d/from-hf" >"$tmp/out" 2>"$tmp/stderr" &&
-     "$loom" import --from "$d/from-hf" --out "$d/imported" >"$tmp/stdout" 2>"$tmp/stderr" &&
+  if "$loom" import --from "$d/from-hf" --out "$d/imported" >"$tmp/stdout" 2>"$tmp/stderr" &&
      "$loom" generate --checkpoint "$d/imported" --prompt "$prompt" --max-tokens 1 \
-       --dump-logits "$d/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
-     "$py" "${compare[@]}" logits "$d/from-hf" "$d/imported.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
-    ok "$kind import: $(cat "$tmp/out")"
+       --dump-logits "$d/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr"; then
+    compare_logits "$kind import" "$d/from-hf" "$d/imported.safetensors"
   else
-    cat "$tmp/out" "$tmp/stderr" 2>/dev/null; fail "$kind import"
+    fail "$kind import"
   fi
   if "$loom" train --model.kind "$kind" --vocab 256 --seq-len 32 --width 48 --heads 4 --layers 2 \
        "$@" --data.kind synthetic --global-batch 8 --microbatches 2 --steps 2 --eval-batches 1 \
@@ -77,18 +87,17 @@ interop_checks() {
   fi
 }
 
-interop_checks llama "$tmp/run" llama --kv-heads 2 --ffn-width 96 --pp 2
+interop_checks llama "$tmp/run" --kv-heads 2 --ffn-width 96 --pp 2
 # A model saved in shards (model.safetensors.index.json, as transformers saves one above 5 GB).
 d=$tmp/sharded
-if "$py" "${compare[@]}" make llama "$d/hf" 40KB >"$tmp/out" 2>"$tmp/stderr" &&
-   [[ -f $d/hf/model.safetensors.index.json && ! -e $d/hf/model.safetensors ]] &&
+if [[ -f $d/hf/model.safetensors.index.json && ! -e $d/hf/model.safetensors ]] &&
    "$loom" import --from "$d/hf" --out "$d/imported" >"$tmp/stdout" 2>"$tmp/stderr" &&
    "$loom" generate --checkpoint "$d/imported" --prompt "$prompt" --max-tokens 1 \
-     --dump-logits "$d/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &&
-   "$py" "${compare[@]}" logits "$d/hf" "$d/imported.safetensors" $tokens >"$tmp/out" 2>"$tmp/stderr"; then
-  ok "llama import from $(ls "$d/hf" | grep -c 'safetensors$') shards: $(cat "$tmp/out")"
+     --dump-logits "$d/imported.safetensors" >"$tmp/stdout" 2>"$tmp/stderr"; then
+  compare_logits "llama import from $(ls "$d/hf" | grep -c 'safetensors$') shards" "$d/hf" \
+    "$d/imported.safetensors"
 else
-  cat "$tmp/out" "$tmp/stderr" 2>/dev/null; fail "sharded llama import"
+  fail "sharded llama import"
 fi
 # transformers' GPT-2 ties its head to the token embedding, which loom does on one stage.
 gpt=(--model.kind gpt --vocab 256 --seq-len 32 --width 48 --heads 4 --layers 2 --data.kind synthetic
@@ -99,7 +108,7 @@ if "$loom" train "${gpt[@]}" --nproc 4 --pp 2 --schedule bfs --loops 2 --dp-mode
 else
   cat "$tmp/stderr"; fail "gpt train"
 fi
-interop_checks gpt "$tmp/gpt-run" gpt2 --tie-embeddings --dp-mode zero3
+interop_checks gpt "$tmp/gpt-run" --tie-embeddings --dp-mode zero3
 
 # A GPT with a head bias has no GPT-2 form: one line, exit 2, nothing written.
 "$loom" train "${gpt[@]}" --steps 1 --model.head_bias true --output.dir "$tmp/biased" >/dev/null 2>&1
@@ -143,6 +152,15 @@ refused "export with a file that is no tokenizer" "is not a SentencePiece model"
   --checkpoint "$tmp/run/checkpoint" --out "$tmp/refused-out" --tokenizer "$tmp/not-a-tokenizer"
 refused "generate at an infinite temperature" "--temperature must be a finite number" -- \
   generate --checkpoint "$tmp/run/checkpoint" --prompt "$prompt" --temperature inf
+
+# transformers' verdicts on the queued logits: one line each.
+"$py" "${compare[@]}" <"$tmp/logit-jobs" >"$tmp/compared" 2>"$tmp/stderr"
+while read -r verdict line; do
+  if [[ $verdict == ok ]]; then ok "$line"; else fail "$line"; fi
+done <"$tmp/compared"
+queued=$(grep -c . "$tmp/logit-jobs")
+[[ $(grep -c . "$tmp/compared") -eq $queued ]] ||
+  fail "transformers answered $(grep -c . "$tmp/compared") of $queued logit comparisons"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
