@@ -13,6 +13,7 @@
 #include "loom/cli/commands.h"
 #include "loom/comm/comm_failure.h"
 #include "loom/comm/world.h"
+#include "loom/common/agreed_usage_error.h"
 #include "loom/common/error.h"
 #include "loom/common/log.h"
 #include "loom/common/malloc_tuning.h"
@@ -127,6 +128,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     loom::train::remove_unused_output_folder();  // a run refused after its folder was made
     loom::comm::exit_alone(2);
+  } catch (const loom::AgreedUsageError& e) {  // bad input every rank found: said once, exit 2
+    if (!one_of_several_ranks()) {
+      std::fprintf(stderr, "loom: error: %s\n", e.what());
+      loom::train::remove_unused_output_folder();
+      loom::comm::exit_alone(2);
+    }
+    if (loom::comm::world().rank() == e.reporter())
+      std::fprintf(stderr, "loom: error: %s\n", e.what());
+    loom::comm::exit_together(2);
   } catch (const loom::AgreedError& e) {  // every rank has it: one says it, all end together
     if (!one_of_several_ranks()) runtime_failure(e.what());
     if (loom::comm::world().rank() == e.reporter())

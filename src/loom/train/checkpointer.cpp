@@ -6,6 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "loom/comm/rank_hosts.h"
+#include "loom/common/agreed_usage_error.h"
 #include "loom/common/error.h"
 #include "loom/common/files.h"
 #include "loom/common/log.h"
@@ -17,6 +19,7 @@
 #include "loom/train/chunk_file.h"
 #include "loom/train/fault_injection.h"
 #include "loom/train/resume_check.h"
+#include "loom/train/shared_folder.h"
 
 namespace loom::train {
 namespace fs = std::filesystem;
@@ -350,13 +353,19 @@ Manifest Checkpointer::this_run() const {
 
 int64_t Checkpointer::load(const std::string& path) {
   std::string dir;
-  const Manifest saved = read_manifest(path, &dir);
+  Manifest saved;
   const Manifest run = this_run();
-  const std::string reshard = check_resumable(saved, run, dir);
+  std::string reshard;
+  // The ranks agree on what they read (a refusal is said once); a checkpoint that only some of
+  // them can read sits on hosts whose folders are their own.
+  agreed_check(path, /*same_for_all=*/true, [&] { saved = read_manifest(path, &dir); });
+  agreed_check(path, /*same_for_all=*/false, [&] {
+    reshard = check_resumable(saved, run, dir);
+    if (saved.blocks != run.blocks)
+      LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
+                 run.blocks, "; resume it with the model that wrote it");
+  });
   if (!reshard.empty()) log::info0(reshard);
-  if (saved.blocks != run.blocks)
-    LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
-               run.blocks, "; resume it with the model that wrote it");
   if (world_.rank() == 0) report_changed_course(dir, saved.step, cfg_);
   const int dp_rank = syncs_.begin()->second->dp_rank();
   // This rank's own file holds exactly its state (the ranks may sit in another order).
@@ -376,6 +385,7 @@ int64_t Checkpointer::load(const std::string& path) {
       !mean && saved.same_layout(run) && own && own->dp_rank == dp_rank && own->stages == mine;
   std::vector<size_t> files{static_cast<size_t>(world_.rank())};
   if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
+  check_files_seen(saved, dir, files);
   // Per-replica state (quant's residual) belongs to a replica of the same dp only; the models
   // of a per-replica mode's replicas are all read when their mean is taken.
   CheckpointReader reader(dir, saved, files, saved.dp == run.dp || replicas > 0, run.tp);
@@ -387,6 +397,66 @@ int64_t Checkpointer::load(const std::string& path) {
   }
   previous_ = saved.step;
   return saved.step;
+}
+
+namespace {
+
+const char* const kNotShared =
+    "the hosts do not share this folder; resume from a folder that every host sees, or copy "
+    "the checkpoint whole to each host";
+
+// "2-3 on node-b" where the hosts are known, else "2, 3".
+std::string ranks_named(const std::vector<int>& ranks) {
+  std::string hosts = comm::hosts_of(ranks);
+  if (!hosts.empty()) return hosts;
+  std::string out;
+  for (int r : ranks) out += detail::concat(out.empty() ? "" : ", ", r);
+  return out;
+}
+
+}  // namespace
+
+void Checkpointer::agreed_check(const std::string& path, bool same_for_all,
+                                const std::function<void()>& check) {
+  std::string why;
+  try {
+    check();
+  } catch (const UsageError& e) {
+    why = e.what();
+  }
+  const std::vector<int> refused = ranks_where(world_, !why.empty());
+  if (refused.empty()) return;
+  if (static_cast<int>(refused.size()) == world_.size()) throw AgreedUsageError(why, 0);
+  // Said by the first rank that refused, which knows why.
+  if (!same_for_all) throw AgreedUsageError(why, refused.front());
+  std::vector<int> others;
+  for (int r = 0; r < world_.size(); ++r)
+    if (!std::binary_search(refused.begin(), refused.end(), r)) others.push_back(r);
+  throw AgreedUsageError(
+      detail::concat("ranks ", ranks_named(refused), " cannot read the checkpoint '", path, "' (",
+                     why.substr(0, why.find("; ")),  // the problem, without its fix
+                     ") that ranks ", ranks_named(others), " read: ", kNotShared),
+      refused.front());
+}
+
+void Checkpointer::check_files_seen(const Manifest& saved, const std::string& dir,
+                                    const std::vector<size_t>& files) {
+  // Which of the checkpoint's files this rank sees, and which any rank sees.
+  std::vector<int32_t> anywhere(saved.files.size(), 0);
+  for (size_t i = 0; i < saved.files.size(); ++i)
+    anywhere[i] = fs::exists(fs::path(dir) / saved.files[i].name) ? 1 : 0;
+  const std::vector<int32_t> here = anywhere;
+  world_.all_reduce(anywhere.data(), anywhere.size(), comm::DType::Int32, comm::ReduceOp::Max)
+      ->wait();
+  agreed_check(dir, /*same_for_all=*/false, [&] {
+    for (size_t i : files)
+      if (!here[i] && anywhere[i])
+        LOOM_USAGE("checkpoint file '", (fs::path(dir) / saved.files[i].name).string(),
+                   "' is not in the folder of rank ", ranks_named({world_.rank()}),
+                   ", but other ranks see it: ", kNotShared);
+    // A file no rank sees: the checkpoint is incomplete.
+    for (size_t i : files) check_file_size(saved, dir, i);
+  });
 }
 
 }  // namespace loom::train

@@ -6,6 +6,7 @@
 // output.keep complete checkpoints, a barrier. Loading checks the manifest against the run
 // and the rank file against its checksum before any tensor is used.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +52,14 @@ class Checkpointer {
 
  private:
   Manifest this_run() const;  // without files and step
+  // Runs `check` on every rank (collective). A UsageError on every rank: rank 0 says it; on
+  // some: the first of them says it (same_for_all: they all read the same thing, so the folder
+  // differs between hosts, and the line says so). AgreedUsageError on every rank.
+  void agreed_check(const std::string& path, bool same_for_all, const std::function<void()>& check);
+  // Every file in `files` (this rank's reads) is there, or one line says which is not and
+  // whether another rank sees it (hosts with folders of their own). Collective.
+  void check_files_seen(const Manifest& saved, const std::string& dir,
+                        const std::vector<size_t>& files);
 
   const config::Config& cfg_;
   Resolved r_;
