@@ -4,7 +4,7 @@
 #  - the run trains and saves (each rank its own file, the manifests on rank 0's host only),
 #    and rank 0 says once, at the start, that ranks 2-3 on host 1 do not see its folder;
 #  - resuming there: one line, on one host, naming the ranks that cannot read the checkpoint,
-#    their host and the fix; exit 2 on both hosts;
+#    their host and the fix (no launcher line beside it); exit 2 on both hosts;
 #  - host 1 given host 0's manifests but not its rank files: the same layout resumes (each
 #    rank reads its own file); another (dp 4) is refused in one line naming the file that is
 #    not in rank 0's folder though another rank sees it;
@@ -31,8 +31,9 @@ private() {
   done
   wait_all
 }
-# errors NAME: the error lines of both hosts.
-errors() { cat "$tmp/$1.0" "$tmp/$1.1" | grep "error:"; }
+# errors NAME: the error lines of both hosts, and any launcher's line about a rank's exit (a
+# rank that exits with 2 has said why: no launcher adds a line).
+errors() { cat "$tmp/$1.0" "$tmp/$1.1" | grep -E "error:|^loom: rank"; }
 
 private first 29621 --pp 2 --dp 2 --output.dir "$tmp/run/out"
 if [[ ${rcs[*]} == "0 0" && -f $tmp/h0/out/checkpoint/step-000004/manifest.json &&

@@ -93,6 +93,9 @@ pid_t spawn(const Options& o, int rank, int port) {
   ::_exit(127);
 }
 
+// How describe_exit() says a rank's exit with code 2 (bad input, which the rank said itself).
+constexpr const char* kBadInputExit = "exited with code 2";
+
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status)) {
     const int s = WTERMSIG(status);
@@ -202,8 +205,11 @@ Outcome run_once(const Options& o, std::shared_ptr<comm::NodeStore> store,
     if (watch && !stopping && std::chrono::steady_clock::now() >= poll_at) {
       poll_at += std::chrono::milliseconds(100);
       if (const std::string why = watch->trouble(); !why.empty()) {
-        std::fprintf(stderr, "loom: %s; stopping %s on %s\n", why.c_str(),
-                     ranks_of(o.nproc, o.node_rank).c_str(), host.c_str());
+        // A rank elsewhere that exited with 2 said its bad input itself (the ranks agree on
+        // who says it): this node's ranks stop without another line.
+        if (!why.ends_with(detail::concat(" ", kBadInputExit)))
+          std::fprintf(stderr, "loom: %s; stopping %s on %s\n", why.c_str(),
+                       ranks_of(o.nproc, o.node_rank).c_str(), host.c_str());
         if (out.failed_rank < 0) out.why = why;
         stop_all(SIGTERM, o.grace_s);
       }
