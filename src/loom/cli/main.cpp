@@ -128,20 +128,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     loom::train::remove_unused_output_folder();  // a run refused after its folder was made
     loom::comm::exit_alone(2);
-  } catch (const loom::AgreedUsageError& e) {  // bad input every rank found: said once, exit 2
+  } catch (const loom::AgreedError& e) {  // every rank has it: one says it, all end together
+    // Bad input (AgreedUsageError) exits 2 as a UsageError does, a runtime failure 1.
+    const bool usage = dynamic_cast<const loom::AgreedUsageError*>(&e) != nullptr;
     if (!one_of_several_ranks()) {
+      if (!usage) runtime_failure(e.what());
       std::fprintf(stderr, "loom: error: %s\n", e.what());
       loom::train::remove_unused_output_folder();
       loom::comm::exit_alone(2);
     }
     if (loom::comm::world().rank() == e.reporter())
       std::fprintf(stderr, "loom: error: %s\n", e.what());
-    loom::comm::exit_together(2);
-  } catch (const loom::AgreedError& e) {  // every rank has it: one says it, all end together
-    if (!one_of_several_ranks()) runtime_failure(e.what());
-    if (loom::comm::world().rank() == e.reporter())
-      std::fprintf(stderr, "loom: error: %s\n", e.what());
-    loom::comm::exit_together(1);
+    loom::comm::exit_together(usage ? 2 : 1);
   } catch (const loom::comm::CommFailure& e) {
     // Most often another rank's failure, seen from here: the launcher that stops this rank
     // for it names that rank. Stopped within 2 s, this rank leaves without a line of its own.

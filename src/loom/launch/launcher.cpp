@@ -93,15 +93,14 @@ pid_t spawn(const Options& o, int rank, int port) {
   ::_exit(127);
 }
 
-// How describe_exit() says a rank's exit with code 2 (bad input, which the rank said itself).
-constexpr const char* kBadInputExit = "exited with code 2";
+constexpr const char* kExitedWithCode = "exited with code ";
 
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status)) {
     const int s = WTERMSIG(status);
     return detail::concat("killed by signal ", s, " (", ::strsignal(s), ")");
   }
-  return detail::concat("exited with code ", WEXITSTATUS(status));
+  return detail::concat(kExitedWithCode, WEXITSTATUS(status));
 }
 
 // A rank that stopped on SIGTERM/SIGINT after its checkpoint (train/preemption.h).
@@ -207,7 +206,7 @@ Outcome run_once(const Options& o, std::shared_ptr<comm::NodeStore> store,
       if (const std::string why = watch->trouble(); !why.empty()) {
         // A rank elsewhere that exited with 2 said its bad input itself (the ranks agree on
         // who says it): this node's ranks stop without another line.
-        if (!why.ends_with(detail::concat(" ", kBadInputExit)))
+        if (!why.ends_with(detail::concat(" ", kExitedWithCode, 2)))
           std::fprintf(stderr, "loom: %s; stopping %s on %s\n", why.c_str(),
                        ranks_of(o.nproc, o.node_rank).c_str(), host.c_str());
         if (out.failed_rank < 0) out.why = why;
