@@ -34,6 +34,14 @@ private() {
 # errors NAME: the error lines of both hosts, and any launcher's line about a rank's exit (a
 # rank that exits with 2 has said why: no launcher adds a line).
 errors() { cat "$tmp/$1.0" "$tmp/$1.1" | grep -E "error:|^loom: rank"; }
+# refused_once NAME LABEL PATTERN: run NAME exited 2 on both hosts with one such line, matching.
+refused_once() {
+  if [[ ${rcs[*]} == "2 2" && $(errors "$1" | wc -l) -eq 1 ]] && errors "$1" | grep -q "$3"; then
+    ok "$2: $(errors "$1")"
+  else
+    cat "$tmp/$1.0" "$tmp/$1.1"; fail "$2 (exits ${rcs[*]})"
+  fi
+}
 
 private first 29621 --pp 2 --dp 2 --output.dir "$tmp/run/out"
 if [[ ${rcs[*]} == "0 0" && -f $tmp/h0/out/checkpoint/step-000004/manifest.json &&
@@ -47,12 +55,8 @@ fi
 
 private resume 29622 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/resumed" \
   --resume "$tmp/run/out/checkpoint"
-if [[ ${rcs[*]} == "2 2" && $(errors resume | wc -l) -eq 1 ]] &&
-   errors resume | grep -q "ranks 2-3 on $LOOM_HOSTS_PREFIX-h1 cannot read the checkpoint .* that ranks 0-1 on $LOOM_HOSTS_PREFIX-h0 read: the hosts do not share this folder; resume from a folder that every host sees"; then
-  ok "resume where host 1 lacks the manifests: $(errors resume)"
-else
-  cat "$tmp/resume.0" "$tmp/resume.1"; fail "resume without the manifests (exits ${rcs[*]})"
-fi
+refused_once resume "resume where host 1 lacks the manifests" \
+  "ranks 2-3 on $LOOM_HOSTS_PREFIX-h1 cannot read the checkpoint .* that ranks 0-1 on $LOOM_HOSTS_PREFIX-h0 read: the hosts do not share this folder; resume from a folder that every host sees"
 
 # Host 1 gets what rank 0 wrote (manifests, latest, config), not the rank files.
 (cd "$tmp/h0" && find out/checkpoint -type f ! -name 'rank-*' -exec cp --parents {} "$tmp/h1" \;)
@@ -65,12 +69,8 @@ else
 fi
 private other 29624 --pp 1 --dp 4 --steps 6 --output.dir "$tmp/run/other" \
   --resume "$tmp/run/out/checkpoint"
-if [[ ${rcs[*]} == "2 2" && $(errors other | wc -l) -eq 1 ]] &&
-   errors other | grep -q "checkpoint file '.*/rank-0000[23].pt' is not in the folder of rank 0 on $LOOM_HOSTS_PREFIX-h0, but other ranks see it: the hosts do not share this folder"; then
-  ok "another layout, rank files apart: $(errors other)"
-else
-  cat "$tmp/other.0" "$tmp/other.1"; fail "another layout without the rank files (exits ${rcs[*]})"
-fi
+refused_once other "another layout, rank files apart" \
+  "checkpoint file '.*/rank-0000[23].pt' is not in the folder of rank 0 on $LOOM_HOSTS_PREFIX-h0, but other ranks see it: the hosts do not share this folder"
 
 cp -rn "$tmp/h0/out/." "$tmp/h1/out/"
 cp -rn "$tmp/h1/out/." "$tmp/h0/out/"
