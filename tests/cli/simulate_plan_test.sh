@@ -117,8 +117,22 @@ if "$loom" plan --from-config "$src/configs/gpt-fortunes.toml" --model llama --k
 else fail "plan_from_config"; fi
 expect_exit2 kv_heads_for_gpt "describes a llama" -- simulate "${gpt[@]}" --gpus 1 --kv-heads 4
 expect_exit2 kv_heads_over_tp "must divide kv-heads (4)" -- simulate "${llama[@]}" --gpus 8 --tp 8
-expect_exit2 tied_across_stages "--pp 1 --loops 1" -- simulate "${llama[@]}" --gpus 2 --pp 2 \
-  --tie-embeddings
+# A tied head across stages: rank 0 sends the weight (V·h fp32 = 131,072,000 bytes) and rank 1
+# its gradient back; rank 1 holds the copy and its gradient, and no optimizer state for them
+# (AdamW's two fp32 moments, 262,144,000 bytes, less than an untied head's).
+if "$loom" simulate "${llama[@]}" --gpus 2 --pp 2 --tie-embeddings --json >"$tmp/tied" &&
+  "$loom" simulate "${llama[@]}" --gpus 2 --pp 2 --json >"$tmp/untied" &&
+  python3 - "$tmp/tied" "$tmp/untied" <<'PY'; then ok "tied_across_stages"; else fail "tied_across_stages"; fi
+import json, sys
+tied, untied = ([r for r in json.load(open(f))["ranks"]] for f in sys.argv[1:3])
+def more(rank, key):  # tied minus untied
+    return tied[rank][key] - untied[rank][key]
+want = {(0, "p2p_bytes"): 131072000, (1, "p2p_bytes"): 131072000,
+        (1, "optimizer_bytes"): -262144000, (1, "params_bytes"): 0, (0, "params_bytes"): 0}
+bad = [(k, more(*k)) for k, v in want.items() if abs(more(*k) - v) > 1e-4 * 131072000]
+print(bad or "ok")
+sys.exit(1 if bad else 0)
+PY
 expect_exit2 model_kind "--model must be gpt or llama" -- simulate "${gpt[@]}" --gpus 1 \
   --model mlp
 

@@ -102,6 +102,34 @@ TEST(Simulator, TiedHeadAllReducedBetweenTheFirstAndLastRank) {
                    run(lowered("zbv", v), ConstantCostModel(4)).step_s);
 }
 
+// The same chain with loom's tied head (parallel/tied_head.h): the weight goes from rank 0
+// after its F (1..1.5, before rank 2 needs it at 3); the copy's gradient goes back once both
+// ends are done (rank 2 at 6.5, rank 0 at 11): 11..11.5 on both; rank 1 is not held up.
+TEST(Simulator, TiedHeadCopySentToTheLastRankAndItsGradientBack) {
+  ConstantCostModel c(3);
+  c.message_s = 0.5;
+  c.tied_copy = 1;
+  SimResult r = run(lowered("gpipe", {3, 1, 1}), c);
+  EXPECT_DOUBLE_EQ(r.step_s, 11.5);
+  EXPECT_DOUBLE_EQ(r.ranks[0].end_s, 11.5);
+  EXPECT_DOUBLE_EQ(r.ranks[2].end_s, 11.5);
+  EXPECT_DOUBLE_EQ(r.ranks[1].end_s, 9.0);
+  ConstantCostModel untied(3);
+  untied.message_s = 0.5;
+  const SimResult u = run(lowered("gpipe", {3, 1, 1}), untied);
+  EXPECT_DOUBLE_EQ(r.ranks[0].p2p_bytes - u.ranks[0].p2p_bytes, 1.0);  // the weight
+  EXPECT_DOUBLE_EQ(r.ranks[1].p2p_bytes - u.ranks[1].p2p_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(r.ranks[2].p2p_bytes - u.ranks[2].p2p_bytes, 1.0);  // its gradient
+  // V-shaped (zbv): rank 0 holds both ends and copies locally.
+  const schedule::Shape v{2, 2, 4, schedule::Placement::V};
+  ConstantCostModel v_tied(4);
+  v_tied.message_s = 0.5;
+  v_tied.tied_copy = 1;
+  ConstantCostModel v_untied(4);
+  v_untied.message_s = 0.5;
+  EXPECT_DOUBLE_EQ(run(lowered("zbv", v), v_tied).step_s, run(lowered("zbv", v), v_untied).step_s);
+}
+
 // 1F1B, pp = 2, m = 2, messages 0.5. Rank 0: F0 F1 B0 B1; rank 1: F0 B0 F1 B1.
 // r0 F0 0..1 (send ..1.5), F1 1..2 (send 2..2.5); r1 F0 1.5..2.5, B0 ..4.5 (send ..5),
 // F1 4.5..5.5, B1 ..7.5 (send ..8); r0 B0 5..7, B1 8..10.

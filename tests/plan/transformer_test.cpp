@@ -173,9 +173,10 @@ TEST(TransformerModel, MegatronCalibrationRowHolds) {
 }
 
 // A head tied to the token embedding (Megatron-LM's GPT): on one stage one matrix; on a
-// pipeline only under --megatron, whose last stage keeps a copy (an untied head's state) and
-// all-reduces its gradient, V·h/t values in the gradients' precision, with the first stage's.
-TEST(TransformerModel, TiedHeadOnOneStageOrMegatronsCopy) {
+// pipeline under --megatron the last stage keeps a copy (an untied head's state) and
+// all-reduces its gradient, V·h/t values in the gradients' precision, with the first stage's;
+// loom's last stage multiplies by a copy that is no parameter.
+TEST(TransformerModel, TiedHeadOnOneStageOrACopy) {
   const Cluster c = a100();
   Transformer tied = kSmallGpt, untied = kSmallGpt;
   tied.tied = true;
@@ -192,8 +193,20 @@ TEST(TransformerModel, TiedHeadOnOneStageOrMegatronsCopy) {
   EXPECT_DOUBLE_EQ(copy.memory(1).params, apart.memory(1).params);
   EXPECT_DOUBLE_EQ(copy.tied_grad_bytes(), matrix * 2);
   EXPECT_DOUBLE_EQ(apart.tied_grad_bytes(), 0.0);
-  p.megatron = false;  // loom ties both on one stage only
-  EXPECT_THROW(TransformerCostModel(tied, p, c), UsageError);
+  // loom's copy (parallel/tied_head.h): fp32 values and gradient on the last stage, no
+  // optimizer state, and V·h/t fp32 values each way. At fp32 the values and gradient weigh
+  // what an untied head's do; the optimizer state is the head's less.
+  p.megatron = false;
+  const TransformerCostModel loom(tied, p, c, "fp32"), loom_untied(untied, p, c, "fp32");
+  EXPECT_DOUBLE_EQ(loom.tied_copy_bytes(), matrix * 4);
+  EXPECT_DOUBLE_EQ(loom.tied_grad_bytes(), 0.0);
+  EXPECT_DOUBLE_EQ(loom_untied.tied_copy_bytes(), 0.0);
+  EXPECT_DOUBLE_EQ(loom.memory(1).params, loom_untied.memory(1).params);
+  EXPECT_DOUBLE_EQ(loom.memory(1).grads, loom_untied.memory(1).grads);
+  const StageMemory head = loom_untied.memory(1);
+  EXPECT_DOUBLE_EQ(head.optimizer - loom.memory(1).optimizer,
+                   matrix * 4 * head.optimizer / head.params);
+  EXPECT_DOUBLE_EQ(loom.memory(0).params, loom_untied.memory(0).params);  // the embedding
 }
 
 // A pipeline message per tensor-parallel rank (b = 2, s = 1024, h = 1024, bf16 under

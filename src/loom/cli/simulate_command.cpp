@@ -29,8 +29,9 @@ model:  --model gpt|llama --layers L --width H --heads A --seq-len S [--vocab V 
         output freed once sent (loom keeps it until its backward), pipeline messages cut
         into 1/t slices that the receivers all-gather (loom: whole, or with
         --sequence-parallel the rank's part), and with --tie-embeddings on a pipeline a
-        copy of the embedding on the last stage whose gradient the first and last stage
-        all-reduce (loom ties them on one stage only)]
+        second parameter on the last stage whose gradient the first and last stage
+        all-reduce (loom: an fp32 copy, no parameter, sent each step and its gradient
+        sent back)]
         or --from-config FILE: a `loom train` TOML (model, batch, pp, loops, schedule,
         dp-mode and the trainer's own model cut); the model flags given and the flags
         below override it

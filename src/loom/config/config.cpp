@@ -309,7 +309,8 @@ const std::vector<Field>& schema() {
        "SwiGLU hidden units (llama); 0 = the smallest multiple of 64 >= 8 * width / 3",
        int_range(0, kMaxWidth)},
       {LOOM_FIELD(model, tie_embeddings),
-       "the output head is the token embedding (gpt, llama; one pipeline stage only)",
+       "the output head is the token embedding (gpt, llama; on a pipeline the last stage "
+       "multiplies by a copy of it)",
        {}},
       {LOOM_FIELD(model, head_bias),
        "the GPT's output head adds a bias; GPT-2's has none, so only a GPT without one exports "

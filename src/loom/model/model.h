@@ -26,6 +26,11 @@ class Block : public torch::nn::Module {
   // Tensor parallelism (tensor_parallel.h): the ranks its split parameters are divided over.
   virtual int tp_parts() const { return 1; }
   virtual int tp_rank() const { return 0; }
+  // Tied embeddings: the matrix the token embedding holds and a tied head multiplies by
+  // (undefined for other blocks and an untied head). A tied head can be given another tensor
+  // of that shape instead: the copy on a pipeline's last stage (parallel/tied_head.h).
+  virtual torch::Tensor tied_matrix() const { return {}; }
+  virtual void set_tied_matrix(const torch::Tensor& /*m*/) {}
 };
 
 // A loss of logits (or this rank's vocabulary shard of them) against targets.

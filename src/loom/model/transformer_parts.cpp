@@ -73,6 +73,12 @@ LmHead::LmHead(const config::ModelConfig& c, const TensorParallel& tp, torch::Te
   keep_my_part();
 }
 
+void LmHead::set_tied_matrix(const torch::Tensor& m) {
+  LOOM_CHECK(tied_.defined() && m.sizes() == tied_.sizes(),
+             "a tied head takes a matrix of its tied weight's shape");
+  tied_ = m;
+}
+
 torch::Tensor LmHead::forward(const torch::Tensor& x) {
   const torch::Tensor n = apply_norm_(x);
   // A tied head is not a recorded product: the embedding's gradient comes in I as a whole.

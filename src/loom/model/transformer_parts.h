@@ -37,6 +37,7 @@ class TokenEmbedding : public TpBlock {
   double flops_per_sample() const override { return double(seq_len_) * width_; }
   std::string kind() const override { return "embedding"; }
   const torch::Tensor& token_weight() const { return tok_->weight; }
+  torch::Tensor tied_matrix() const override { return tok_->weight; }
   // Generation (tp = 1): the embedding of tokens at positions first, first + 1, ...
   torch::Tensor at(const torch::Tensor& idx, int64_t first);
 
@@ -57,6 +58,8 @@ class LmHead : public TpBlock {
   torch::Tensor forward(const torch::Tensor& x) override;
   double flops_per_sample() const override { return 2.0 * seq_len_ * width_ * vocab_; }
   std::string kind() const override { return "head"; }
+  torch::Tensor tied_matrix() const override { return tied_; }
+  void set_tied_matrix(const torch::Tensor& m) override;
 
  private:
   int64_t vocab_, seq_len_, width_;

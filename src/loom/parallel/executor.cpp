@@ -43,8 +43,21 @@ double Executor::now_us() const {
       .count();
 }
 
+namespace {
+
+int message_tag(const schedule::Shape& shape, int stage, int mb, int dir) {
+  return (stage * (shape.microbatches + 1) + mb) * 3 + dir;
+}
+
+}  // namespace
+
 int Executor::tag(const Key& k) const {
-  return (k.stage * (shape_.microbatches + 1) + k.mb) * 3 + k.dir;
+  return message_tag(shape_, k.stage, k.mb, k.dir);
+}
+
+// Stage index stages() is no stage's: the constructor's tag bound counts it.
+std::pair<int, int> Executor::spare_tags(const schedule::Shape& shape) {
+  return {message_tag(shape, shape.stages(), 0, 0), message_tag(shape, shape.stages(), 0, 1)};
 }
 
 void Executor::post_recv(const schedule::Action& a) {
@@ -100,6 +113,8 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
                               const std::vector<torch::Tensor>& targets, double loss_scale) {
   StepReport rep;
   for (auto& [s, st] : stages_) st->reset_step_stats();
+  if (tied_) tied_->begin_pass();
+  bool first_forward_done = false, last_forward_begun = false, reduction_held = false;
   size_t posted = 0;
   for (size_t i = 0; i < actions_.size(); ++i) {
     for (; posted < actions_.size() && posted <= i + schedule::kRecvLookahead; ++posted) {
@@ -112,7 +127,8 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
     RECORD_USER_SCOPE(schedule::to_string(a));
     Stage& st = *stages_.at(a.stage);
     DpHooks* sync = hooks_.count(a.stage) ? hooks_.at(a.stage) : nullptr;
-    if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i)
+    if (sync && last_backward_.count(a.stage) && last_backward_[a.stage] == i &&
+        !holds_reduction(a.stage))
       sync->on_last_backward();
     // A gradient sent is held by its send alone: let it go before a compute when it arrived
     // (the last stage sends nothing between its backwards, so the next send comes late).
@@ -138,7 +154,15 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
         torch::Tensor in =
             st.is_first() ? inputs.at(a.microbatch) : take_timed({a.stage, a.microbatch, 0});
         torch::Tensor tgt = st.is_last() ? targets.at(a.microbatch) : torch::Tensor();
+        if (tied_ && st.is_last() && !last_forward_begun) {
+          last_forward_begun = true;
+          tied_->before_last_forward();
+        }
         torch::Tensor out = st.forward(a.microbatch, in, tgt, loss_scale);
+        if (tied_ && st.is_first() && !first_forward_done) {
+          first_forward_done = true;
+          tied_->after_first_forward();
+        }
         if (!st.is_last()) deliver(a.stage + 1, a.microbatch, 0, out);
         break;
       }
@@ -176,7 +200,10 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
         if (sync) sync->reshard();
         break;
       case Kind::REDUCE_GRAD:
-        if (sync) sync->reduce_grad();
+        if (sync && holds_reduction(a.stage))
+          reduction_held = true;
+        else if (sync)
+          sync->reduce_grad();
         break;
     }
     double t1 = now_us();
@@ -218,12 +245,22 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
   LOOM_CHECK(inbox_.empty() && outbox_.empty() && mailbox_.empty(),
              "pipeline step ended with undelivered tensors (inbox ", inbox_.size(), ", outbox ",
              outbox_.size(), ", mailbox ", mailbox_.size(), ")");
+  if (tied_) {
+    const double t0 = now_us();
+    tied_->end_pass();
+    tied_->exchange_grad();
+    tied_->mark_stale();  // the optimizer steps next
+    if (reduction_held) hooks_.at(0)->reduce_grad();
+    rep.p2p_wait_s += (now_us() - t0) * 1e-6;
+    if (tracing_) trace_.push_back({"tied_head_grad", "wait", t0 - origin_us_, now_us() - t0});
+  }
   return rep;
 }
 
 std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor>& inputs, int m) {
   std::vector<torch::Tensor> logits;
   std::vector<std::pair<torch::Tensor, comm::WorkPtr>> sends;
+  if (tied_) tied_->begin_pass();
   for (auto& [s, st] : stages_) {  // std::map: stage order
     // Sharded parameters are gathered for the stage's evaluation and freed after it (the same
     // calls on every replica, so the DP collectives match).
@@ -243,7 +280,9 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
         in = torch::empty(spec.shape, device_options(spec.dtype));
         pp_.recv(in, shape_.rank_of(s - 1), tag({s, j, 2}))->wait();
       }
+      if (tied_ && st->is_last() && j == 0) tied_->before_last_forward();
       torch::Tensor out = st->forward_eval(in);
+      if (tied_ && st->is_first() && j == 0) tied_->after_first_forward();
       if (st->is_last()) {
         logits.push_back(out);
       } else if (shape_.rank_of(s + 1) == pp_rank_) {
@@ -256,6 +295,7 @@ std::vector<torch::Tensor> Executor::run_forward(const std::vector<torch::Tensor
     if (sync) sync->reshard();
   }
   for (auto& [t, w] : sends) w->wait();
+  if (tied_) tied_->end_pass();
   return logits;
 }
 

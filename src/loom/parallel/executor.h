@@ -22,6 +22,7 @@
 #include "loom/comm/backend.h"
 #include "loom/parallel/dp_hooks.h"
 #include "loom/parallel/stage.h"
+#include "loom/parallel/tied_head.h"
 #include "loom/schedule/schedule.h"
 #include "loom/trace/chrome_trace.h"
 
@@ -62,6 +63,13 @@ class Executor {
   // returns last-stage logits per micro-batch on the rank that owns the last stage.
   std::vector<torch::Tensor> run_forward(const std::vector<torch::Tensor>& inputs, int m);
 
+  // A head tied to the embedding across stages (tied_head.h): refreshed at each pass, its
+  // gradient added to the embedding's after the step's backwards, before stage 0's reduction.
+  void tie_head(std::unique_ptr<TiedHead> t) { tied_ = std::move(t); }
+  int64_t tied_copy_bytes() const { return tied_ ? tied_->copy_bytes() : 0; }
+  // Two tags of `pp_comm` that no pipeline message of `shape` uses (the tied head's).
+  static std::pair<int, int> spare_tags(const schedule::Shape& shape);
+
   void set_tracing(bool on) { tracing_ = on; }
   const std::vector<TraceEvent>& trace() const { return trace_; }
   const schedule::Shape& shape() const { return shape_; }  // its placement: who holds what
@@ -98,6 +106,10 @@ class Executor {
     return stages_.empty() ? torch::dtype(t) : stages_.begin()->second->options(t);
   }
   std::map<int, size_t> last_backward_;  // stage -> index of its last B/W in actions_
+  std::unique_ptr<TiedHead> tied_;
+  // Whether stage s's data-parallel hooks wait for the tied head's gradient (stage 0 with a
+  // tied head): no bucket hooks, its REDUCE_GRAD after exchange_grad().
+  bool holds_reduction(int s) const { return tied_ && s == 0; }
 
   std::map<Key, torch::Tensor> mailbox_;                          // ready tensors
   std::map<Key, std::pair<torch::Tensor, comm::WorkPtr>> inbox_;  // posted receives

@@ -20,7 +20,7 @@ Stage::Stage(int index, int num_stages, std::vector<std::shared_ptr<model::Block
       const bool split = parts > 1 && model::tp_split(item.key());
       params_.push_back({model::param_name(first_block + b, item.key()), item.value(),
                          split ? blocks_[b]->tp_rank() : -1, parts});
-      param_tensors_.push_back(item.value());
+      grad_tensors_.push_back(item.value());
     }
   }
 }
@@ -128,7 +128,7 @@ torch::Tensor Stage::backward_input(int mb, const torch::Tensor& grad_output) {
   LOOM_CHECK(split_backward_, "stage ", index_, " I without set_split_backward(true)");
   Live& l = it->second;
   torch::Tensor dx = l.split.input_grad(l.output, is_last() ? torch::Tensor() : grad_output,
-                                        is_first() ? torch::Tensor() : l.input, param_tensors_);
+                                        is_first() ? torch::Tensor() : l.input, grad_tensors_);
   l.output = l.input = torch::Tensor();
   l.bytes = l.split.held_bytes();
   return dx;

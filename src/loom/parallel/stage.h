@@ -46,6 +46,7 @@ class Stage {
   bool is_first() const { return index_ == 0; }
   bool is_last() const { return index_ == num_stages_ - 1; }
   const std::vector<NamedParam>& params() const { return params_; }
+  const std::vector<std::shared_ptr<model::Block>>& blocks() const { return blocks_; }
   const model::Compute& compute() const { return compute_; }
   torch::TensorOptions options(torch::Dtype t) const {
     return torch::dtype(t).device(compute_.device);
@@ -77,6 +78,9 @@ class Stage {
   // The executor sets it when the stage's actions hold I and W: the forward then records its
   // matrix products.
   void set_split_backward(bool on) { split_backward_ = on; }
+  // A tensor no block registers whose gradient the backward accumulates too (a tied head's
+  // copy: tied_head.h); the full backward does so anyway, the split one's I only for these.
+  void add_grad_leaf(const torch::Tensor& t) { grad_tensors_.push_back(t); }
 
   // Last-stage statistics of the step (sum of unscaled losses, correct predictions), kept on
   // the device during the step: reading them is the step's one host synchronisation.
@@ -104,7 +108,7 @@ class Stage {
   model::LossFn loss_;
   model::Compute compute_;
   std::vector<NamedParam> params_;
-  std::vector<torch::Tensor> param_tensors_;
+  std::vector<torch::Tensor> grad_tensors_;  // the parameters' tensors, and add_grad_leaf's
   std::map<int, Live> live_;
   torch::Tensor loss_sum_, correct_;  // undefined: none this step
   int64_t counted_ = 0;

@@ -69,6 +69,11 @@ class CostModel {
   // a copy, and the ranks of the first and the last stage all-reduce its gradient after the
   // data-parallel reduction. Its bytes; 0 = no such exchange.
   virtual double tied_grad_bytes() const { return 0; }
+  // loom's head tied across stages (parallel/tied_head.h): the last stage multiplies by a copy
+  // of the embedding (no parameter) that the first stage's rank sends after its first forward;
+  // the copy's gradient goes back once both ranks' lists are done, and stage 0's reduction waits
+  // for it. The bytes of each of those messages; 0 = no copy.
+  virtual double tied_copy_bytes() const { return 0; }
   virtual StageMemory memory(int stage) const = 0;
   // Optimizer update of the rank's share of the stage, after the step's communication.
   virtual double optimizer_s(int stage) const { return 0; }
@@ -105,6 +110,7 @@ class ConstantCostModel : public CostModel {
   StageMemory memory(int) const override { return mem; }
   double optimizer_s(int) const override { return optimizer; }
   double tied_grad_bytes() const override { return tied; }
+  double tied_copy_bytes() const override { return tied_copy; }
   int shared_cores() const override { return cores; }
   double loaded_slowdown(int) const override { return slowdown; }
 
@@ -114,7 +120,8 @@ class ConstantCostModel : public CostModel {
   const Network* network = nullptr;
   double boundary = 1, grads = 1, params = 1;
   double optimizer = 0;
-  double tied = 0;  // tied_grad_bytes
+  double tied = 0;       // tied_grad_bytes
+  double tied_copy = 0;  // tied_copy_bytes
   StageMemory mem;
   int cores = 0;        // > 0: ranks share this many cores
   double slowdown = 1;  // compute slowdown with every core busy
@@ -141,6 +148,7 @@ class ForwardingCostModel : public CostModel {
   double sync_bytes(int s) const override { return m_.sync_bytes(s); }
   double sync_overlap_steps() const override { return m_.sync_overlap_steps(); }
   double tied_grad_bytes() const override { return m_.tied_grad_bytes(); }
+  double tied_copy_bytes() const override { return m_.tied_copy_bytes(); }
   StageMemory memory(int s) const override { return m_.memory(s); }
   double optimizer_s(int s) const override { return m_.optimizer_s(s); }
   Collective reduce_collective(DpMode m) const override { return m_.reduce_collective(m); }

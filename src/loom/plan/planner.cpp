@@ -130,9 +130,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
   for (int tp : divisors(req.gpus)) {
     if ((tp > c.devices_per_node && !c.shared) || !splits_over(m, tp)) continue;
     for (int pp : divisors(req.gpus / tp)) {
-      // loom ties a head to the embedding on one stage; Megatron-LM keeps a copy on the last.
-      const bool one_stage_tie = m.tied && !req.megatron;
-      if (pp > m.layers || (one_stage_tie && pp > 1)) continue;
+      if (pp > m.layers) continue;
       const int dp = req.gpus / tp / pp;
       if (req.global_batch % dp) continue;
       const int64_t replica = req.global_batch / dp;
@@ -141,7 +139,6 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
         const int mb = static_cast<int>(replica / b);
         for (int v : pp == 1 ? loops_at_pp1 : loops) {
           if (pp * v > m.layers || (v > 1 && m.layers % (pp * v))) continue;
-          if (one_stage_tie && v > 1) continue;
           for (const std::string& name : schedules) {
             if ((name == "interleaved" && v == 1) || (name == "gpipe" && v > 1)) continue;
             if (pp == 1 && v == 1 && ((name == "zb-h1" && zb_twin) || (name == "bfs" && bfs_twin)))

@@ -173,6 +173,10 @@ class Sim {
         }
         if (auto g = st.gathered_ready.find(s); g != st.gathered_ready.end())
           ready = std::max(ready, g->second);
+        if (a.kind == Kind::F && s == sh.stages() - 1 && tied_copy_remote()) {
+          if (tied_weight_arrival_ < 0) return false;
+          ready = std::max(ready, tied_weight_arrival_);
+        }
         double end = 0;
         if (!compute(r, ready, c_.compute_s(s, a.kind), c_.loaded_slowdown(s), &end)) return false;
         rr.compute_s += end - ready;
@@ -181,6 +185,8 @@ class Sim {
         compute_end_ = std::max(compute_end_, end);
         event(r, a, Stream::Compute, ready, end);
         track_compute(r, a, ready, end);
+        if (a.kind == Kind::F && s == 0 && tied_copy_remote() && tied_weight_arrival_ < 0)
+          tied_weight_arrival_ = send_tied(r, sh.rank_of(sh.stages() - 1), end);
         return true;
       }
       case Kind::SEND_F:
@@ -193,7 +199,8 @@ class Sim {
       case Kind::RECV_B: return o_.blocking_p2p ? exchange(r, a) : true;
       case Kind::UNSHARD: dp_collective(r, a); return true;
       case Kind::REDUCE_GRAD:
-        if (o_.grad_reduce_after_flush)
+        // A tied head's copy: stage 0's reduction waits for the copy's gradient.
+        if (o_.grad_reduce_after_flush || (s == 0 && c_.tied_copy_bytes() > 0))
           st.deferred_reduce.push_back(a);
         else
           dp_collective(r, a);
@@ -299,6 +306,7 @@ class Sim {
   // The optimizer step once the rank's streams are idle; false while its end is not known.
   bool optimize(int r) {
     RankState& st = st_[r];
+    if (!tied_copy_back(r)) return false;
     for (const Action& a : st.deferred_reduce) dp_collective(r, a);
     st.deferred_reduce.clear();
     double t = std::max(st.cursor, st.dp_free);
@@ -343,6 +351,46 @@ class Sim {
     if (record_)
       rr.events.push_back({"tied_embedding_ALL_REDUCE", "ALL_REDUCE", Stream::Dp, t0, t1});
     st.dp_free = st.tied_end = *t = t1;
+    return true;
+  }
+
+  // loom's tied head (CostModel::tied_copy_bytes) with its ends on two ranks.
+  bool tied_copy_remote() const {
+    const schedule::Shape& sh = s_.shape;
+    return c_.tied_copy_bytes() > 0 && sh.rank_of(0) != sh.rank_of(sh.stages() - 1);
+  }
+  // The copy's weight or gradient sent by rank `from` at `t`; returns its arrival.
+  double send_tied(int from, int to, double t) {
+    const double bytes = c_.tied_copy_bytes();
+    const double t1 = t + c_.p2p_s(bytes, from, to);
+    out_.ranks[from].p2p_s += t1 - t;
+    out_.ranks[from].p2p_bytes += bytes;
+    return t1;
+  }
+  // Once both ranks' lists are done, the copy's gradient goes from the last stage's rank to the
+  // first's (before its held reduction of stage 0); both wait for it, as the runtime does.
+  // False while the other rank's end is not known.
+  bool tied_copy_back(int r) {
+    const schedule::Shape& sh = s_.shape;
+    const int first = sh.rank_of(0), last = sh.rank_of(sh.stages() - 1);
+    if (!tied_copy_remote() || (r != first && r != last)) return true;
+    RankState& st = st_[r];
+    if (st.tied_end >= 0) return true;  // called again (shared cores): done already
+    if (st.tied_ready < 0) {            // the rank's list and its sends are done
+      st.tied_ready = st.cursor;
+      for (const auto& [peer, free] : st.link_free) st.tied_ready = std::max(st.tied_ready, free);
+    }
+    const double peer_ready = st_[r == first ? last : first].tied_ready;
+    if (peer_ready < 0) return false;
+    const double t0 = std::max(st.tied_ready, peer_ready);
+    const double t1 = t0 + c_.p2p_s(c_.tied_copy_bytes(), last, first);
+    if (r == last) {
+      out_.ranks[r].p2p_s += t1 - t0;
+      out_.ranks[r].p2p_bytes += c_.tied_copy_bytes();
+    }
+    if (record_)
+      out_.ranks[r].events.push_back({"tied_head_grad", "SEND", Stream::Compute, t0, t1});
+    st.cursor = st.tied_end = t1;
     return true;
   }
 
@@ -505,6 +553,7 @@ class Sim {
   std::vector<RankState> st_;
   std::set<int> buffer_started_;  // stages whose buffer was allocated this step
   double compute_end_ = 0;
+  double tied_weight_arrival_ = -1;       // the tied head's copy at the last stage's rank
   std::unique_ptr<CoreSharing> sharing_;  // shared cores only
   SimResult out_;
 };

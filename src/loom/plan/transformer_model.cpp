@@ -81,12 +81,12 @@ TransformerCostModel::TransformerCostModel(const Transformer& m, const Parallel&
                  int64_t(ffn_width(m)), ") and vocab (", m.vocab, ")");
   }
   if (m.tied && p.pp * p.loops > 1) {
-    if (!p.megatron)
-      LOOM_USAGE("a head tied to the token embedding needs both on one stage (as loom ties ",
-                 "them); use --pp 1 --loops 1, or drop --tie-embeddings (or add --megatron: ",
-                 "Megatron-LM keeps a copy on the last stage)");
-    m_.tied = false;
-    tied_copy_ = true;
+    if (p.megatron) {
+      m_.tied = false;
+      tied_copy_ = true;
+    } else {
+      tied_copy_loom_ = true;
+    }
   }
   if (p.tp > c.devices_per_node && !c.shared)
     LOOM_USAGE("tp=", p.tp, " exceeds the ", c.devices_per_node, " devices of a node of '", c.name,
@@ -536,6 +536,10 @@ double TransformerCostModel::tied_grad_bytes() const {
   return tied_copy_ ? double(m_.vocab) * m_.hidden / p_.tp * prec_.grad : 0;
 }
 
+double TransformerCostModel::tied_copy_bytes() const {
+  return tied_copy_loom_ ? double(m_.vocab) * m_.hidden / p_.tp * 4 : 0;
+}
+
 double TransformerCostModel::sync_bytes(int stage) const {
   return p_.dp > 1 ? stage_.at(stage).params * 4 * p_.light.sync : 0;
 }
@@ -586,6 +590,11 @@ StageMemory TransformerCostModel::memory(int stage) const {
         break;
       case DpMode::PowerSgd: check_simulated(p_.dp_mode, true);
     }
+  }
+  // loom's tied head: the last stage's copy and its gradient, whole on every replica.
+  if (stage + 1 == int(stage_.size())) {
+    mem.params += tied_copy_bytes();
+    mem.grads += tied_copy_bytes();
   }
   return mem;
 }

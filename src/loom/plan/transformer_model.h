@@ -33,9 +33,12 @@
 //  - Memory: parameters, gradients and optimizer state per precision.h-style byte counts and
 //    data-parallel mode (parallel.h); stored activations per transformer.h; with
 //    recomputation the working set of one layer's full activations during a backward.
-//  - A tied head (--tie-embeddings) is one matrix on one stage; across stages only under
-//    --megatron: Megatron-LM's last stage keeps a copy (counted as an untied head) whose
-//    gradient the first and last pipeline ranks all-reduce after the data-parallel reduction.
+//  - A tied head (--tie-embeddings) is one matrix on one stage. Across stages loom's last stage
+//    multiplies by an fp32 copy (its values and gradient counted there, no optimizer state)
+//    that comes from the first stage's rank each step and whose gradient goes back before
+//    stage 0's reduction; under --megatron Megatron-LM's last stage keeps a second parameter
+//    (counted as an untied head) whose gradient the first and last pipeline ranks all-reduce
+//    after the data-parallel reduction.
 //  - Optimizer: measured ns per parameter (loom profile), else 28 bytes per parameter (read
 //    parameter, gradient, two moments; write parameter and moments) at memory bandwidth.
 #include <string>
@@ -74,6 +77,7 @@ class TransformerCostModel : public CostModel {
   double sync_bytes(int stage) const override;
   double sync_overlap_steps() const override { return p_.light.overlap_steps; }
   double tied_grad_bytes() const override;
+  double tied_copy_bytes() const override;
   StageMemory memory(int stage) const override;
   double optimizer_s(int stage) const override;
   // Bytes per parameter Megatron-LM's mixed-precision optimizer moves besides AdamW's own.
@@ -134,8 +138,9 @@ class TransformerCostModel : public CostModel {
   // How many of stage `s`'s blocks are layers (not the embedding, not the head).
   int layers_on(int s) const;
 
-  Transformer m_;  // a tied head across stages (Megatron's copy) counts as untied here
-  bool tied_copy_ = false;
+  Transformer m_;           // a tied head across stages (Megatron's copy) counts as untied here
+  bool tied_copy_ = false;  // --megatron: Megatron-LM's second parameter
+  bool tied_copy_loom_ = false;  // loom's copy (no parameter; parallel/tied_head.h)
   Parallel p_;
   const Cluster& c_;
   Network net_;

@@ -146,13 +146,6 @@ Resolved preflight(const config::Config& cfg, int world, bool check_output) {
   if (cfg.model.head_bias && cfg.model.tie_embeddings)
     LOOM_USAGE("model.head_bias and model.tie_embeddings: a head tied to the token embedding has ",
                "no bias of its own; drop one of them");
-  if (config::is_transformer(cfg.model.kind) && cfg.model.tie_embeddings && r.pp * r.loops > 1)
-    LOOM_USAGE(
-        "model.tie_embeddings shares the embedding with the head, which sit on the first "
-        "and the last of ",
-        r.pp * r.loops,
-        " stages; loom ties them on one stage only: "
-        "use --pp 1 --loops 1, or drop --tie-embeddings");
   int64_t per = int64_t(r.dp) * r.m;
   if (cfg.train.global_batch % per != 0)
     LOOM_USAGE("train.global_batch (", cfg.train.global_batch, ") is not divisible by dp (", r.dp,

@@ -52,7 +52,8 @@ struct Trainer::Impl {
   std::map<int, std::unique_ptr<parallel::Stage>> stages;
   std::map<int, std::unique_ptr<parallel::DataParallel>> syncs;
   std::map<int, std::unique_ptr<parallel::StageOptimizer>>
-      optimizers;  // per stage, over syncs' tensors
+      optimizers;                            // per stage, over syncs' tensors
+  std::unique_ptr<parallel::TiedHead> tied;  // until the executor takes it
   std::unique_ptr<parallel::Executor> exec;
   std::unique_ptr<DataFeed> feed;
   std::unique_ptr<Evaluator> evaluator;
@@ -138,6 +139,15 @@ void Trainer::Impl::build_stages() {
                                                   model.criterion, compute);
   }
   model.blocks.clear();  // the stages hold theirs
+  if (config::is_transformer(cfg.model.kind) && cfg.model.tie_embeddings) {
+    std::map<int, parallel::Stage*> mine;
+    for (auto& [s, st] : stages) mine[s] = st.get();
+    const schedule::Shape shape = r.shape();
+    const auto [weight_tag, grad_tag] = parallel::Executor::spare_tags(shape);
+    tied = parallel::TiedHead::make(mine, shape.stages(), shape.rank_of(0),
+                                    shape.rank_of(shape.stages() - 1), *mesh.pp_comm, weight_tag,
+                                    grad_tag);
+  }
 }
 
 void Trainer::Impl::build_schedule() {
@@ -172,6 +182,7 @@ void Trainer::Impl::build_executor() {
   for (auto& [s, y] : syncs) yp[s] = y.get();
   exec = std::make_unique<parallel::Executor>(lowered, mesh.pp_rank, *mesh.pp_comm, sp, yp,
                                               boundaries);
+  exec->tie_head(std::move(tied));
   exec->set_tracing(!cfg.output.trace.empty());
 }
 
@@ -341,6 +352,8 @@ void Trainer::Impl::finish(RunMetrics& metrics, TrainResult* res) {
     mem.optimizer += m.optimizer;
     mem.working += m.working;
   }
+  mem.params += exec->tied_copy_bytes();  // a tied head's copy and its gradient
+  mem.grads += exec->tied_copy_bytes();
   metrics.summarize(mem, res);
 }
 
