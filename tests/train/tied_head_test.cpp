@@ -3,8 +3,9 @@
 // (3 AdamW steps), with the head on another rank (1F1B, zb-h1's split backward, bfs and
 // interleaved loops, tensor parallelism) or on the embedding's rank (zbv's and dualpipev's V,
 // one rank with loops), under the dp-modes that hold the embedding differently (allreduce's
-// buckets, zero1's shards, zero2's transient gradient, zero3's gathered weight). The evaluation after the last step sees the updated copy, and a run
-// resumed from a checkpoint ends where the straight run does.
+// buckets, zero1's shards, zero2's transient gradient, zero3's gathered weight). The evaluation
+// after the last step sees the updated copy, and a run resumed from a checkpoint ends where the
+// straight run does.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,6 +80,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_pp2_dp2_dualpipev", "llama", 2, 2, 1, 2, "dualpipev",
                            "allreduce"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// bf16 (autocast over the fp32 copy, as over the embedding on one stage): the parameters of
+// single-process bf16 training, far closer to them than bf16 is to fp32.
+TEST(TiedHeadBf16, MatchesSingleProcessBf16) {
+  config::Config c = tied("llama");
+  c.train.precision = config::Precision::Bf16;
+  const std::string dir = test::shared_tmp("tied-bf16");
+  const test::Params ref = test::single_process(c, dir + "-ref", 2 * kMicro);
+  config::Config fp32 = c;
+  fp32.train.precision = config::Precision::Fp32;
+  const test::Params ref32 = test::single_process(fp32, dir + "-ref32", 2 * kMicro);
+  test::set_layout(c, 2, 2, 1, 1, "1f1b", "allreduce", kMicro);
+  const test::Params got = test::train_on(c, 4, "tied-bf16");
+  const double diff = test::max_relative_diff(got, ref);
+  const double bf16_effect = test::max_relative_diff(ref, ref32);
+  if (comm::world().rank() == 0)
+    std::printf(
+        "[ tied ] bf16 pp2_dp2: max relative difference %.3g (tolerance 1e-5); bf16 vs "
+        "fp32 %.3g\n",
+        diff, bf16_effect);
+  EXPECT_LE(diff, 1e-5);
+  EXPECT_GT(bf16_effect, 100 * diff);
+}
 
 // The last evaluation runs after the last optimizer step: the head's copy must be that step's.
 TEST(TiedHeadEval, FinalEvaluationAsInOneProcess) {
