@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -13,6 +14,7 @@
 #include "../support/tiny_config.h"
 #include "loom/comm/world.h"
 #include "loom/model/model.h"
+#include "loom/model/tensor_parallel.h"
 #include "loom/parallel/stage.h"
 #include "loom/train/trainer.h"
 
@@ -109,6 +111,21 @@ inline double max_relative_diff(const Params& a, const Params& b) {
     if (it == b.end()) continue;
     diff = std::max(diff, (t - it->second).norm().item<double>() /
                               std::max(1e-12, it->second.norm().item<double>()));
+  }
+  comm::world().all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  return diff;
+}
+
+// max_relative_diff of this rank's tensors to its tensor-parallel parts of `whole` (single-
+// process parameters), the tp rank being the world rank modulo `tp` (the tests' meshes).
+inline double max_relative_diff_tp(const Params& got, const Params& whole, int tp) {
+  const int part = comm::world().rank() % tp;
+  double diff = 0;
+  for (const auto& [name, t] : got) {
+    const torch::Tensor want = model::tp_shard(name, whole.at(name), part, tp);
+    EXPECT_EQ(t.sizes(), want.sizes()) << name;
+    if (t.sizes() != want.sizes()) return INFINITY;
+    diff = std::max(diff, (t - want).norm().item<double>() / want.norm().item<double>());
   }
   comm::world().all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
   return diff;

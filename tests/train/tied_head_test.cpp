@@ -12,7 +12,6 @@
 #include <cstdio>
 
 #include "../parallel/sync_test_util.h"
-#include "loom/model/tensor_parallel.h"
 
 using namespace loom;
 
@@ -55,13 +54,7 @@ TEST_P(TiedHead, MatchesSingleProcess) {
   const test::Params ref = test::single_process(c, dir + "-ref", int64_t(k.dp) * kMicro);
   test::set_layout(c, k.dp, k.pp, k.tp, k.loops, k.schedule, k.mode, kMicro);
   const test::Params got = test::train_on(c, k.ranks(), std::string("tied-") + k.name);
-  double diff = 0;
-  for (const auto& [name, t] : got) {
-    const torch::Tensor want = model::tp_shard(name, ref.at(name), w.rank() % k.tp, k.tp);
-    ASSERT_EQ(t.sizes(), want.sizes()) << name;
-    diff = std::max(diff, (t - want).norm().item<double>() / want.norm().item<double>());
-  }
-  w.all_reduce(&diff, 1, comm::DType::Float64, comm::ReduceOp::Max)->wait();
+  const double diff = test::max_relative_diff_tp(got, ref, k.tp);
   if (w.rank() == 0)
     std::printf("[ tied ] %s: max relative difference %.3g (tolerance 1e-5)\n", k.name, diff);
   EXPECT_LE(diff, 1e-5);
