@@ -12,9 +12,9 @@
 #   (c) `loom profile --device cuda` over clusters/h200.toml, and loom simulate's prediction of
 #       (a)'s loom step and of a second shape from that file against the measured steps;
 #   (b) equivalence: 3 AdamW steps of a small GPT with pp=2 (two ranks sharing the GPU, so Gloo
-#       through host memory: NCCL refuses two ranks on one GPU) and dp=2 in every dp-mode,
-#       parameters against one process on the GPU (slim and quant, which are not meant to equal
-#       it, against the same run on the CPU).
+#       through host memory: NCCL refuses two ranks on one GPU) and dp=2 in every dp-mode, and
+#       a head tied to the embedding on a pipeline, parameters against one process on the GPU
+#       (slim and quant, which are not meant to equal it, against the same run on the CPU).
 # Results: $OUT/gpu_check.txt (OUT defaults to runs/gpu-check).
 # A dry run without a GPU: LOOM_CHECK_DEVICE=cpu LOOM_BIN=build/bin/loom LOOM_CHECK_SMALL=1
 # [LOOM_CHECK_CLUSTER=clusters/h200.toml: (c) from that file instead of a profile].
@@ -212,6 +212,13 @@ fi
 run pp2 "$device" 2 --pp 2 --microbatches 8 && compare "pp=2 1f1b" pp2 one 1e-5
 run pp2-bf16 "$device" 2 --pp 2 --microbatches 8 --precision bf16 &&
   run one-bf16 "$device" 1 --microbatches 8 --precision bf16 && compare "pp=2 bf16" pp2-bf16 one-bf16 1e-5
+# A head tied to the embedding: its copy on the last stage sent from the first (pp=2), or made
+# on the same rank (one rank, 2 loops), against one process with the tie.
+run one-tied "$device" 1 --microbatches 8 --tie-embeddings &&
+  run pp2-tied "$device" 2 --pp 2 --microbatches 8 --tie-embeddings &&
+  compare "pp=2 tied head" pp2-tied one-tied 1e-5 &&
+  run loops-tied "$device" 1 --loops 2 --schedule bfs --microbatches 8 --tie-embeddings &&
+  compare "one rank, 2 loops, tied head" loops-tied one-tied 1e-5
 for mode in allreduce zero1 zero2 zero3; do
   run "dp2-$mode" "$device" 2 --dp 2 --microbatches 4 --dp-mode "$mode" &&
     compare "dp=2 $mode" "dp2-$mode" one 1e-5
