@@ -11,7 +11,10 @@
 //    hooks are told right before the stage's last backward of the step so that its reductions
 //    overlap that backward, and before every compute action (DpHooks::before_compute: zero3
 //    waits there for the gather that UNSHARD started, so the gather overlaps whatever ran in
-//    between).
+//    between);
+//  - a head tied to the embedding on another stage (tied_head.h) gets the weight after stage
+//    0's first forward of a pass and gives its gradient back after the step's actions; stage
+//    0's bucket hooks and REDUCE_GRAD wait for that.
 // Every action is timed (Chrome trace of the real run).
 #include <torch/torch.h>
 
