@@ -2,6 +2,7 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "loom/common/cpu_time.h"
@@ -32,6 +33,15 @@ Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend
     if (a.kind == Kind::B || a.kind == Kind::W) last_backward_[a.stage] = i;
     if (a.kind == Kind::I) stages_.at(a.stage)->set_split_backward(true);
   }
+  for (int peer = 0; peer < static_cast<int>(lowered.ranks.size()); ++peer) {
+    if (peer == pp_rank_) continue;
+    for (const auto& a : lowered.ranks[peer]) {
+      if (a.kind != Kind::SEND_F && a.kind != Kind::SEND_B) continue;
+      const Key k = a.kind == Kind::SEND_F ? Key{a.stage + 1, a.microbatch, 0}
+                                           : Key{a.stage - 1, a.microbatch, 1};
+      if (shape_.rank_of(k.stage) == pp_rank_) sent_to_me_[peer].push_back(k);
+    }
+  }
   int64_t max_tag = int64_t(shape_.stages() + 1) * (shape_.microbatches + 1) * 3;
   LOOM_CHECK_LE(max_tag, pp_.max_tag(), "too many stages x micro-batches for the backend's tags");
   origin_us_ = now_us();
@@ -61,11 +71,24 @@ std::pair<int, int> Executor::spare_tags(const schedule::Shape& shape) {
 }
 
 void Executor::post_recv(const schedule::Action& a) {
-  Key k{a.stage, a.microbatch, a.kind == Kind::RECV_F ? 0 : 1};
+  const Key k{a.stage, a.microbatch, a.kind == Kind::RECV_F ? 0 : 1};
+  const int from = shape_.rank_of(k.dir == 0 ? k.stage - 1 : k.stage + 1);
+  const std::vector<Key>& order = sent_to_me_[from];
+  size_t& next = posted_from_[from];
+  const bool listed = std::find(order.begin() + next, order.end(), k) != order.end();
+  while (listed && next < order.size()) {
+    const Key first = order[next++];
+    post_recv(first);
+    if (first == k) return;
+  }
+  post_recv(k);
+}
+
+void Executor::post_recv(const Key& k) {
   if (inbox_.count(k) || mailbox_.count(k)) return;
-  int from_stage = k.dir == 0 ? a.stage - 1 : a.stage + 1;
+  int from_stage = k.dir == 0 ? k.stage - 1 : k.stage + 1;
   // The gradient of a stage's output has the shape of the next stage's input.
-  const ActivationSpec& spec = boundary_.at(k.dir == 0 ? a.stage : a.stage + 1);
+  const ActivationSpec& spec = boundary_.at(k.dir == 0 ? k.stage : k.stage + 1);
   // A gradient has its activation's type (under bf16 autocast the residual stream stays fp32).
   torch::Tensor buf = torch::empty(spec.shape, device_options(spec.dtype));
   auto w = pp_.recv(buf, shape_.rank_of(from_stage), tag(k));
@@ -113,6 +136,7 @@ StepReport Executor::run_step(const std::vector<torch::Tensor>& inputs,
                               const std::vector<torch::Tensor>& targets, double loss_scale) {
   StepReport rep;
   for (auto& [s, st] : stages_) st->reset_step_stats();
+  posted_from_.clear();
   if (tied_) tied_->begin_pass();
   bool first_forward_done = false, last_forward_begun = false, reduction_held = false;
   size_t posted = 0;

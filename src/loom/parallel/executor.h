@@ -89,9 +89,13 @@ class Executor {
     bool operator<(const Key& o) const {
       return std::tie(stage, mb, dir) < std::tie(o.stage, o.mb, o.dir);
     }
+    bool operator==(const Key& o) const = default;
   };
   int tag(const Key& k) const;
+  // Posts the receive of RECV action `a`, after every receive its sender sends first: a
+  // pair's receives are posted in the order its sends are (NCCL pairs them in that order).
   void post_recv(const schedule::Action& a);
+  void post_recv(const Key& k);
   torch::Tensor take(const Key& k, bool* waited = nullptr);
   void deliver(int to_stage, int mb, int dir, const torch::Tensor& t);
   void reap_sends();  // drops the sends that completed
@@ -108,7 +112,9 @@ class Executor {
   torch::TensorOptions device_options(torch::Dtype t) const {
     return stages_.empty() ? torch::dtype(t) : stages_.begin()->second->options(t);
   }
-  std::map<int, size_t> last_backward_;  // stage -> index of its last B/W in actions_
+  std::map<int, size_t> last_backward_;         // stage -> index of its last B/W in actions_
+  std::map<int, std::vector<Key>> sent_to_me_;  // peer rank -> what it sends here, in order
+  std::map<int, size_t> posted_from_;           // peer rank -> how many of those are posted
   std::unique_ptr<TiedHead> tied_;
   // Whether stage s's data-parallel hooks wait for the tied head's gradient (stage 0 with a
   // tied head): no bucket hooks, its REDUCE_GRAD after exchange_grad().
