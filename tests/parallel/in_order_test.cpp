@@ -1,4 +1,4 @@
-// Two pipeline ranks in one process (two threads), over a communicator that pairs messages in
+// Pipeline ranks in one process (a thread each), over a communicator that pairs messages in
 // the order they were posted between two ranks and ignores tags, as NCCL does. Under every
 // generated schedule, with a head tied to the embedding (its weight the first message of a
 // pass, its gradient the last of a step), one step must give the gradients of one stage
@@ -80,7 +80,7 @@ class InOrderRecv : public comm::Work {
 
 class InOrderBackend : public test::FakeBackend {
  public:
-  InOrderBackend(Wire& w, int rank) : FakeBackend("pp", rank, 2), w_(w) {}
+  InOrderBackend(Wire& w, int rank, int size) : FakeBackend("pp", rank, size), w_(w) {}
 
  protected:
   comm::WorkPtr do_send(const at::Tensor& t, int dst, int, const Call&) override {
@@ -132,12 +132,13 @@ void run_schedule(const std::string& name, const schedule::Shape& requested) {
   const int per = 8 / stages;  // blocks a stage: 4, 2 or 1
   std::vector<parallel::ActivationSpec> boundary(stages);
   for (int s = 1; s < stages; ++s) boundary[s].shape = {b, mc.seq_len, mc.width};
+  const int pp = shape.pp;
   Wire wire;
-  InOrderBackend comm0(wire, 0), comm1(wire, 1);
-  InOrderBackend* comms[2] = {&comm0, &comm1};
-  Rank ranks[2];
+  std::vector<std::unique_ptr<InOrderBackend>> comms;
+  for (int r = 0; r < pp; ++r) comms.push_back(std::make_unique<InOrderBackend>(wire, r, pp));
+  std::vector<Rank> ranks(pp);
   const auto [weight_tag, grad_tag] = parallel::Executor::spare_tags(shape);
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < pp; ++r) {
     Rank& k = ranks[r];
     k.m = model::build(mc, 7);
     std::map<int, parallel::Stage*> mine;
@@ -148,9 +149,8 @@ void run_schedule(const std::string& name, const schedule::Shape& requested) {
       mine[s] = k.stages[s].get();
     }
     k.m.blocks.clear();
-    auto tied = parallel::TiedHead::make(mine, stages, shape.rank_of(0),
-                                         shape.rank_of(stages - 1), *comms[r], weight_tag,
-                                         grad_tag);
+    auto tied = parallel::TiedHead::make(mine, stages, shape.rank_of(0), shape.rank_of(stages - 1),
+                                         *comms[r], weight_tag, grad_tag);
     k.ex = std::make_unique<parallel::Executor>(lowered, r, *comms[r], mine,
                                                 std::map<int, parallel::DpHooks*>{}, boundary);
     k.ex->tie_head(std::move(tied));
@@ -161,9 +161,9 @@ void run_schedule(const std::string& name, const schedule::Shape& requested) {
     in.push_back(torch::randint(0, mc.vocab, {b, mc.seq_len}, torch::kLong));
     tgt.push_back(torch::randint(0, mc.vocab, {b, mc.seq_len}, torch::kLong));
   }
-  // A step, then an evaluation pass (the copy refreshed again), on both ranks at once.
-  std::vector<torch::Tensor> logits[2];
-  std::exception_ptr failed[2];
+  // A step, then an evaluation pass (the copy refreshed again), on every rank at once.
+  std::vector<std::vector<torch::Tensor>> logits(pp);
+  std::vector<std::exception_ptr> failed(pp);
   auto work = [&](int r) {
     try {
       ranks[r].ex->run_step(in, tgt, 1.0 / mbs);
@@ -173,9 +173,10 @@ void run_schedule(const std::string& name, const schedule::Shape& requested) {
       failed[r] = std::current_exception();
     }
   };
-  std::thread other(work, 1);
+  std::vector<std::thread> others;
+  for (int r = 1; r < pp; ++r) others.emplace_back(work, r);
   work(0);
-  other.join();
+  for (auto& t : others) t.join();
   for (auto& f : failed)
     if (f) std::rethrow_exception(f);
 
@@ -227,4 +228,9 @@ TEST(InOrderMessages, EverySchedulePairsThemAsPosted) {
   run_schedule("bfs", {2, 4, 3});
   run_schedule("zbv", {2, 2, 8});
   run_schedule("dualpipev", {2, 2, 6});
+  // Four ranks: zbv's and dualpipev's pairs carried messages in two orders here too.
+  run_schedule("1f1b", {4, 1, 8});
+  run_schedule("interleaved", {4, 2, 8});
+  run_schedule("zbv", {4, 2, 8});
+  run_schedule("dualpipev", {4, 2, 8});
 }
