@@ -36,6 +36,7 @@ struct RankState {
   std::map<std::pair<int, int>, double> input_since;  // (stage, mb) -> F start (received input)
   std::vector<MemEvent> mem;
   size_t recv_posted = 0;               // actions whose receives are posted (loom's lookahead)
+  std::map<int, size_t> posted_from;    // peer -> how many of its messages here are posted
   std::map<size_t, double> recv_since;  // message -> when its receive buffer was made
   double exchange_posted = -1;  // blocking p2p: when the current exchange was posted (-1: none)
   double exchange_end = 0;      // its latest completion so far
@@ -60,6 +61,13 @@ class Sim {
     arrival_.assign(size_t(sh.stages()) * sh.microbatches * 2, -1.0);
     posted_ = arrival_;
     st_.resize(sh.pp);
+    sent_to_.resize(sh.pp);
+    for (int q = 0; q < sh.pp; ++q)
+      for (const Action& a : s.ranks[q])
+        if (a.kind == Kind::SEND_F || a.kind == Kind::SEND_B) {
+          const int to = sh.rank_of(a.kind == Kind::SEND_F ? a.stage + 1 : a.stage - 1);
+          if (to != q) sent_to_[to][q].push_back(message(a));
+        }
     out_.ranks.resize(sh.pp);
     out_.schedule_name = s.name;
     if (c.shared_cores() > 0)
@@ -129,16 +137,28 @@ class Sim {
     }
   }
 
-  // loom's executor posts the receives of the next kRecvLookahead actions: each buffer exists
-  // from then until the compute that takes it (then it is that compute's input or gradient).
+  // loom's executor posts the receives of the next kRecvLookahead actions, each after every
+  // receive its sender sends earlier: each buffer exists from then until the compute that takes
+  // it (then it is that compute's input or gradient).
   void post_receives(int r) {
     RankState& st = st_[r];
     const std::vector<Action>& list = s_.ranks[r];
     for (; st.recv_posted < list.size() && st.recv_posted <= st.next + schedule::kRecvLookahead;
          ++st.recv_posted) {
       const Action& a = list[st.recv_posted];
-      if (a.kind == Kind::RECV_F || a.kind == Kind::RECV_B)
-        st.recv_since.emplace(message(a), st.cursor);
+      if (a.kind != Kind::RECV_F && a.kind != Kind::RECV_B) continue;
+      // As the executor: after every receive its sender sends earlier (posted now too).
+      const size_t msg = message(a);
+      const int from = s_.shape.rank_of(a.kind == Kind::RECV_F ? a.stage - 1 : a.stage + 1);
+      const std::vector<size_t>& order = sent_to_[r][from];
+      size_t& next = st.posted_from[from];
+      if (std::find(order.begin() + next, order.end(), msg) != order.end())
+        while (next < order.size()) {
+          const size_t first = order[next++];
+          st.recv_since.emplace(first, st.cursor);
+          if (first == msg) break;
+        }
+      st.recv_since.emplace(msg, st.cursor);
     }
   }
   void take_receive(int r, size_t msg, double t, double bytes) {
@@ -553,6 +573,8 @@ class Sim {
   std::vector<RankState> st_;
   std::set<int> buffer_started_;  // stages whose buffer was allocated this step
   double compute_end_ = 0;
+  // rank -> peer -> the messages the peer sends it, in its order (the executor posts receives so)
+  std::vector<std::map<int, std::vector<size_t>>> sent_to_;
   double tied_weight_arrival_ = -1;       // the tied head's copy at the last stage's rank
   std::unique_ptr<CoreSharing> sharing_;  // shared cores only
   SimResult out_;
