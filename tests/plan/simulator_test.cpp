@@ -239,6 +239,16 @@ TEST(Simulator, PostedReceivesHoldTheirBuffers) {
   EXPECT_DOUBLE_EQ(r.ranks[0].peak.total(), 400.0);
 }
 
+// zbv (pp 2, m 4): rank 0 sends rank 1 F0 F1 F2 B0 ..., and rank 1's first window of 8 actions
+// holds the receives of F0, F1 and B0: the executor posts F2 with them (sent before B0), four
+// buffers at once where the window alone would hold three (F0 is taken before F2's own turn).
+TEST(Simulator, ReceivesPostedInTheSendersOrder) {
+  ConstantCostModel c(4);
+  c.boundary = 100;
+  SimResult r = run(lowered("zbv", {2, 2, 4, schedule::Placement::V}), c);
+  EXPECT_DOUBLE_EQ(r.ranks[1].peak.working, 400.0);
+}
+
 // zb-h1 (pp 2, m 4): from its I a micro-batch keeps only W's inputs when the model knows them
 // (4 here against an activation of 10). Rank 1 runs F0 I0 F1 I1 W0 F2 ...: one activation and
 // one W's inputs at most (14), where it would hold two activations (20) if they stayed to W;
