@@ -75,22 +75,20 @@ void TiedHead::end_pass() {
 
 void TiedHead::exchange_grad() {
   torch::NoGradGuard no_grad;
+  torch::Tensor g;  // the copy's gradient, on the rank that adds it
   if (holds_last()) {
-    torch::Tensor g = copy_.grad();
-    if (!g.defined()) g = torch::zeros_like(copy_);  // no backward reached the head
-    if (holds_first()) {
-      LOOM_CHECK(weight_.grad().defined(), "the embedding has no gradient to add the head's to");
-      weight_.mutable_grad().add_(g);
-    } else {
-      pp_.send(g.contiguous(), first_rank_, grad_tag_)->wait();
-    }
-    if (copy_.grad().defined()) copy_.mutable_grad().zero_();
-    return;
+    g = copy_.grad().defined() ? copy_.grad() : torch::zeros_like(copy_);  // no backward reached it
+    if (!holds_first()) pp_.send(g.contiguous(), first_rank_, grad_tag_)->wait();
   }
-  LOOM_CHECK(weight_.grad().defined(), "the embedding has no gradient to add the head's to");
-  torch::Tensor g = torch::empty_like(weight_.grad());
-  pp_.recv(g, last_rank_, grad_tag_)->wait();
-  weight_.mutable_grad().add_(g);
+  if (holds_first()) {
+    LOOM_CHECK(weight_.grad().defined(), "the embedding has no gradient to add the head's to");
+    if (!holds_last()) {
+      g = torch::empty_like(weight_.grad());
+      pp_.recv(g, last_rank_, grad_tag_)->wait();
+    }
+    weight_.mutable_grad().add_(g);
+  }
+  if (holds_last() && copy_.grad().defined()) copy_.mutable_grad().zero_();
 }
 
 int64_t TiedHead::copy_bytes() const {

@@ -359,10 +359,8 @@ class Sim {
       *t = std::max(*t, st.tied_end);
       return true;
     }
-    if (st.tied_ready < 0) st.tied_ready = *t;
-    const double peer_ready = st_[r == first ? last : first].tied_ready;
-    if (peer_ready < 0) return false;
-    const double t0 = std::max(st.tied_ready, peer_ready);
+    double t0 = 0;
+    if (!tied_meet(r, r == first ? last : first, *t, &t0)) return false;
     const double t1 =
         t0 + c_.collective_s(Collective::AllReduce, bytes, {world(first), world(last)});
     RankResult& rr = out_.ranks[r];
@@ -371,6 +369,15 @@ class Sim {
     if (record_)
       rr.events.push_back({"tied_embedding_ALL_REDUCE", "ALL_REDUCE", Stream::Dp, t0, t1});
     st.dp_free = st.tied_end = *t = t1;
+    return true;
+  }
+
+  // The two ends of a tied head meet: rank r is ready at `ready` (its first call's); false
+  // while the peer's readiness is not known, else *t0 = when both are.
+  bool tied_meet(int r, int peer, double ready, double* t0) {
+    if (st_[r].tied_ready < 0) st_[r].tied_ready = ready;
+    if (st_[peer].tied_ready < 0) return false;
+    *t0 = std::max(st_[r].tied_ready, st_[peer].tied_ready);
     return true;
   }
 
@@ -396,18 +403,11 @@ class Sim {
     if (!tied_copy_remote() || (r != first && r != last)) return true;
     RankState& st = st_[r];
     if (st.tied_end >= 0) return true;  // called again (shared cores): done already
-    if (st.tied_ready < 0) {            // the rank's list and its sends are done
-      st.tied_ready = st.cursor;
-      for (const auto& [peer, free] : st.link_free) st.tied_ready = std::max(st.tied_ready, free);
-    }
-    const double peer_ready = st_[r == first ? last : first].tied_ready;
-    if (peer_ready < 0) return false;
-    const double t0 = std::max(st.tied_ready, peer_ready);
-    const double t1 = t0 + c_.p2p_s(c_.tied_copy_bytes(), last, first);
-    if (r == last) {
-      out_.ranks[r].p2p_s += t1 - t0;
-      out_.ranks[r].p2p_bytes += c_.tied_copy_bytes();
-    }
+    double ready = st.cursor, t0 = 0;   // the rank's list and its sends are done
+    for (const auto& [peer, free] : st.link_free) ready = std::max(ready, free);
+    if (!tied_meet(r, r == first ? last : first, ready, &t0)) return false;
+    const double t1 =
+        r == last ? send_tied(last, first, t0) : t0 + c_.p2p_s(c_.tied_copy_bytes(), last, first);
     if (record_)
       out_.ranks[r].events.push_back({"tied_head_grad", "SEND", Stream::Compute, t0, t1});
     st.cursor = st.tied_end = t1;

@@ -52,8 +52,7 @@ struct Trainer::Impl {
   std::map<int, std::unique_ptr<parallel::Stage>> stages;
   std::map<int, std::unique_ptr<parallel::DataParallel>> syncs;
   std::map<int, std::unique_ptr<parallel::StageOptimizer>>
-      optimizers;                            // per stage, over syncs' tensors
-  std::unique_ptr<parallel::TiedHead> tied;  // until the executor takes it
+      optimizers;  // per stage, over syncs' tensors
   std::unique_ptr<parallel::Executor> exec;
   std::unique_ptr<DataFeed> feed;
   std::unique_ptr<Evaluator> evaluator;
@@ -139,15 +138,6 @@ void Trainer::Impl::build_stages() {
                                                   model.criterion, compute);
   }
   model.blocks.clear();  // the stages hold theirs
-  if (config::is_transformer(cfg.model.kind) && cfg.model.tie_embeddings) {
-    std::map<int, parallel::Stage*> mine;
-    for (auto& [s, st] : stages) mine[s] = st.get();
-    const schedule::Shape shape = r.shape();
-    const auto [weight_tag, grad_tag] = parallel::Executor::spare_tags(shape);
-    tied = parallel::TiedHead::make(mine, shape.stages(), shape.rank_of(0),
-                                    shape.rank_of(shape.stages() - 1), *mesh.pp_comm, weight_tag,
-                                    grad_tag);
-  }
 }
 
 void Trainer::Impl::build_schedule() {
@@ -166,10 +156,19 @@ void Trainer::Impl::build_schedule() {
   schedule::validate(lowered);
 }
 
-// Boundary shapes first: zero3's synchronizers empty their stages' parameter tensors.
+// The tied head's copy and the boundary shapes first: zero3's synchronizers empty their
+// stages' parameter tensors.
 void Trainer::Impl::build_executor() {
   std::map<int, parallel::Stage*> sp;
   for (auto& [s, st] : stages) sp[s] = st.get();
+  std::unique_ptr<parallel::TiedHead> tied;
+  if (config::is_transformer(cfg.model.kind) && cfg.model.tie_embeddings) {
+    const schedule::Shape& shape = lowered.shape;
+    const auto [weight_tag, grad_tag] = parallel::Executor::spare_tags(shape);
+    tied = parallel::TiedHead::make(sp, shape.stages(), shape.rank_of(0),
+                                    shape.rank_of(shape.stages() - 1), *mesh.pp_comm, weight_tag,
+                                    grad_tag);
+  }
   std::vector<parallel::ActivationSpec> boundaries = parallel::infer_boundaries(
       sp, lowered.shape, mesh.pp_rank, *mesh.pp_comm, model::input_spec(cfg.model, r.micro_batch));
   for (auto& [s, st] : stages) {
