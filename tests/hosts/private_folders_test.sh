@@ -1,14 +1,16 @@
-#!/usr/bin/env bash
 # Hosts that do not share the run folder (node-local disks: each host's own directory mounted
 # at the same path, in a mount namespace of its own), 2 hosts x 2 ranks, pp 2 x dp 2:
-#  - the run trains and saves (each rank its own file, the manifests on rank 0's host only),
-#    and rank 0 says once, at the start, that ranks 2-3 on host 1 do not see its folder;
-#  - resuming there: one line, on one host, naming the ranks that cannot read the checkpoint,
-#    their host and the fix (no launcher line beside it); exit 2 on both hosts;
-#  - host 1 given host 0's manifests but not its rank files: the same layout resumes (each
-#    rank reads its own file); another (dp 4) is refused in one line naming the file that is
-#    not in rank 0's folder though another rank sees it;
-#  - every file copied to both hosts (the fix the lines give): the dp 4 resume trains on.
+#  - the run trains and saves; rank 0 says once, at the start, that ranks 2-3 on host 1 do not
+#    see its folder; each host then holds the manifests, its ranks' files and a copy of the
+#    other host's;
+#  - the same layout resumes from each host's own files, nothing fetched;
+#  - host 1's disk lost (its folder emptied): a dp 4 resume copies the manifest and fetches the
+#    files host 1's ranks read from host 0, and trains to the same loss as a resume that
+#    fetched nothing;
+#  - host 0's disk lost instead (rank 0's): the same layout resumes from host 1's copies, to
+#    the same loss as the first resume;
+#  - a rank file lost on both hosts: one line naming it, exit 2 on both;
+#  - a copy that cannot be written fails the save: one line, the last checkpoint intact.
 # usage: private_folders_test.sh LOOM_BINARY HOSTS_SH
 set -u
 # shellcheck source=tests/hosts/hosts_lib.sh
@@ -43,43 +45,86 @@ refused_once() {
   fi
 }
 
+# loss_at NAME STEP: the loss of step STEP in run NAME's metrics (rank 0's host: host 0).
+loss_at() { grep "\"step\": $2[,}]" "$tmp/h0/$1/metrics.jsonl" | grep -o '"loss": [^,}]*'; }
+# resumed NAME LABEL: run NAME exited 0 on both hosts and trained to step 6.
+resumed() {
+  if [[ ${rcs[*]} == "0 0" ]] && ! errors "$1" >/dev/null && [[ -n $(loss_at "$1" 6) ]]; then
+    ok "$2: $(loss_at "$1" 6)"
+  else
+    cat "$tmp/$1.0" "$tmp/$1.1"; fail "$2 (exits ${rcs[*]})"
+  fi
+}
+
 private first 29621 --pp 2 --dp 2 --output.dir "$tmp/run/out"
-if [[ ${rcs[*]} == "0 0" && -f $tmp/h0/out/checkpoint/step-000004/manifest.json &&
-      -f $tmp/h1/out/checkpoint/step-000004/rank-00002.pt &&
-      ! -e $tmp/h1/out/checkpoint/step-000004/manifest.json ]] &&
+step4=out/checkpoint/step-000004
+every() { for f in manifest.json config.toml rank-00000.pt rank-00001.pt rank-00002.pt rank-00003.pt; do
+  [[ -f $1/$step4/$f ]] || return 1; done; grep -qx step-000004 "$1/out/checkpoint/latest"; }
+if [[ ${rcs[*]} == "0 0" ]] && every "$tmp/h0" && every "$tmp/h1" &&
    [[ $(grep -c "ranks 2-3 on $LOOM_HOSTS_PREFIX-h1 do not see the run folder" "$tmp/first.0") -eq 1 ]]; then
-  ok "trains and saves on private folders, said once at the start: $(grep -o 'warning: .*' "$tmp/first.0")"
+  ok "trains and saves on private folders, each host holding the manifests and every rank file: $(grep -o 'ranks 2-3 on .*' "$tmp/first.0")"
 else
-  cat "$tmp/first.0" "$tmp/first.1"; fail "first run (exits ${rcs[*]})"
+  cat "$tmp/first.0" "$tmp/first.1"; ls -R "$tmp/h0" "$tmp/h1"; fail "first run (exits ${rcs[*]})"
+fi
+cp -a "$tmp/h0/out" "$tmp/out.h0" && cp -a "$tmp/h1/out" "$tmp/out.h1"
+# restore: both hosts' folders as the first run left them.
+restore() { for k in 0 1; do rm -rf "$tmp/h$k/out" && cp -a "$tmp/out.h$k" "$tmp/h$k/out"; done; }
+
+private same 29622 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/same" \
+  --resume "$tmp/run/out/checkpoint"
+resumed same "the same layout resumes, each rank from its own file"
+if grep -q "fetched\|copied from" "$tmp/same.0" "$tmp/same.1"; then fail "same layout fetched files"; fi
+
+private again 29623 --pp 1 --dp 4 --steps 6 --output.dir "$tmp/run/again" \
+  --resume "$tmp/run/out/checkpoint"
+resumed again "another layout (dp 4) resumes from each host's files"
+
+rm -rf "$tmp/h1/out"
+private lost1 29624 --pp 1 --dp 4 --steps 6 --output.dir "$tmp/run/lost1" \
+  --resume "$tmp/run/out/checkpoint"
+resumed lost1 "host 1's disk lost: a dp 4 resume"
+if grep -q "the manifest of checkpoint step 4 copied from rank 0 on $LOOM_HOSTS_PREFIX-h0 to ranks 2-3 on $LOOM_HOSTS_PREFIX-h1" "$tmp/lost1.0" &&
+   grep -q "fetched 4 checkpoint files (.* bytes) from other hosts for ranks 2-3 on $LOOM_HOSTS_PREFIX-h1" "$tmp/lost1.0" &&
+   [[ $(loss_at lost1 6) == "$(loss_at again 6)" ]] && every "$tmp/h1"; then
+  ok "host 1's manifest and the 4 files its ranks read fetched from host 0, the same loss as without: $(grep -o 'fetched .*' "$tmp/lost1.0")"
+else
+  cat "$tmp/lost1.0" "$tmp/lost1.1"; fail "host 1 lost: $(loss_at lost1 6) vs $(loss_at again 6)"
 fi
 
-private resume 29622 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/resumed" \
+restore
+rm -rf "$tmp/h0/out"
+private lost0 29625 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/lost0" \
   --resume "$tmp/run/out/checkpoint"
-refused_once resume "resume where host 1 lacks the manifests" \
-  "ranks 2-3 on $LOOM_HOSTS_PREFIX-h1 cannot read the checkpoint .* that ranks 0-1 on $LOOM_HOSTS_PREFIX-h0 read: the hosts do not share this folder; resume from a folder that every host sees"
-
-# Host 1 gets what rank 0 wrote (manifests, latest, config), not the rank files.
-(cd "$tmp/h0" && find out/checkpoint -type f ! -name 'rank-*' -exec cp --parents {} "$tmp/h1" \;)
-private same 29623 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/same" \
-  --resume "$tmp/run/out/checkpoint"
-if [[ ${rcs[*]} == "0 0" ]] && ! errors same >/dev/null; then
-  ok "the same layout resumes, each rank from its own file"
+resumed lost0 "host 0's disk lost (rank 0's): the same layout resumes"
+if grep -q "copied from rank 2 on $LOOM_HOSTS_PREFIX-h1 to ranks 0-1 on $LOOM_HOSTS_PREFIX-h0" "$tmp/lost0.0" &&
+   grep -q "fetched 2 checkpoint files" "$tmp/lost0.0" &&
+   [[ $(loss_at lost0 6) == "$(loss_at same 6)" ]]; then
+  ok "rank 0's host got the manifest and its 2 rank files from host 1's copies, the same loss as the first resume"
 else
-  cat "$tmp/same.0" "$tmp/same.1"; fail "same layout (exits ${rcs[*]})"
+  cat "$tmp/lost0.0" "$tmp/lost0.1"; fail "host 0 lost: $(loss_at lost0 6) vs $(loss_at same 6)"
 fi
-private other 29624 --pp 1 --dp 4 --steps 6 --output.dir "$tmp/run/other" \
-  --resume "$tmp/run/out/checkpoint"
-refused_once other "another layout, rank files apart" \
-  "checkpoint file '.*/rank-0000[23].pt' is not in the folder of rank 0 on $LOOM_HOSTS_PREFIX-h0, but other ranks see it: the hosts do not share this folder"
 
-cp -rn "$tmp/h0/out/." "$tmp/h1/out/"
-cp -rn "$tmp/h1/out/." "$tmp/h0/out/"
-private gathered 29625 --pp 1 --dp 4 --steps 6 --output.dir "$tmp/run/gathered" \
+restore
+rm "$tmp/h0/$step4/rank-00002.pt" "$tmp/h1/$step4/rank-00002.pt"
+private gone 29626 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/gone" \
   --resume "$tmp/run/out/checkpoint"
-if [[ ${rcs[*]} == "0 0" ]] && grep -q '"step": 6' "$tmp/h0/gathered/metrics.jsonl"; then
-  ok "every file on both hosts: the dp 4 resume trains to step 6"
+refused_once gone "a rank file lost on both hosts" \
+  "checkpoint file '.*/rank-00002.pt' is missing; the checkpoint is incomplete"
+# A copy that cannot be written (host 1's disk full as rank 2 receives rank 0's file of step
+# 4) fails the save as a rank's own write does: one line, every rank down, nothing of step 4
+# left on either host, `latest` still naming step 2 on both.
+LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=copy-disk-full \
+  private copyfail 29627 --pp 2 --dp 2 --output.dir "$tmp/run/copyfail"
+said() { cat "$tmp/$1.0" "$tmp/$1.1" | grep "error:"; }  # the launchers add their exit lines
+if [[ ${rcs[0]} != 0 && ${rcs[1]} != 0 && $(said copyfail | wc -l) -eq 1 ]] &&
+   said copyfail | grep -q "cannot write '.*/step-000004/rank-00000.pt': No space left on device (LOOM_FAULT_KIND=copy-disk-full); checkpoint step-000004 not written, the last one (step 2) is intact" &&
+   [[ ! -e $tmp/h0/copyfail/checkpoint/step-000004 && ! -e $tmp/h1/copyfail/checkpoint/step-000004 ]] &&
+   grep -qx step-000002 "$tmp/h0/copyfail/checkpoint/latest" &&
+   grep -qx step-000002 "$tmp/h1/copyfail/checkpoint/latest"; then
+  ok "a copy that cannot be written fails the save, step 2 intact on both hosts: $(said copyfail)"
 else
-  cat "$tmp/gathered.0" "$tmp/gathered.1"; fail "gathered (exits ${rcs[*]})"
+  cat "$tmp/copyfail.0" "$tmp/copyfail.1"; ls -R "$tmp/h0/copyfail" "$tmp/h1/copyfail"
+  fail "copy fault (exits ${rcs[*]})"
 fi
 no_processes || fail "processes left on the hosts"
 

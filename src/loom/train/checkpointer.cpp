@@ -18,6 +18,7 @@
 #include "loom/train/checkpoint.h"
 #include "loom/train/chunk_file.h"
 #include "loom/train/fault_injection.h"
+#include "loom/train/host_copies.h"
 #include "loom/train/resume_check.h"
 #include "loom/train/shared_folder.h"
 
@@ -171,11 +172,19 @@ void remove_debris(const fs::path& root, bool writes_manifests) {
   }
 }
 
-// Keeps the newest `keep` complete checkpoints (rank 0, after `latest` points at the new one).
+// Keeps the newest `keep` complete checkpoints (a manifest writer, after `latest` points at the
+// new one). Step folders older than the newest that never got a manifest go too: a save that
+// failed or was cut short (on a host other than rank 0's, remove_debris leaves them).
 void prune(const fs::path& root, size_t keep) {
   const std::vector<std::string> complete = complete_checkpoints(root.string());
   std::error_code ec;
   for (size_t i = 0; i + keep < complete.size(); ++i) fs::remove_all(complete[i], ec);
+  if (complete.empty()) return;
+  const std::string newest = fs::path(complete.back()).filename().string();
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (is_step_folder(e) && e.path().filename().string() < newest &&
+        !fs::exists(e.path() / "manifest.json", ec))
+      fs::remove_all(e.path(), ec);
 }
 
 // The rank's own file in step folders older than the newest `keep`; empty folders go too.
@@ -191,12 +200,9 @@ void prune_own(const fs::path& root, size_t keep, int rank) {
   }
 }
 
-// Rank 0: the manifest of a checkpoint whose parts `all` (save()'s gather) are written, then
-// `latest`, then the pruning of the oldest.
-// m: the run's description (Checkpointer::this_run()).
-void write_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_t steps_done,
-                    const fs::path& dir, const fs::path& root, size_t keep,
-                    const std::string& config_toml) {
+// The manifest of a checkpoint whose parts `all` (save()'s gather: per entries a rank) are
+// written. m: the run's description (Checkpointer::this_run()).
+Manifest saved_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_t steps_done) {
   m.step = steps_done;
   for (size_t q = 0; q * per < all.size(); ++q) {
     const int64_t* f = &all[per * q];
@@ -209,9 +215,17 @@ void write_manifest(Manifest m, const std::vector<int64_t>& all, int per, int64_
       if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
     m.files.push_back(std::move(file));
   }
+  return m;
+}
+
+// A manifest writer (rank 0, and on hosts with run folders of their own the lowest rank of each
+// host): the step folder's config and manifest, then `latest`, then the pruning of the oldest.
+void write_manifest(const Manifest& m, const fs::path& dir, const fs::path& root, size_t keep,
+                    const std::string& config_toml, int rank) {
+  const int64_t steps_done = m.step;
   // The run's settings, for a resume to say what it changes (resume_check.h: changed_course).
   write_file_atomic((dir / "config.toml").string(), config_toml);
-  inject_disk_full(0, steps_done, "manifest-disk-full", (dir / "manifest.json").string());
+  inject_disk_full(rank, steps_done, "manifest-disk-full", (dir / "manifest.json").string());
   write_file_atomic((dir / "manifest.json").string(), manifest_to_json(m));
   write_file_atomic((root / "latest").string(), dir.filename().string() + "\n");
   prune(root, keep);
@@ -253,6 +267,8 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
       stages_(stages),
       syncs_(syncs),
       optimizers_(optimizers) {
+  groups_ = folder_groups(world_.size(), say_if_not_shared(world_, cfg_.output.dir));
+  copies_ = copies_to_next_group(groups_);
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
   world_.barrier()->wait();  // no rank writes a checkpoint while rank 0 may still remove debris
 }
@@ -273,7 +289,7 @@ std::string Checkpointer::save(int64_t steps_done) {
     int k = 3;
     for (const auto& [s, st] : stages_) mine[k++] = s;
   }
-  std::string failure;
+  std::string failure, bytes;
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);  // every rank: nodes need not share a file system
@@ -281,8 +297,7 @@ std::string Checkpointer::save(int64_t steps_done) {
     inject_disk_full(world_.rank(), steps_done, "disk-full", file);
     parallel::ChunkWriter w;
     for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
-    const std::string bytes =
-        chunks_to_bytes(w.chunks(), at::detail::getDefaultCPUGenerator().get_state());
+    bytes = chunks_to_bytes(w.chunks(), at::detail::getDefaultCPUGenerator().get_state());
     write_file_atomic(file, bytes);
     mine[0] = static_cast<int64_t>(bytes.size());
     mine[1] = crc32_of(bytes);
@@ -292,37 +307,53 @@ std::string Checkpointer::save(int64_t steps_done) {
   }
   std::vector<int64_t> all(per * world_.size());
   world_.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
-  int failed = -1;  // the first rank that could not write its part
+  int failed = -1;  // the first rank that could not write its part (or its copy of another's)
   for (int q = 0; q < world_.size() && failed < 0; ++q)
     if (all[per * q] < 0) failed = q;
+  const Manifest m = failed < 0 ? saved_manifest(this_run(), all, per, steps_done) : Manifest{};
+  // Hosts with run folders of their own: each rank's file also on the next host.
+  std::vector<std::string> received;
+  if (failed < 0 && !copies_.empty()) {
+    failure = run_copies(
+        world_, copies_, m.files, dir.string(), [&](int) { return bytes; },
+        [&](const std::string& path) {
+          inject_disk_full(world_.rank(), steps_done, "copy-disk-full", path);
+        });
+    for (const FileCopy& c : copies_)
+      if (c.to == world_.rank()) received.push_back((dir / m.files[c.file].name).string());
+    const std::vector<int> broken = ranks_where(world_, !failure.empty());
+    if (!broken.empty()) failed = broken.front();
+  }
+  bytes = std::string();
   bool manifest_failed = false;
   if (failed < 0) {
-    if (world_.rank() == 0) {
+    if (writes_manifests()) {
       try {
-        write_manifest(this_run(), all, per, steps_done, dir, root,
-                       static_cast<size_t>(cfg_.output.keep), config::to_toml(cfg_));
+        write_manifest(m, dir, root, static_cast<size_t>(cfg_.output.keep), config::to_toml(cfg_),
+                       world_.rank());
       } catch (const Error& e) {
         failure = e.what();
-        manifest_failed = true;
       }
     }
-    // Rank 0's outcome to every rank; also orders its pruning before prune_own below.
-    int64_t outcome = manifest_failed ? 1 : 0;
-    std::vector<int64_t> outcomes(world_.size());
-    world_.all_gather(&outcome, outcomes.data(), 1, comm::DType::Int64)->wait();
-    manifest_failed = outcomes[0] != 0;
+    // The writers' outcome to every rank; also orders their pruning before prune_own below.
+    const std::vector<int> broken = ranks_where(world_, !failure.empty());
+    if (!broken.empty()) {
+      failed = broken.front();
+      manifest_failed = true;
+    }
   }
-  if (failed >= 0 || manifest_failed) {
-    // Nothing of a checkpoint that will not exist stays behind to fill the disk: rank 0's
-    // manifest first (so the folder never looks complete), every rank's part, then the folder.
+  if (failed >= 0) {
+    // Nothing of a checkpoint that will not exist stays behind to fill the disk: the manifests
+    // first (so the folder never looks complete), every rank's part and copies, then the folder.
     // Not when it may be the intact one (the step this run resumed from, written again).
     if (steps_done != previous_) {
       std::error_code ec;
-      if (world_.rank() == 0) {
+      if (writes_manifests()) {
         fs::remove(dir / "manifest.json", ec);
         fs::remove(dir / "config.toml", ec);
       }
       fs::remove(file, ec);
+      for (const std::string& f : received) fs::remove(f, ec);
       world_.barrier()->wait();
       fs::remove(dir, ec);  // only if empty: with a shared file system, one rank removes it
     }
@@ -330,17 +361,15 @@ std::string Checkpointer::save(int64_t steps_done) {
     const std::string tail =
         detail::concat("checkpoint ", name, " not written, the last one (", kept, ") is intact");
     // Every rank ends here; the one whose write failed names the file and the reason.
-    const int reporter = failed >= 0 ? failed : 0;
-    if (!failure.empty()) throw AgreedError(detail::concat(failure, "; ", tail), reporter);
-    if (manifest_failed)
-      throw AgreedError(detail::concat("rank 0 could not write the manifest; ", tail), reporter);
-    throw AgreedError(detail::concat("rank ", failed, " could not write its part; ", tail),
-                      reporter);
+    if (!failure.empty()) throw AgreedError(detail::concat(failure, "; ", tail), failed);
+    throw AgreedError(detail::concat("rank ", failed, " could not write ",
+                                     manifest_failed ? "the manifest" : "its part", "; ", tail),
+                      failed);
   }
   previous_ = steps_done;
   // Nodes need not share a file system: every rank removes its own file from the step
-  // folders rank 0 no longer keeps (on a shared one they are gone already).
-  if (world_.rank() != 0) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());
+  // folders its host's writer no longer keeps (on a shared one they are gone already).
+  if (!writes_manifests()) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());
   return dir.string();
 }
 
@@ -356,10 +385,9 @@ int64_t Checkpointer::load(const std::string& path) {
   Manifest saved;
   const Manifest run = this_run();
   std::string reshard;
-  // The ranks agree on what they read (a refusal is said once); a checkpoint that only some of
-  // them can read sits on hosts whose folders are their own.
-  agreed_check(path, /*same_for_all=*/true, [&] { saved = read_manifest(path, &dir); });
-  agreed_check(path, /*same_for_all=*/false, [&] {
+  // The ranks agree on what they read (a refusal is said once).
+  agree_on_manifest(path, &saved, &dir);
+  agreed_check([&] {
     reshard = check_resumable(saved, run, dir);
     if (saved.blocks != run.blocks)
       LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
@@ -385,6 +413,7 @@ int64_t Checkpointer::load(const std::string& path) {
       !mean && saved.same_layout(run) && own && own->dp_rank == dp_rank && own->stages == mine;
   std::vector<size_t> files{static_cast<size_t>(world_.rank())};
   if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
+  fetch_missing(saved, dir, files);
   check_files_seen(saved, dir, files);
   // Per-replica state (quant's residual) belongs to a replica of the same dp only; the models
   // of a per-replica mode's replicas are all read when their mean is taken.
@@ -405,6 +434,14 @@ const char* const kNotShared =
     "the hosts do not share this folder; resume from a folder that every host sees, or copy "
     "the checkpoint whole to each host";
 
+// `text` of rank `root` on every rank.
+void broadcast_text(comm::Backend& world, std::string& text, int root) {
+  int64_t size = static_cast<int64_t>(text.size());
+  world.broadcast(&size, 1, comm::DType::Int64, root)->wait();
+  text.resize(static_cast<size_t>(size));
+  if (size > 0) world.broadcast(text.data(), text.size(), comm::DType::UInt8, root)->wait();
+}
+
 // "2-3 on node-b" where the hosts are known, else "2, 3".
 std::string ranks_named(const std::vector<int>& ranks) {
   std::string hosts = comm::hosts_of(ranks);
@@ -416,8 +453,115 @@ std::string ranks_named(const std::vector<int>& ranks) {
 
 }  // namespace
 
-void Checkpointer::agreed_check(const std::string& path, bool same_for_all,
-                                const std::function<void()>& check) {
+void Checkpointer::agree_on_manifest(const std::string& path, Manifest* saved, std::string* dir) {
+  std::string why;
+  int64_t step = -1;
+  try {
+    *saved = read_manifest(path, dir);
+    step = saved->step;
+  } catch (const UsageError& e) {
+    why = e.what();
+  }
+  std::vector<int64_t> steps(static_cast<size_t>(world_.size()));
+  world_.all_gather(&step, steps.data(), 1, comm::DType::Int64)->wait();
+  const int64_t newest = *std::max_element(steps.begin(), steps.end());
+  if (newest < 0) throw AgreedUsageError(why, 0);  // the same for all: rank 0 says it
+  std::vector<int> lacking;
+  int source = -1;
+  for (int r = 0; r < world_.size(); ++r) {
+    if (steps[r] != newest) lacking.push_back(r);
+    if (steps[r] == newest && source < 0) source = r;
+  }
+  if (lacking.empty()) return;
+  // Hosts whose folders are their own (or hold an older `latest`): the newest checkpoint's
+  // manifest and config from the first rank that read it, written on each host that lacks it
+  // by its lowest such rank, as a save would have.
+  std::string where, manifest, settings;
+  if (world_.rank() == source) {
+    where = fs::path(*dir).lexically_relative(path).string();
+    manifest = read_file((fs::path(*dir) / "manifest.json").string());
+    std::error_code ec;
+    if (fs::exists(fs::path(*dir) / "config.toml", ec))
+      settings = read_file((fs::path(*dir) / "config.toml").string());
+  }
+  for (std::string* text : {&where, &manifest, &settings}) broadcast_text(world_, *text, source);
+  const std::vector<int> host = host_groups(world_.size());
+  const int me = world_.rank();
+  const bool writer =
+      steps[me] != newest && std::none_of(lacking.begin(), lacking.end(),
+                                          [&](int r) { return r < me && host[r] == host[me]; });
+  agreed_check([&] {
+    if (!writer) return;
+    const fs::path target = fs::path(path) / where;
+    try {
+      std::error_code ec;
+      fs::create_directories(target, ec);
+      if (!settings.empty()) write_file_atomic((target / "config.toml").string(), settings);
+      write_file_atomic((target / "manifest.json").string(), manifest);
+      if (where != ".")
+        write_file_atomic((target.parent_path() / "latest").string(),
+                          target.filename().string() + "\n");
+    } catch (const Error& e) {
+      LOOM_USAGE(e.what(), "; rank ", source, " holds the checkpoint's manifest, rank ", me,
+                 " cannot copy it into its folder: make '", path, "' writable on its host");
+    }
+  });
+  world_.barrier()->wait();  // every host's writer done
+  agreed_check([&] {
+    *saved = read_manifest(path, dir, /*quiet=*/true);
+    if (saved->step != newest)
+      LOOM_USAGE("checkpoint '", path, "' is step ", saved->step, " here and step ", newest,
+                 " on rank ", source, "'s host; resume from one step folder");
+  });
+  log::info0(detail::concat("the manifest of checkpoint step ", newest, " copied from rank ",
+                            ranks_named({source}), " to ranks ", ranks_named(lacking)));
+}
+
+void Checkpointer::fetch_missing(const Manifest& saved, const std::string& dir,
+                                 const std::vector<size_t>& files) {
+  const size_t n = saved.files.size(), world = static_cast<size_t>(world_.size());
+  // Each rank's view: which files its folder holds whole (the manifest's size), which it reads.
+  std::vector<int32_t> mine(2 * n, 0), all(2 * n * world);
+  for (size_t i = 0; i < n; ++i) {
+    std::error_code ec;
+    const auto size = fs::file_size(fs::path(dir) / saved.files[i].name, ec);
+    mine[i] = !ec && static_cast<int64_t>(size) == saved.files[i].bytes;
+  }
+  for (size_t i : files) mine[n + i] = 1;
+  world_.all_gather(mine.data(), all.data(), 2 * n, comm::DType::Int32)->wait();
+  std::vector<std::vector<bool>> here(world, std::vector<bool>(n)), need = here;
+  for (size_t r = 0; r < world; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      here[r][i] = all[2 * n * r + i] != 0;
+      need[r][i] = all[2 * n * r + n + i] != 0;
+    }
+  const std::vector<int> host = host_groups(world_.size());
+  const std::vector<FileCopy> copies = fetches(host, here, need);
+  if (copies.empty()) return;
+  const std::string failure = run_copies(world_, copies, saved.files, dir, [&](int i) {
+    return read_file((fs::path(dir) / saved.files[i].name).string());
+  });
+  const std::vector<int> broken = ranks_where(world_, !failure.empty());
+  if (!broken.empty())
+    throw AgreedError(detail::concat(failure, "; the resume stops before training"),
+                      broken.front());
+  int64_t bytes = 0;
+  std::vector<bool> got(world, false);  // by host group
+  for (const FileCopy& c : copies) {
+    bytes += saved.files[c.file].bytes;
+    got[host[c.to]] = true;
+  }
+  std::vector<int> to;  // the ranks of the hosts that got files
+  for (size_t r = 0; r < world; ++r)
+    if (got[host[r]]) to.push_back(static_cast<int>(r));
+  log::info0(detail::concat("fetched ", copies.size(), " checkpoint file",
+                            copies.size() == 1 ? "" : "s", " (", bytes,
+                            " bytes) from other hosts "
+                            "for ranks ",
+                            ranks_named(to)));
+}
+
+void Checkpointer::agreed_check(const std::function<void()>& check) {
   std::string why;
   try {
     check();
@@ -426,17 +570,9 @@ void Checkpointer::agreed_check(const std::string& path, bool same_for_all,
   }
   const std::vector<int> refused = ranks_where(world_, !why.empty());
   if (refused.empty()) return;
-  if (static_cast<int>(refused.size()) == world_.size()) throw AgreedUsageError(why, 0);
-  // Said by the first rank that refused, which knows why.
-  if (!same_for_all) throw AgreedUsageError(why, refused.front());
-  std::vector<int> others;
-  for (int r = 0; r < world_.size(); ++r)
-    if (!std::binary_search(refused.begin(), refused.end(), r)) others.push_back(r);
-  throw AgreedUsageError(
-      detail::concat("ranks ", ranks_named(refused), " cannot read the checkpoint '", path, "' (",
-                     why.substr(0, why.find("; ")),  // the problem, without its fix
-                     ") that ranks ", ranks_named(others), " read: ", kNotShared),
-      refused.front());
+  // Rank 0 says what every rank found, else the first rank that refused, which knows why.
+  throw AgreedUsageError(why,
+                         static_cast<int>(refused.size()) == world_.size() ? 0 : refused.front());
 }
 
 void Checkpointer::check_files_seen(const Manifest& saved, const std::string& dir,
@@ -448,7 +584,7 @@ void Checkpointer::check_files_seen(const Manifest& saved, const std::string& di
   const std::vector<int32_t> here = anywhere;
   world_.all_reduce(anywhere.data(), anywhere.size(), comm::DType::Int32, comm::ReduceOp::Max)
       ->wait();
-  agreed_check(dir, /*same_for_all=*/false, [&] {
+  agreed_check([&] {
     for (size_t i : files)
       if (!here[i] && anywhere[i])
         LOOM_USAGE("checkpoint file '", (fs::path(dir) / saved.files[i].name).string(),

@@ -4,17 +4,21 @@
 // files' sizes and checksums (and whether any failed: then all stop, the last checkpoint
 // intact), rank 0 writes the manifest and the `latest` pointer and keeps the newest
 // output.keep complete checkpoints, a barrier. Loading checks the manifest against the run
-// and the rank file against its checksum before any tensor is used.
+// and the rank file against its checksum before any tensor is used. On hosts whose run
+// folders are their own, each host's lowest rank writes the manifests too, each rank file is
+// also kept on the next host, and a resume fetches what a host lacks (host_copies.h).
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/comm/backend.h"
 #include "loom/config/config.h"
 #include "loom/model/partition.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/host_copies.h"
 #include "loom/train/preflight.h"
 
 namespace loom::parallel {
@@ -52,10 +56,17 @@ class Checkpointer {
 
  private:
   Manifest this_run() const;  // without files and step
+  bool writes_manifests() const { return groups_[world_.rank()] == world_.rank(); }
   // Runs `check` on every rank (collective). A UsageError on every rank: rank 0 says it; on
-  // some: the first of them says it (same_for_all: they all read the same thing, so the folder
-  // differs between hosts, and the line says so). AgreedUsageError on every rank.
-  void agreed_check(const std::string& path, bool same_for_all, const std::function<void()>& check);
+  // some: the first of them says it. AgreedUsageError on every rank.
+  void agreed_check(const std::function<void()>& check);
+  // The manifest every rank reads: the newest step any rank finds at `path`, copied into the
+  // folders of the hosts that lack it. Collective.
+  void agree_on_manifest(const std::string& path, Manifest* saved, std::string* dir);
+  // Each host's ranks get the files of `files` (each rank's reads) that its folder lacks, from
+  // another host's (host_copies.h). Collective.
+  void fetch_missing(const Manifest& saved, const std::string& dir,
+                     const std::vector<size_t>& files);
   // Every file in `files` (this rank's reads) is there, or one line says which is not and
   // whether another rank sees it (hosts with folders of their own). Collective.
   void check_files_seen(const Manifest& saved, const std::string& dir,
@@ -68,6 +79,10 @@ class Checkpointer {
   const Stages& stages_;
   const Syncs& syncs_;
   const Optimizers& optimizers_;
+  // By world rank, the lowest rank that sees the same run folder (shared_folder.h): each
+  // group's lowest rank writes the manifests into its folder.
+  std::vector<int> groups_;
+  std::vector<FileCopy> copies_;  // each save's rank files carried to the next host
   int64_t previous_ = 0;  // step of the newest checkpoint this run wrote or loaded (0: none)
 };
 

@@ -17,7 +17,9 @@ void maybe_inject_fault(int rank, int64_t step);
 // gradient norm, become NaN), for the tests of train.on_nan. Otherwise `scale`.
 double injected_loss_scale(int rank, int64_t step, double scale);
 // LOOM_FAULT_KIND=disk-full: rank r's part of the checkpoint of step s cannot be written (as on
-// a full disk); LOOM_FAULT_KIND=manifest-disk-full (r = 0): its manifest cannot. Throws the
+// a full disk); LOOM_FAULT_KIND=manifest-disk-full (r: a manifest writer, rank 0 or, on hosts
+// without a shared run folder, a host's lowest rank): its manifest cannot; copy-disk-full
+// (there): the copy of another host's rank file that rank r receives cannot. Throws the
 // Error a full disk would (naming `path`) when `kind` is the one asked for this rank and step.
 void inject_disk_full(int rank, int64_t step, const char* kind, const std::string& path);
 

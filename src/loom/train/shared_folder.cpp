@@ -1,7 +1,9 @@
 #include "loom/train/shared_folder.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "loom/comm/rank_hosts.h"
@@ -49,14 +51,31 @@ std::vector<int> ranks_not_sharing(comm::Backend& world, const std::string& dir)
   return blind;
 }
 
-void warn_if_not_shared(comm::Backend& world, const std::string& dir) {
-  const std::vector<int> blind = ranks_not_sharing(world, dir);
-  if (blind.empty() || world.rank() != 0) return;
-  log::warn(detail::concat(
-      "ranks ", comm::hosts_of(blind), " do not see the run folder '", dir,
-      "' that rank 0 writes (the hosts do not share it): each rank saves its own checkpoint "
-      "file there, but only rank 0's host gets the manifests; to resume, gather the hosts' "
-      "folders into one that every host sees (or copy it whole to each host)"));
+std::vector<int> say_if_not_shared(comm::Backend& world, const std::string& dir) {
+  std::vector<int> blind = ranks_not_sharing(world, dir);
+  if (!blind.empty() && world.rank() == 0)
+    log::info0(detail::concat(
+        "ranks ", comm::hosts_of(blind), " do not see the run folder '", dir,
+        "' that rank 0 writes (the hosts do not share it): each host keeps the manifests, its "
+        "ranks' checkpoint files and a copy of another host's; a resume fetches what a host "
+        "lacks from the others"));
+  return blind;
+}
+
+std::vector<int> host_groups(int world) {
+  std::vector<int> group(static_cast<size_t>(world), 0);
+  if (!comm::rank_hosts_known()) return group;
+  std::map<std::string, int> lowest;
+  for (int r = 0; r < world; ++r)
+    group[r] = lowest.try_emplace(comm::host_of_rank(r), r).first->second;
+  return group;
+}
+
+std::vector<int> folder_groups(int world, const std::vector<int>& blind) {
+  std::vector<int> group = host_groups(world);
+  for (int r = 0; r < world; ++r)
+    if (!std::binary_search(blind.begin(), blind.end(), r)) group[r] = 0;
+  return group;
 }
 
 }  // namespace loom::train

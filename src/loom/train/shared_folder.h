@@ -1,9 +1,8 @@
 #pragma once
 // Whether the ranks of a run on several hosts see one folder under one path. On node-local
-// disks each host has a folder of its own: the run trains and saves, each rank writing its
-// own checkpoint file, but the manifests (rank 0's) sit on the first host only, so a resume
-// from there fails on the others. These collectives let the run say so, once, when it starts
-// and when it resumes.
+// disks each host has a folder of its own: the checkpointer then writes the manifests on every
+// host and carries rank files between hosts (host_copies.h). These collectives find out which
+// ranks share, and say so once when the run starts.
 #include <string>
 #include <vector>
 
@@ -18,8 +17,15 @@ std::vector<int> ranks_where(comm::Backend& world, bool flag);
 // a single host, where nothing is asked). Collective.
 std::vector<int> ranks_not_sharing(comm::Backend& world, const std::string& dir);
 
-// At the start of a run on several hosts: rank 0 warns, in one line, when some ranks do not
-// share the run folder. Collective.
-void warn_if_not_shared(comm::Backend& world, const std::string& dir);
+// At the start of a run on several hosts: rank 0 says, in one line, when some ranks do not
+// share the run folder. Returns those ranks (ranks_not_sharing). Collective.
+std::vector<int> say_if_not_shared(comm::Backend& world, const std::string& dir);
+
+// By world rank, the lowest world rank on the same host (every rank 0 when the hosts are not
+// known: one host).
+std::vector<int> host_groups(int world);
+// By world rank, the lowest rank of the ranks that see the same run folder: 0 for those that
+// see rank 0's (all but `blind`), else the lowest rank of the same host.
+std::vector<int> folder_groups(int world, const std::vector<int>& blind);
 
 }  // namespace loom::train

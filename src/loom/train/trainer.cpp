@@ -32,7 +32,6 @@
 #include "loom/train/preemption.h"
 #include "loom/train/preflight.h"
 #include "loom/train/run_trace.h"
-#include "loom/train/shared_folder.h"
 #include "loom/train/step_metrics.h"
 #include "loom/train/text_sample.h"
 #include "loom/train/trace_clock.h"
@@ -115,7 +114,6 @@ void Trainer::Impl::setup() {
     clear_run_folder(cfg.output.dir);
     base.barrier()->wait();  // before rank 0 starts the new metrics
   }
-  warn_if_not_shared(base, cfg.output.dir);  // hosts with folders of their own: said at once
   checkpointer = std::make_unique<Checkpointer>(cfg, r, base, cut, stages, syncs, optimizers);
   if (!cfg.output.resume.empty()) start_step = checkpointer->load(cfg.output.resume);
 }

@@ -1,0 +1,49 @@
+#pragma once
+// Checkpoint files carried between hosts whose run folders are their own (node-local disks).
+// A save leaves each rank's file on its own host and on the next one (so a checkpoint
+// survives the loss of any one host and its disk); a resume first fetches, for each host, the
+// files its ranks read and its folder lacks, from a host that has them. Files travel over the
+// run's communicator, in chunks, and are checked against their size and CRC-32 on arrival.
+//
+// A "folder group" is a set of ranks that see one folder: the lowest rank of the set names it
+// (group[r], by world rank). shared_folder.h says which ranks share.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom/comm/backend.h"
+#include "loom/train/checkpoint.h"
+
+namespace loom::train {
+
+// One file from one rank to another (indices into the list of files the caller names).
+struct FileCopy {
+  int file = 0;
+  int from = 0, to = 0;
+  bool operator==(const FileCopy&) const = default;
+};
+
+// At a save: rank r's file (index r) to a rank of the next group, the groups in a ring by their
+// lowest rank; the k-th rank of a group sends to the (k mod n)-th of the next (n its ranks).
+// Empty when every rank is in one group.
+std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group);
+
+// At a resume: for every group, each file that one of its ranks needs (need[r][i]) and none of
+// its ranks has (here[r][i]), once, to the lowest rank of the group that needs it, from a rank
+// that has it (the senders spread over the holders). A file no rank has is left out.
+std::vector<FileCopy> fetches(const std::vector<int>& group,
+                              const std::vector<std::vector<bool>>& here,
+                              const std::vector<std::vector<bool>>& need);
+
+// Runs `copies` (every rank of `world` calls it with the same list): this rank sends the files
+// it is `from` of (content(i): their bytes) and writes those it is `to` of into `dir` under
+// files[i].name (durably, never half-written), after checking their size and CRC-32 against
+// files[i]. Returns this rank's failure in one line ("" when none); the caller makes the ranks
+// agree on it. before_write(path), when given, runs before each arrived file is written (a
+// fault injected there fails that copy: fault_injection.h).
+std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
+                       const std::vector<Manifest::File>& files, const std::string& dir,
+                       const std::function<std::string(int)>& content,
+                       const std::function<void(const std::string&)>& before_write = {});
+
+}  // namespace loom::train
