@@ -8,6 +8,8 @@
 #    going on from step 4, at the parameters of the single-process run (within 1e-4);
 #  - host 1 lost (every process in its namespace killed): node 0 waits; the same launch
 #    command run again on host 1 joins attempt 1, and the job ends well, as above;
+#  - the same with host 1's run folder its own and emptied (a host replaced with a new disk):
+#    its ranks go on from step 4 too, with the manifest and files fetched from host 0;
 #  - host 1 lost for good (--join-timeout 4): node 0 ends the job naming node 1, exit 1;
 #  - nodes started with different --max-restarts: one line, exit 2.
 # usage: restart_test.sh LOOM_BINARY HOSTS_SH
@@ -24,21 +26,25 @@ run "$loom" train --config "$cfg" --model.layers 4 --steps 8 --output.dir "$tmp/
 run "$loom" checkpoint convert "$tmp/one/checkpoint" --out "$tmp/one.c" || fail "convert one"
 
 # node NAME K PORT JOIN: node K's launcher of run NAME, in the background (pid in $pid); its
-# output is appended to $tmp/NAME.K. The fault strikes the first attempt only.
+# output is appended to $tmp/NAME.K. The fault strikes the first attempt only. With
+# private=1, host K's run folder is its own: $tmp/NAME.hK mounted at $tmp/NAME.
 node() {
-  local name=$1 k=$2 port=$3 join=$4
-  LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=5 LOOM_FAULT_KIND=hang on "$k" "$loom" launch --nproc 2 \
+  local name=$1 k=$2 port=$3 join=$4 mount=()
+  [[ -n ${private:-} ]] && mount=(unshare -m --propagation private sh -c \
+    'mount --bind "$1" "$2" && shift 2 && exec "$@"' _ "$tmp/$name.h$k" "$tmp/$name")
+  LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=5 LOOM_FAULT_KIND=hang on "$k" "${mount[@]}" "$loom" launch --nproc 2 \
     --nnodes 2 --node-rank "$k" --master-addr "$master" --master-port "$port" \
     --max-restarts 1 --join-timeout "$join" -- "$loom" train --config "$cfg" \
     --output.dir "$tmp/$name" "${steps[@]}" >>"$tmp/$name.$k" 2>&1 &
   pid=$!
 }
 
-# started NAME: waits (up to 60 s) for the checkpoint of step 4, the one before the fault.
+# started NAME [DIR]: waits (up to 60 s) for the checkpoint of step 4, the one before the
+# fault, in DIR (default: run NAME's folder).
 started() {
   local i
   for ((i = 0; i < 120; i++)); do
-    [[ -f $tmp/$1/checkpoint/step-000004/manifest.json ]] && sleep 1 && return 0
+    [[ -f ${2:-$tmp/$1}/checkpoint/step-000004/manifest.json ]] && sleep 1 && return 0
     sleep 0.5
   done
   return 1
@@ -54,8 +60,8 @@ wait_line() {
   return 1
 }
 
-# resumed NAME RC0 RC1: both launchers ended well, attempt 1 went on from step 4, the result
-# is the single-process run's.
+# resumed NAME RC0 RC1 [DIR]: both launchers ended well, attempt 1 went on from step 4, the
+# result (in DIR, default run NAME's folder) is the single-process run's.
 resumed() {
   local name=$1
   cp "$tmp/$name.0" "$tmp/stderr"
@@ -67,7 +73,7 @@ resumed() {
   else
     fail "$name: codes $2 $3; node 0: $(tail -4 "$tmp/$name.0"); node 1: $(tail -3 "$tmp/$name.1")"
   fi
-  expect_one_process "$name" "$tmp/$name"
+  expect_one_process "$name" "${4:-$tmp/$name}"
 }
 
 bash "$hosts_sh" up 2 >/dev/null || fail "up 2"
@@ -89,14 +95,14 @@ else
   fail "link cut: node 0 does not name host 1"
 fi
 
-# lose_host1 NAME PORT JOIN: a new bed, run NAME on both hosts, then every process of host 1
-# killed after the checkpoint of step 4; node 0's launcher pid in $p0.
+# lose_host1 NAME PORT JOIN [DIR]: a new bed, run NAME on both hosts, then every process of
+# host 1 killed after the checkpoint of step 4 (in DIR); node 0's launcher pid in $p0.
 lose_host1() {
   bash "$hosts_sh" up 2 >/dev/null || fail "up 2 again"
   node "$1" 0 "$2" "$3"
   p0=$pid
   node "$1" 1 "$2" "$3"
-  started "$1" || fail "$1: the run did not start"
+  started "$1" "${4:-}" || fail "$1: the run did not start"
   # shellcheck disable=SC2046 # one pid a word
   kill -KILL $(ip netns pids "$h1")
 }
@@ -111,6 +117,28 @@ else
 fi
 wait "$p0"
 resumed lost $? "$rc1"
+
+# Hosts whose run folders are their own, host 1 lost with its disk (its folder emptied) and
+# started again: its ranks find no checkpoint of the job, go on from step 4 with node 0's, and
+# fetch the manifest and their files from host 0's copies; the result is the one process's.
+mkdir -p "$tmp/replaced" "$tmp/replaced.h0" "$tmp/replaced.h1"
+private=1 lose_host1 replaced 29754 60 "$tmp/replaced.h0"
+rm -rf "$tmp/replaced.h1/"*
+if wait_line "$tmp/replaced.0" "restart 1 of 1: waiting up to 60 s for every node" 40; then
+  private=1 node replaced 1 29754 60
+  wait "$pid"
+  rc1=$?
+else
+  rc1=1
+fi
+wait "$p0"
+resumed replaced $? "$rc1" "$tmp/replaced.h0"
+if grep -q "copied from rank 0 on .*-h0 to ranks 2-3 on $h1" "$tmp/replaced.0" &&
+   grep -q "fetched 2 checkpoint files .* for ranks 2-3 on $h1" "$tmp/replaced.0"; then
+  ok "replaced host: $(grep -o 'fetched .*' "$tmp/replaced.0")"
+else
+  fail "replaced host: no fetch said: $(tail -5 "$tmp/replaced.0")"
+fi
 
 lose_host1 gone 29752 4
 wait "$p0"

@@ -36,22 +36,25 @@ TEST(HostCopies, FetchesWhatAHostLacksOnceFromAHolder) {
   // Two hosts of two ranks; files 0-3. Host 0 (ranks 0, 1) holds 0, 1 and a copy of 2, 3;
   // host 1 lost its disk: it holds nothing.
   const std::vector<int> group = {0, 0, 2, 2};
-  std::vector<std::vector<bool>> here = {
-      {true, true, true, true}, {true, true, true, true}, {false, false, false, false},
-      {false, false, false, false}};
+  std::vector<std::vector<bool>> here = {{true, true, true, true},
+                                         {true, true, true, true},
+                                         {false, false, false, false},
+                                         {false, false, false, false}};
   // Every rank reads two files (a dp 4 resume of a pp 2 checkpoint, say).
-  std::vector<std::vector<bool>> need = {
-      {true, false, true, false}, {false, true, false, true}, {true, false, true, false},
-      {false, true, false, true}};
+  std::vector<std::vector<bool>> need = {{true, false, true, false},
+                                         {false, true, false, true},
+                                         {true, false, true, false},
+                                         {false, true, false, true}};
   // Host 1 gets files 0 and 2 (rank 2 needs them first), 1 and 3 (rank 3), each once, from
   // host 0; the senders take the holders in turn.
   const std::vector<FileCopy> want = {{0, 0, 2}, {1, 1, 3}, {2, 0, 2}, {3, 1, 3}};
   EXPECT_EQ(fetches(group, here, need), want);
   // Nothing to fetch when every host holds what its ranks read.
-  EXPECT_TRUE(fetches(group, here, {{true, false, false, false},
-                                    {false, true, false, false},
-                                    {false, false, false, false},
-                                    {false, false, false, false}})
+  EXPECT_TRUE(fetches(group, here,
+                      {{true, false, false, false},
+                       {false, true, false, false},
+                       {false, false, false, false},
+                       {false, false, false, false}})
                   .empty());
   // A file no rank holds is left out (the resume then says the checkpoint is incomplete).
   here[0][3] = here[1][3] = false;
@@ -134,7 +137,8 @@ std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
       ThreadComm comm(hub, r, n);
-      failures[r] = run_copies(comm, copies, files, folder[r], [&](int i) { return content(r, i); });
+      failures[r] =
+          run_copies(comm, copies, files, folder[r], [&](int i) { return content(r, i); });
     });
   for (auto& t : ranks) t.join();
   EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
@@ -142,7 +146,8 @@ std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
 }
 
 TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
-  const fs::path root = fs::temp_directory_path() / ("loom-host-copies-" + std::to_string(getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("loom-host-copies-" + std::to_string(getpid()));
   fs::remove_all(root);
   const std::vector<std::string> folder = {(root / "h0").string(), (root / "h0").string(),
                                            (root / "h1" / "step").string(),
@@ -152,8 +157,11 @@ TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
                                     std::string(3, 'd')};
   std::vector<Manifest::File> files;
   for (int r = 0; r < 4; ++r)
-    files.push_back({"rank-" + std::to_string(r) + ".pt", static_cast<int64_t>(bytes[r].size()),
-                     crc32_of(bytes[r]), 0, {}});
+    files.push_back({"rank-" + std::to_string(r) + ".pt",
+                     static_cast<int64_t>(bytes[r].size()),
+                     crc32_of(bytes[r]),
+                     0,
+                     {}});
   const std::vector<FileCopy> ring = copies_to_next_group({0, 0, 2, 2});
   auto own = [&](int r, int i) {
     EXPECT_EQ(r, i) << "rank " << r << " asked for another rank's file";

@@ -267,14 +267,12 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
   // Every rank checks the input; the lowest rank that found a problem reports it, all exit 2.
   config::Config cfg;
   train::Resolved mesh;
+  std::string restart_from;  // where a restarted attempt goes on from ("" when no restart)
   try {
     if (!problem.empty()) throw UsageError(problem);
     cfg = load(a);
     // A restarted attempt of a job across machines (loom launch --max-restarts).
-    const std::string from = train::resume_after_restart(cfg);
-    if (!from.empty() && w.rank() == 0)
-      std::fprintf(stderr, "loom: restart %s: going on from %s\n",
-                   std::getenv("LOOM_RESTART_COUNT"), from.c_str());
+    restart_from = train::resume_after_restart(cfg);
     if (a.has("nproc") && flags::to_int("nproc", a.get("nproc"), 1, 4096) != w.size())
       LOOM_USAGE("--nproc ", a.get("nproc"), " but the launcher started ", w.size(),
                  " ranks; drop --nproc when launching with mpirun or torchrun");
@@ -295,6 +293,19 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     comm::finalize();
     return 2;
   }
+  // A restarted attempt goes on from a checkpoint when any rank found one (every rank passes
+  // the same --resume otherwise, so only a restart's choice can differ between hosts).
+  if (w.size() > 1) {
+    int32_t resumes = cfg.output.resume.empty() ? 0 : 1;
+    w.all_reduce(&resumes, 1, comm::DType::Int32, comm::ReduceOp::Max)->wait();
+    if (resumes && cfg.output.resume.empty()) {
+      train::resume_with_the_others(cfg);
+      restart_from = "the checkpoint other hosts hold";
+    }
+  }
+  if (!restart_from.empty() && w.rank() == 0)
+    std::fprintf(stderr, "loom: restart %s: going on from %s\n", std::getenv("LOOM_RESTART_COUNT"),
+                 restart_from.c_str());
   // Across hosts, rank 0 says which rank sits where (one line; none on a single host).
   if (w.size() > 1) {
     const auto hosts = launch::gather_hosts(w);

@@ -58,9 +58,8 @@ std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group) {
     const std::vector<int>& to = next->second;
     for (size_t k = 0; k < from.size(); ++k) out.push_back({from[k], from[k], to[k % to.size()]});
   }
-  std::sort(out.begin(), out.end(), [](const FileCopy& a, const FileCopy& b) {
-    return a.file < b.file;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const FileCopy& a, const FileCopy& b) { return a.file < b.file; });
   return out;
 }
 

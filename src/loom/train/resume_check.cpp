@@ -106,4 +106,9 @@ std::string resume_after_restart(config::Config& cfg) {
   return from;
 }
 
+void resume_with_the_others(config::Config& cfg) {
+  cfg.output.resume = checkpoint_root(cfg);
+  cfg.output.overwrite = false;
+}
+
 }  // namespace loom::train

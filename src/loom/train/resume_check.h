@@ -33,5 +33,10 @@ std::string job_checkpoint(const config::Config& cfg, double since);
 // failed one's output. Returns where it goes on from ("step-00000040" or "the start"); ""
 // when this is no such restart or output.resume was given.
 std::string resume_after_restart(config::Config& cfg);
+// A restarted attempt on a rank whose host found no checkpoint of the job while other ranks'
+// did (hosts whose run folders are their own: a host that lost its disk, or one whose manifest
+// lags): it resumes with them from its run's checkpoint folder (the resume agrees on the newest
+// manifest and fetches what the host lacks: train/host_copies.h) instead of starting afresh.
+void resume_with_the_others(config::Config& cfg);
 
 }  // namespace loom::train
