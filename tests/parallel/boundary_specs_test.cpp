@@ -5,14 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <cstring>
 #include <map>
-#include <mutex>
 #include <thread>
-#include <tuple>
 
-#include "../support/fake_backend.h"
+#include "../support/thread_comm.h"
 #include "loom/common/error.h"
 #include "loom/model/model.h"
 #include "loom/model/partition.h"
@@ -20,42 +16,6 @@
 using namespace loom;
 
 namespace {
-
-struct Hub {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::tuple<int, int, int>, std::vector<char>> box;  // (from, to, tag) -> bytes
-};
-
-// Point-to-point between threads; anything else fails.
-class ThreadComm : public test::FakeBackend {
- public:
-  ThreadComm(Hub& hub, int rank, int size) : FakeBackend("pipeline", rank, size), hub_(hub) {}
-
- protected:
-  comm::WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call&) override {
-    std::vector<char> bytes(t.nbytes());
-    std::memcpy(bytes.data(), t.data_ptr(), bytes.size());
-    {
-      std::lock_guard<std::mutex> lock(hub_.mu);
-      hub_.box[{rank(), dst, tag}] = std::move(bytes);
-    }
-    hub_.cv.notify_all();
-    return done();
-  }
-  comm::WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call&) override {
-    std::unique_lock<std::mutex> lock(hub_.mu);
-    const auto key = std::make_tuple(src, rank(), tag);
-    hub_.cv.wait(lock, [&] { return hub_.box.count(key) > 0; });
-    EXPECT_EQ(hub_.box[key].size(), t.nbytes());
-    std::memcpy(t.data_ptr(), hub_.box[key].data(), t.nbytes());
-    hub_.box.erase(key);
-    return done();
-  }
-
- private:
-  Hub& hub_;
-};
 
 void check_interleaved(const config::ModelConfig& mc, int pp, int loops) {
   const int64_t micro_batch = 3;
@@ -77,12 +37,12 @@ void check_interleaved(const config::ModelConfig& mc, int pp, int loops) {
     want[n] = {x.sizes().vec(), x.scalar_type()};
   }
 
-  Hub hub;
+  test::Mailbox hub;
   std::vector<std::vector<parallel::ActivationSpec>> got(pp);
   std::vector<std::thread> ranks;
   for (int r = 0; r < pp; ++r)
     ranks.emplace_back([&, r] {
-      ThreadComm comm(hub, r, pp);
+      test::ThreadComm comm(hub, "pipeline", r, pp);
       std::vector<std::unique_ptr<parallel::Stage>> owned;
       std::map<int, parallel::Stage*> stages;
       for (int s = r; s < n; s += pp) {

@@ -6,14 +6,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <filesystem>
-#include <map>
 #include <mutex>
 #include <thread>
-#include <tuple>
 
-#include "../support/fake_backend.h"
+#include "../support/thread_comm.h"
 #include "loom/common/files.h"
 
 namespace loom::train {
@@ -68,39 +65,17 @@ TEST(HostCopies, FetchesWhatAHostLacksOnceFromAHolder) {
             third);
 }
 
-// Ranks as threads: point-to-point through a mailbox, all-reduce (sum) through a rendezvous.
-struct Hub {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::tuple<int, int, int>, std::vector<char>> box;  // (from, to, tag) -> bytes
+// Ranks as threads (tests/support/thread_comm.h), with an all-reduce (sum) by rendezvous.
+struct Hub : test::Mailbox {
   int size = 0, arrived = 0, generation = 0;
   std::vector<int64_t> sum, result;
 };
 
-class ThreadComm : public test::FakeBackend {
+class SummingComm : public test::ThreadComm {
  public:
-  ThreadComm(Hub& hub, int rank, int size) : FakeBackend("world", rank, size), hub_(hub) {}
+  SummingComm(Hub& hub, int rank, int size) : ThreadComm(hub, "world", rank, size), hub_(hub) {}
 
  protected:
-  comm::WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call&) override {
-    std::vector<char> bytes(t.nbytes());
-    std::memcpy(bytes.data(), t.data_ptr(), bytes.size());
-    {
-      std::lock_guard<std::mutex> lock(hub_.mu);
-      hub_.box[{rank(), dst, tag}] = std::move(bytes);
-    }
-    hub_.cv.notify_all();
-    return done();
-  }
-  comm::WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call&) override {
-    std::unique_lock<std::mutex> lock(hub_.mu);
-    const auto key = std::make_tuple(src, rank(), tag);
-    hub_.cv.wait(lock, [&] { return hub_.box.count(key) > 0; });
-    EXPECT_EQ(hub_.box[key].size(), t.nbytes());
-    std::memcpy(t.data_ptr(), hub_.box[key].data(), t.nbytes());
-    hub_.box.erase(key);
-    return done();
-  }
   comm::WorkPtr do_all_reduce(const at::Tensor& t, comm::ReduceOp, const Call&) override {
     at::Tensor v = t.to(at::kLong);
     std::unique_lock<std::mutex> lock(hub_.mu);
@@ -136,7 +111,7 @@ std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
-      ThreadComm comm(hub, r, n);
+      SummingComm comm(hub, r, n);
       failures[r] =
           run_copies(comm, copies, files, folder[r], [&](int i) { return content(r, i); });
     });
