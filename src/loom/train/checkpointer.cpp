@@ -554,11 +554,9 @@ void Checkpointer::fetch_missing(const Manifest& saved, const std::string& dir,
   std::vector<int> to;  // the ranks of the hosts that got files
   for (size_t r = 0; r < world; ++r)
     if (got[host[r]]) to.push_back(static_cast<int>(r));
-  log::info0(detail::concat("fetched ", copies.size(), " checkpoint file",
-                            copies.size() == 1 ? "" : "s", " (", bytes,
-                            " bytes) from other hosts "
-                            "for ranks ",
-                            ranks_named(to)));
+  const std::string files_named = copies.size() == 1 ? " checkpoint file (" : " checkpoint files (";
+  log::info0(detail::concat("fetched ", copies.size(), files_named, bytes,
+                            " bytes) from other hosts for ranks ", ranks_named(to)));
 }
 
 void Checkpointer::agreed_check(const std::function<void()>& check) {
