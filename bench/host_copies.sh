@@ -6,7 +6,7 @@
 # mount namespace per host), where every save also sends each rank file to the other host.
 # Prints each run's wall time, the median of each variant, the extra time per save, and what
 # the copies' bytes take at RATE (each host sends its two ranks' files over its link).
-# Needs root. usage: bench/host_copies.sh [BUILD_DIR] [RATE] [ROUNDS] [SAVES]
+# Needs root. usage: bench/host_copies.sh [BUILD_DIR] [RATE|none] [ROUNDS] [SAVES]
 set -euo pipefail
 build=${1:-build}
 rate=${2:-1gbit}
@@ -18,7 +18,7 @@ hosts=scripts/hosts.sh
 loom=$PWD/$build/bin/loom
 tmp=$(mktemp -d)
 trap 'bash "$hosts" down; rm -rf "$tmp"' EXIT
-bash "$hosts" up 2 --rate "$rate" >&2
+if [[ $rate == none ]]; then bash "$hosts" up 2 >&2; else bash "$hosts" up 2 --rate "$rate" >&2; fi
 master=10.77.0.10
 
 # A GPT of 14.3M parameters: with AdamW a rank file holds half of them (its pipeline stage)
@@ -78,15 +78,17 @@ for ((r = 0; r < rounds; r++)); do
     echo "round $r $v: $t s" >&2
   done
 done
+last="out/checkpoint/step-$(printf %06d $((2 * saves)))/manifest.json"  # of the last run
+[[ -f $tmp/run/$last ]] || last=../h0/$last
 bytes=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['files'][0]['bytes'])" \
-  "$tmp/h0/out/checkpoint/step-$(printf %06d $((2 * saves)))/manifest.json")
+  "$tmp/run/$last")
 python3 - "$rate" "$saves" "$bytes" "${times[shared]}" "${times[private]}" <<'PY'
 import re, statistics, sys
 rate, saves, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 shared = [float(x) for x in sys.argv[4].split()]
 private = [float(x) for x in sys.argv[5].split()]
 m = re.fullmatch(r"(\d+)(k|m|g)bit", rate)
-bits = int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+bits = int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else float("inf")
 a, b = statistics.median(shared), statistics.median(private)
 per_save = (b - a) / saves
 wire = 2 * size * 8 / bits  # two rank files out of each host, both hosts at once
