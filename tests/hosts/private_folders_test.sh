@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Hosts that do not share the run folder (node-local disks: each host's own directory mounted
 # at the same path, in a mount namespace of its own), 2 hosts x 2 ranks, pp 2 x dp 2:
 #  - the run trains and saves; rank 0 says once, at the start, that ranks 2-3 on host 1 do not
