@@ -8,8 +8,8 @@
 #  - host 1's disk lost (its folder emptied): a dp 4 resume copies the manifest and fetches the
 #    files host 1's ranks read from host 0, and trains to the same loss as a resume that
 #    fetched nothing;
-#  - host 0's disk lost instead (rank 0's): the same layout resumes from host 1's copies, to
-#    the same loss as the first resume;
+#  - host 0's disk lost instead (rank 0's): the same layout resumes in place from host 1's
+#    copies, to the same loss as the first resume, with the run's metrics.jsonl from host 1;
 #  - a rank file lost on both hosts: one line naming it, exit 2 on both;
 #  - a copy that cannot be written fails the save: one line, the last checkpoint intact.
 # usage: private_folders_test.sh LOOM_BINARY HOSTS_SH
@@ -48,10 +48,12 @@ refused_once() {
 
 # loss_at NAME STEP: the loss of step STEP in run NAME's metrics (rank 0's host: host 0).
 loss_at() { grep "\"step\": $2[,}]" "$tmp/h0/$1/metrics.jsonl" | grep -o '"loss": [^,}]*'; }
-# resumed NAME LABEL: run NAME exited 0 on both hosts and trained to step 6.
+# resumed NAME LABEL [DIR]: run NAME exited 0 on both hosts and trained to step 6 (its folder
+# DIR, default NAME).
 resumed() {
-  if [[ ${rcs[*]} == "0 0" ]] && ! errors "$1" >/dev/null && [[ -n $(loss_at "$1" 6) ]]; then
-    ok "$2: $(loss_at "$1" 6)"
+  local dir=${3:-$1}
+  if [[ ${rcs[*]} == "0 0" ]] && ! errors "$1" >/dev/null && [[ -n $(loss_at "$dir" 6) ]]; then
+    ok "$2: $(loss_at "$dir" 6)"
   else
     cat "$tmp/$1.0" "$tmp/$1.1"; fail "$2 (exits ${rcs[*]})"
   fi
@@ -66,6 +68,14 @@ if [[ ${rcs[*]} == "0 0" ]] && every "$tmp/h0" && every "$tmp/h1" &&
   ok "trains and saves on private folders, each host holding the manifests and every rank file: $(grep -o 'ranks 2-3 on .*' "$tmp/first.0")"
 else
   cat "$tmp/first.0" "$tmp/first.1"; ls -R "$tmp/h0" "$tmp/h1"; fail "first run (exits ${rcs[*]})"
+fi
+# step_lines FILE: the lines of steps and evaluations (not the summary).
+step_lines() { grep '^{"step"' "$1"; }
+if [[ $(step_lines "$tmp/h0/out/metrics.jsonl" | wc -l) -ge 4 ]] &&
+   diff <(step_lines "$tmp/h0/out/metrics.jsonl") <(step_lines "$tmp/h1/out/metrics.jsonl") >/dev/null; then
+  ok "host 1 holds rank 0's metrics.jsonl ($(step_lines "$tmp/h1/out/metrics.jsonl" | wc -l) step lines)"
+else
+  fail "metrics.jsonl on host 1: $(wc -l <"$tmp/h1/out/metrics.jsonl" 2>&1)"
 fi
 cp -a "$tmp/h0/out" "$tmp/out.h0" && cp -a "$tmp/h1/out" "$tmp/out.h1"
 # restore: both hosts' folders as the first run left them.
@@ -92,17 +102,26 @@ else
   cat "$tmp/lost1.0" "$tmp/lost1.1"; fail "host 1 lost: $(loss_at lost1 6) vs $(loss_at again 6)"
 fi
 
+# Rank 0's host loses its disk; the run goes on in its own folder (in place).
 restore
 rm -rf "$tmp/h0/out"
-private lost0 29625 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/lost0" \
+private lost0 29625 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/out" \
   --resume "$tmp/run/out/checkpoint"
-resumed lost0 "host 0's disk lost (rank 0's): the same layout resumes"
+resumed lost0 "host 0's disk lost (rank 0's): the same layout resumes in place" out
 if grep -q "copied from rank 2 on $LOOM_HOSTS_PREFIX-h1 to ranks 0-1 on $LOOM_HOSTS_PREFIX-h0" "$tmp/lost0.0" &&
    grep -q "fetched 2 checkpoint files" "$tmp/lost0.0" &&
-   [[ $(loss_at lost0 6) == "$(loss_at same 6)" ]]; then
+   [[ $(loss_at out 6) == "$(loss_at same 6)" ]]; then
   ok "rank 0's host got the manifest and its 2 rank files from host 1's copies, the same loss as the first resume"
 else
-  cat "$tmp/lost0.0" "$tmp/lost0.1"; fail "host 0 lost: $(loss_at lost0 6) vs $(loss_at same 6)"
+  cat "$tmp/lost0.0" "$tmp/lost0.1"; fail "host 0 lost: $(loss_at out 6) vs $(loss_at same 6)"
+fi
+# Its metrics.jsonl: the first run's lines up to step 4 (from host 1's copy), then steps 5-6.
+if diff <(step_lines "$tmp/out.h0/metrics.jsonl") <(step_lines "$tmp/h0/out/metrics.jsonl" | head -n "$(step_lines "$tmp/out.h0/metrics.jsonl" | wc -l)") >/dev/null &&
+   [[ $(grep -c '^{"step": [56], "loss"' "$tmp/h0/out/metrics.jsonl") -eq 2 ]] &&
+   [[ $(grep -c '^{"step": [1-6], "loss"' "$tmp/h0/out/metrics.jsonl") -eq 6 ]]; then
+  ok "rank 0's new disk has the run's metrics: steps 1-4 from host 1's copy, then 5-6"
+else
+  cat "$tmp/h0/out/metrics.jsonl"; fail "metrics.jsonl after host 0's loss"
 fi
 
 restore

@@ -19,6 +19,7 @@
 #include "loom/train/chunk_file.h"
 #include "loom/train/fault_injection.h"
 #include "loom/train/host_copies.h"
+#include "loom/train/metrics_copies.h"
 #include "loom/train/resume_check.h"
 #include "loom/train/shared_folder.h"
 
@@ -269,6 +270,9 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
       optimizers_(optimizers) {
   groups_ = folder_groups(world_.size(), say_if_not_shared(world_, cfg_.output.dir));
   copies_ = copies_to_next_group(groups_);
+  if (!copies_.empty())
+    metrics_ = std::make_unique<MetricsCopies>(
+        world_, (fs::path(cfg_.output.dir) / "metrics.jsonl").string(), writes_manifests());
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
   world_.barrier()->wait();  // no rank writes a checkpoint while rank 0 may still remove debris
 }
@@ -367,6 +371,7 @@ std::string Checkpointer::save(int64_t steps_done) {
                       failed);
   }
   previous_ = steps_done;
+  if (metrics_) metrics_->copy_new_lines();
   // Nodes need not share a file system: every rank removes its own file from the step
   // folders its host's writer no longer keeps (on a shared one they are gone already).
   if (!writes_manifests()) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());
@@ -415,6 +420,7 @@ int64_t Checkpointer::load(const std::string& path) {
   if (!same) files = files_to_read(saved, cut_, stages_, world_.rank(), dp_rank);
   fetch_missing(saved, dir, files);
   check_files_seen(saved, dir, files);
+  if (metrics_) metrics_->align(saved.step);
   // Per-replica state (quant's residual) belongs to a replica of the same dp only; the models
   // of a per-replica mode's replicas are all read when their mean is taken.
   CheckpointReader reader(dir, saved, files, saved.dp == run.dp || replicas > 0, run.tp);
@@ -433,14 +439,6 @@ namespace {
 const char* const kNotShared =
     "the hosts do not share this folder; resume from a folder that every host sees, or copy "
     "the checkpoint whole to each host";
-
-// `text` of rank `root` on every rank.
-void broadcast_text(comm::Backend& world, std::string& text, int root) {
-  int64_t size = static_cast<int64_t>(text.size());
-  world.broadcast(&size, 1, comm::DType::Int64, root)->wait();
-  text.resize(static_cast<size_t>(size));
-  if (size > 0) world.broadcast(text.data(), text.size(), comm::DType::UInt8, root)->wait();
-}
 
 // "2-3 on node-b" where the hosts are known, else "2, 3".
 std::string ranks_named(const std::vector<int>& ranks) {

@@ -19,6 +19,7 @@
 #include "loom/model/partition.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/host_copies.h"
+#include "loom/train/metrics_copies.h"
 #include "loom/train/preflight.h"
 
 namespace loom::parallel {
@@ -82,7 +83,8 @@ class Checkpointer {
   // By world rank, the lowest rank that sees the same run folder (shared_folder.h): each
   // group's lowest rank writes the manifests into its folder.
   std::vector<int> groups_;
-  std::vector<FileCopy> copies_;  // each save's rank files carried to the next host
+  std::vector<FileCopy> copies_;            // each save's rank files carried to the next host
+  std::unique_ptr<MetricsCopies> metrics_;  // with copies_: metrics.jsonl on every host
   int64_t previous_ = 0;  // step of the newest checkpoint this run wrote or loaded (0: none)
 };
 

@@ -48,6 +48,13 @@ void write_copy(const fs::path& path, const std::string& bytes, int rank) {
 
 }  // namespace
 
+void broadcast_text(comm::Backend& world, std::string& text, int root) {
+  int64_t size = static_cast<int64_t>(text.size());
+  world.broadcast(&size, 1, comm::DType::Int64, root)->wait();
+  text.resize(static_cast<size_t>(size));
+  if (size > 0) world.broadcast(text.data(), text.size(), comm::DType::UInt8, root)->wait();
+}
+
 std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group) {
   const auto by_group = members(group);
   if (by_group.size() < 2) return {};

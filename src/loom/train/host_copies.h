@@ -46,4 +46,7 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
                        const std::function<std::string(int)>& content,
                        const std::function<void(const std::string&)>& before_write = {});
 
+// `text` of rank `root` on every rank of `world` (its length first). Collective.
+void broadcast_text(comm::Backend& world, std::string& text, int root);
+
 }  // namespace loom::train

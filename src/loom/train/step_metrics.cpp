@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
@@ -36,16 +37,21 @@ double ExposedDpWait::stop() {
 // A resumed run continues the metrics of the checkpoint's step: the lines of later steps (the
 // interrupted run went on past its last checkpoint) and that run's summary go, so that every
 // step appears once.
-static void keep_steps_up_to(const fs::path& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
+std::string steps_up_to(const std::string& lines, int64_t step) {
+  std::istringstream in(lines);
   std::string kept, line;
   const std::regex step_re("^\\{\"step\": ?([0-9]+)");
   while (std::getline(in, line)) {
     std::smatch m;
     if (std::regex_search(line, m, step_re) && std::stoll(m[1].str()) <= step) kept += line + "\n";
   }
-  write_file_atomic(path.string(), kept);
+  return kept;
+}
+
+static void keep_steps_up_to(const fs::path& path, int64_t step) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  write_file_atomic(path.string(), steps_up_to(read_file(path.string()), step));
 }
 
 RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Backend& dp_comm,

@@ -61,6 +61,10 @@ struct StepSample {
   std::vector<std::pair<std::string, double>> sync_metrics;  // "name.stage" -> value
 };
 
+// The lines of metrics.jsonl `lines` that belong to steps up to `step` (a step's line and its
+// evaluation's), in order: what a run resumed at `step` keeps.
+std::string steps_up_to(const std::string& lines, int64_t step);
+
 class RunMetrics {
  public:
   // Opens metrics.jsonl (appends after a resume) and writes config.toml on rank 0.
