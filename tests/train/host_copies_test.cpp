@@ -103,7 +103,8 @@ class SummingComm : public test::ThreadComm {
 std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
                                       const std::vector<Manifest::File>& files,
                                       const std::vector<std::string>& folder,
-                                      const std::function<std::string(int, int)>& content) {
+                                      const std::function<std::string(int, int)>& content,
+                                      size_t chunk_bytes = size_t{64} << 20) {
   const int n = static_cast<int>(folder.size());
   Hub hub;
   hub.size = n;
@@ -112,8 +113,8 @@ std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
       SummingComm comm(hub, r, n);
-      failures[r] =
-          run_copies(comm, copies, files, folder[r], [&](int i) { return content(r, i); });
+      failures[r] = run_copies(
+          comm, copies, files, folder[r], [&](int i) { return content(r, i); }, {}, chunk_bytes);
     });
   for (auto& t : ranks) t.join();
   EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
@@ -151,6 +152,17 @@ TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
   size_t entries = 0;
   for (const auto& e : fs::recursive_directory_iterator(root)) entries += e.is_regular_file();
   EXPECT_EQ(entries, 4u);
+
+  // In chunks of 7 bytes (the 1000-byte file in 143 messages, the others in 11, 0 and 1; two
+  // files between one pair of ranks): each chunk's tag follows the pair's last.
+  fs::remove_all(root);
+  const std::vector<FileCopy> both = {{0, 0, 2}, {1, 0, 2}, {2, 2, 0}, {3, 3, 1}};
+  auto any = [&](int, int i) { return bytes[i]; };
+  for (const std::string& f : copy_between(both, files, folder, any, 7)) EXPECT_EQ(f, "");
+  for (int i : {0, 1})
+    EXPECT_EQ(read_file((fs::path(folder[2]) / files[i].name).string()), bytes[i]);
+  for (int i : {2, 3})
+    EXPECT_EQ(read_file((fs::path(folder[0]) / files[i].name).string()), bytes[i]);
 
   // Bytes that changed on the way (here: at the sender) fail the CRC-32 on arrival: the
   // receiver names the file and the sender, and writes nothing.

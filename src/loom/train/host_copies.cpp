@@ -26,8 +26,6 @@ std::map<int, std::vector<int>> members(const std::vector<int>& group) {
   return out;
 }
 
-constexpr size_t kChunk = size_t{64} << 20;  // one message: well inside MPI's int count
-
 // `bytes` as `path` on this host, durably; a rank of another host sharing the folder may write
 // the same file at once (the same bytes), so the temporary name carries the rank, not the pid.
 void write_copy(const fs::path& path, const std::string& bytes, int rank) {
@@ -99,7 +97,8 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
                        const std::function<std::string(int)>& content,
-                       const std::function<void(const std::string&)>& before_write) {
+                       const std::function<void(const std::string&)>& before_write,
+                       size_t chunk_bytes) {
   const int me = world.rank();
   // What this rank sends, read first: a sender that cannot read its file stops every copy
   // (no receiver waits for bytes that will not come).
@@ -136,14 +135,13 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
       in.emplace_back(k, std::make_unique<std::string>(bytes, '\0'));
       buf = in.back().second.get();
     }
-    for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += kChunk) {
-      const size_t n = std::min(kChunk, bytes - at);
+    for (size_t at = 0; at < bytes; at += chunk_bytes) {  // an empty file sends nothing
+      const size_t n = std::min(chunk_bytes, bytes - at);
       const int t = static_cast<int>(tag++ % (world.max_tag() + 1));
-      if (c.from == me && n > 0)
+      if (c.from == me)
         works.push_back(world.send(out.at(c.file).data() + at, n, comm::DType::UInt8, c.to, t));
-      if (c.to == me && n > 0)
+      if (c.to == me)
         works.push_back(world.recv(buf->data() + at, n, comm::DType::UInt8, c.from, t));
-      if (bytes == 0) break;
     }
   }
   for (auto& w : works) w->wait();

@@ -40,11 +40,13 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
 // files[i].name (durably, never half-written), after checking their size and CRC-32 against
 // files[i]. Returns this rank's failure in one line ("" when none); the caller makes the ranks
 // agree on it. before_write(path), when given, runs before each arrived file is written (a
-// fault injected there fails that copy: fault_injection.h).
+// fault injected there fails that copy: fault_injection.h). A file travels in messages of
+// chunk_bytes (64 MiB: well inside MPI's int count).
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
                        const std::function<std::string(int)>& content,
-                       const std::function<void(const std::string&)>& before_write = {});
+                       const std::function<void(const std::string&)>& before_write = {},
+                       size_t chunk_bytes = size_t{64} << 20);
 
 // `text` of rank `root` on every rank of `world` (its length first). Collective.
 void broadcast_text(comm::Backend& world, std::string& text, int root);
