@@ -2,7 +2,8 @@
 // Checkpoints: <dir>/step-<N>/rank-<r>.pt (each rank's stages: parameters, optimizer and mode
 // state as layout-independent chunks, chunk_file.h), <dir>/step-<N>/config.toml (the run's
 // settings, for a resume to say what it changes) and <dir>/step-<N>/manifest.json (rank 0,
-// written last), then <dir>/latest names the newest complete step folder. `loom checkpoint
+// written last; on hosts without a shared folder each host's lowest rank too: checkpointer.h),
+// then <dir>/latest names the newest complete step folder. `loom checkpoint
 // convert` writes the same with one file, consolidated.pt, holding every tensor whole. Every file
 // is written to a temporary name, flushed to the disk (fsync) and renamed, and its folder flushed,
 // so a crash never leaves a half-written checkpoint that looks complete. The manifest describes
