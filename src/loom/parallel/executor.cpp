@@ -2,11 +2,11 @@
 
 #include <ATen/record_function.h>
 
-#include <algorithm>
 #include <chrono>
 
 #include "loom/common/cpu_time.h"
 #include "loom/common/error.h"
+#include "loom/schedule/send_order.h"
 
 namespace loom::parallel {
 namespace {
@@ -33,15 +33,10 @@ Executor::Executor(const schedule::Schedule& lowered, int pp_rank, comm::Backend
     if (a.kind == Kind::B || a.kind == Kind::W) last_backward_[a.stage] = i;
     if (a.kind == Kind::I) stages_.at(a.stage)->set_split_backward(true);
   }
-  for (int peer = 0; peer < static_cast<int>(lowered.ranks.size()); ++peer) {
-    if (peer == pp_rank_) continue;
-    for (const auto& a : lowered.ranks[peer]) {
-      if (a.kind != Kind::SEND_F && a.kind != Kind::SEND_B) continue;
-      const Key k = a.kind == Kind::SEND_F ? Key{a.stage + 1, a.microbatch, 0}
-                                           : Key{a.stage - 1, a.microbatch, 1};
-      if (shape_.rank_of(k.stage) == pp_rank_) sent_to_me_[peer].push_back(k);
-    }
-  }
+  for (const auto& [peer, sends] : schedule::sends_to(lowered, pp_rank_))
+    for (const auto& a : sends)
+      sent_to_me_[peer].push_back(a.kind == Kind::SEND_F ? Key{a.stage + 1, a.microbatch, 0}
+                                                         : Key{a.stage - 1, a.microbatch, 1});
   int64_t max_tag = int64_t(shape_.stages() + 1) * (shape_.microbatches + 1) * 3;
   LOOM_CHECK_LE(max_tag, pp_.max_tag(), "too many stages x micro-batches for the backend's tags");
   origin_us_ = now_us();
@@ -73,15 +68,8 @@ std::pair<int, int> Executor::spare_tags(const schedule::Shape& shape) {
 void Executor::post_recv(const schedule::Action& a) {
   const Key k{a.stage, a.microbatch, a.kind == Kind::RECV_F ? 0 : 1};
   const int from = shape_.rank_of(k.dir == 0 ? k.stage - 1 : k.stage + 1);
-  const std::vector<Key>& order = sent_to_me_[from];
-  size_t& next = posted_from_[from];
-  const bool listed = std::find(order.begin() + next, order.end(), k) != order.end();
-  while (listed && next < order.size()) {
-    const Key first = order[next++];
-    post_recv(first);
-    if (first == k) return;
-  }
-  post_recv(k);
+  schedule::post_in_send_order(sent_to_me_[from], posted_from_[from], k,
+                               [&](const Key& m) { post_recv(m); });
 }
 
 void Executor::post_recv(const Key& k) {

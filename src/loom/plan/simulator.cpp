@@ -8,6 +8,7 @@
 
 #include "loom/common/error.h"
 #include "loom/plan/core_sharing.h"
+#include "loom/schedule/send_order.h"
 
 namespace loom::plan {
 namespace {
@@ -62,12 +63,9 @@ class Sim {
     posted_ = arrival_;
     st_.resize(sh.pp);
     sent_to_.resize(sh.pp);
-    for (int q = 0; q < sh.pp; ++q)
-      for (const Action& a : s.ranks[q])
-        if (a.kind == Kind::SEND_F || a.kind == Kind::SEND_B) {
-          const int to = sh.rank_of(a.kind == Kind::SEND_F ? a.stage + 1 : a.stage - 1);
-          if (to != q) sent_to_[to][q].push_back(message(a));
-        }
+    for (int r = 0; r < sh.pp; ++r)
+      for (const auto& [peer, sends] : schedule::sends_to(s, r))
+        for (const Action& a : sends) sent_to_[r][peer].push_back(message(a));
     out_.ranks.resize(sh.pp);
     out_.schedule_name = s.name;
     if (c.shared_cores() > 0)
@@ -148,17 +146,9 @@ class Sim {
       const Action& a = list[st.recv_posted];
       if (a.kind != Kind::RECV_F && a.kind != Kind::RECV_B) continue;
       // As the executor: after every receive its sender sends earlier (posted now too).
-      const size_t msg = message(a);
       const int from = s_.shape.rank_of(a.kind == Kind::RECV_F ? a.stage - 1 : a.stage + 1);
-      const std::vector<size_t>& order = sent_to_[r][from];
-      size_t& next = st.posted_from[from];
-      if (std::find(order.begin() + next, order.end(), msg) != order.end())
-        while (next < order.size()) {
-          const size_t first = order[next++];
-          st.recv_since.emplace(first, st.cursor);
-          if (first == msg) break;
-        }
-      st.recv_since.emplace(msg, st.cursor);
+      schedule::post_in_send_order(sent_to_[r][from], st.posted_from[from], message(a),
+                                   [&](size_t m) { st.recv_since.emplace(m, st.cursor); });
     }
   }
   void take_receive(int r, size_t msg, double t, double bytes) {
