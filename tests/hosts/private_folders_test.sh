@@ -146,6 +146,20 @@ else
   cat "$tmp/copyfail.0" "$tmp/copyfail.1"; ls -R "$tmp/h0/copyfail" "$tmp/h1/copyfail"
   fail "copy fault (exits ${rcs[*]})"
 fi
+# A rank's own write that fails (host 1's disk full as rank 2 writes its file of step 4, beside
+# its copy to host 0) fails the save alike: one line naming that file, nothing of step 4 left.
+LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=disk-full \
+  private ownfail 29628 --pp 2 --dp 2 --output.dir "$tmp/run/ownfail"
+if [[ ${rcs[0]} != 0 && ${rcs[1]} != 0 && $(said ownfail | wc -l) -eq 1 ]] &&
+   said ownfail | grep -q "cannot write '.*/step-000004/rank-00002.pt': No space left on device (LOOM_FAULT_KIND=disk-full); checkpoint step-000004 not written, the last one (step 2) is intact" &&
+   [[ ! -e $tmp/h0/ownfail/checkpoint/step-000004 && ! -e $tmp/h1/ownfail/checkpoint/step-000004 ]] &&
+   grep -qx step-000002 "$tmp/h0/ownfail/checkpoint/latest" &&
+   grep -qx step-000002 "$tmp/h1/ownfail/checkpoint/latest"; then
+  ok "a rank's own write that fails beside its copy fails the save, step 2 intact on both hosts"
+else
+  cat "$tmp/ownfail.0" "$tmp/ownfail.1"; ls -R "$tmp/h0/ownfail" "$tmp/h1/ownfail"
+  fail "own-write fault (exits ${rcs[*]})"
+fi
 no_processes || fail "processes left on the hosts"
 
 echo "$passes passed, $fails failed"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -294,15 +295,19 @@ std::string Checkpointer::save(int64_t steps_done) {
     for (const auto& [s, st] : stages_) mine[k++] = s;
   }
   std::string failure, bytes;
+  // This rank's own write; where its file also goes to another host, it runs beside that copy.
+  const auto write_own = [&] {
+    inject_disk_full(world_.rank(), steps_done, "disk-full", file);
+    write_file_atomic(file, bytes);
+  };
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);  // every rank: nodes need not share a file system
     if (ec) throw Error("cannot write '" + dir.string() + "': " + ec.message());
-    inject_disk_full(world_.rank(), steps_done, "disk-full", file);
     parallel::ChunkWriter w;
     for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
     bytes = chunks_to_bytes(w.chunks(), at::detail::getDefaultCPUGenerator().get_state());
-    write_file_atomic(file, bytes);
+    if (copies_.empty()) write_own();
     mine[0] = static_cast<int64_t>(bytes.size());
     mine[1] = crc32_of(bytes);
   } catch (const Error& e) {
@@ -318,11 +323,22 @@ std::string Checkpointer::save(int64_t steps_done) {
   // Hosts with run folders of their own: each rank's file also on the next host.
   std::vector<std::string> received;
   if (failed < 0 && !copies_.empty()) {
-    failure = run_copies(
-        world_, copies_, m.files, dir.string(), [&](int) { return bytes; },
-        [&](const std::string& path) {
-          inject_disk_full(world_.rank(), steps_done, "copy-disk-full", path);
-        });
+    std::string write_failure;
+    {
+      std::jthread writer([&] {
+        try {
+          write_own();
+        } catch (const std::exception& e) {
+          write_failure = e.what();
+        }
+      });
+      failure = run_copies(
+          world_, copies_, m.files, dir.string(), [&](int) { return bytes; },
+          [&](const std::string& path) {
+            inject_disk_full(world_.rank(), steps_done, "copy-disk-full", path);
+          });
+    }  // the own write done (joined even when a copy throws)
+    if (!write_failure.empty()) failure = write_failure;
     for (const FileCopy& c : copies_)
       if (c.to == world_.rank()) received.push_back((dir / m.files[c.file].name).string());
     const std::vector<int> broken = ranks_where(world_, !failure.empty());
