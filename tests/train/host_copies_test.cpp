@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -113,8 +114,10 @@ std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
       SummingComm comm(hub, r, n);
+      std::map<int, std::string> held;  // what the rank sends, kept until run_copies returns
       failures[r] = run_copies(
-          comm, copies, files, folder[r], [&](int i) { return content(r, i); }, {}, chunk_bytes);
+          comm, copies, files, folder[r],
+          [&](int i) { return std::string_view(held[i] = content(r, i)); }, {}, chunk_bytes);
     });
   for (auto& t : ranks) t.join();
   EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";

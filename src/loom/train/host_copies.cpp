@@ -96,23 +96,23 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
 
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
-                       const std::function<std::string(int)>& content,
+                       const std::function<std::string_view(int)>& content,
                        const std::function<void(const std::string&)>& before_write,
                        size_t chunk_bytes) {
   const int me = world.rank();
   // What this rank sends, read first: a sender that cannot read its file stops every copy
   // (no receiver waits for bytes that will not come).
-  std::map<int, std::string> out;
+  std::map<int, std::string_view> out;
   std::string failure;
   for (const FileCopy& c : copies) {
     if (c.from != me || out.count(c.file)) continue;
     try {
-      std::string bytes = content(c.file);
+      const std::string_view bytes = content(c.file);
       const Manifest::File& f = files.at(c.file);
       if (static_cast<int64_t>(bytes.size()) != f.bytes)
         throw Error(detail::concat("checkpoint file '", (fs::path(dir) / f.name).string(), "' is ",
                                    bytes.size(), " bytes, its manifest says ", f.bytes));
-      out[c.file] = std::move(bytes);
+      out[c.file] = bytes;
     } catch (const Error& e) {
       failure = e.what();
       break;

@@ -9,6 +9,7 @@
 // (group[r], by world rank). shared_folder.h says which ranks share.
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/comm/backend.h"
@@ -36,7 +37,8 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
                               const std::vector<std::vector<bool>>& need);
 
 // Runs `copies` (every rank of `world` calls it with the same list): this rank sends the files
-// it is `from` of (content(i): their bytes) and writes those it is `to` of into `dir` under
+// it is `from` of (content(i): their bytes, held by the caller until this returns: a rank
+// file is large, so it is not copied) and writes those it is `to` of into `dir` under
 // files[i].name (durably, never half-written), after checking their size and CRC-32 against
 // files[i]. Returns this rank's failure in one line ("" when none); the caller makes the ranks
 // agree on it. before_write(path), when given, runs before each arrived file is written (a
@@ -44,7 +46,7 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
 // chunk_bytes (64 MiB: well inside MPI's int count).
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
-                       const std::function<std::string(int)>& content,
+                       const std::function<std::string_view(int)>& content,
                        const std::function<void(const std::string&)>& before_write = {},
                        size_t chunk_bytes = size_t{64} << 20);
 
