@@ -101,11 +101,11 @@ class SummingComm : public test::ThreadComm {
 };
 
 // Runs run_copies on `n` thread ranks, rank r's folder `folder[r]`; returns their failures.
-std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
-                                      const std::vector<Manifest::File>& files,
-                                      const std::vector<std::string>& folder,
-                                      const std::function<std::string(int, int)>& content,
-                                      size_t chunk_bytes = size_t{64} << 20) {
+std::vector<std::string> copy_between(
+    const std::vector<FileCopy>& copies, const std::vector<Manifest::File>& files,
+    const std::vector<std::string>& folder, const std::function<std::string(int, int)>& content,
+    size_t chunk_bytes = size_t{16} << 20,
+    const std::function<void(const std::string&)>& before_write = {}) {
   const int n = static_cast<int>(folder.size());
   Hub hub;
   hub.size = n;
@@ -117,7 +117,8 @@ std::vector<std::string> copy_between(const std::vector<FileCopy>& copies,
       std::map<int, std::string> held;  // what the rank sends, kept until run_copies returns
       failures[r] = run_copies(
           comm, copies, files, folder[r],
-          [&](int i) { return std::string_view(held[i] = content(r, i)); }, {}, chunk_bytes);
+          [&](int i) { return std::string_view(held[i] = content(r, i)); }, before_write,
+          chunk_bytes);
     });
   for (auto& t : ranks) t.join();
   EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
@@ -181,6 +182,25 @@ TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
   EXPECT_EQ(failures[2], "");
   EXPECT_FALSE(fs::exists(fs::path(folder[2]) / files[1].name));
   EXPECT_TRUE(fs::exists(fs::path(folder[2]) / files[0].name));
+  // In chunks too (the damage found after the file was written chunk by chunk): no temporary
+  // name is left behind.
+  fs::remove_all(root);
+  EXPECT_NE(copy_between(ring, files, folder, damaged, 7)[3].find("arrived damaged"),
+            std::string::npos);
+  EXPECT_EQ(std::distance(fs::directory_iterator(folder[2]), fs::directory_iterator()), 1);
+
+  // A receiver that cannot write (its disk full as the file arrives) still takes every chunk
+  // (no sender is left waiting: copy_between checks that no message stays unreceived) and
+  // leaves nothing of that file; the other copies arrive.
+  fs::remove_all(root);
+  auto disk_full = [&](const std::string& path) {
+    if (path.ends_with("rank-0.pt")) throw Error("cannot write '" + path + "': No space left");
+  };
+  const std::vector<std::string> full = copy_between(ring, files, folder, any, 7, disk_full);
+  EXPECT_NE(full[2].find("rank-0.pt': No space left"), std::string::npos) << full[2];
+  EXPECT_EQ(full[3], "");
+  EXPECT_EQ(std::distance(fs::directory_iterator(folder[2]), fs::directory_iterator()), 1);
+  EXPECT_EQ(read_file((fs::path(folder[2]) / files[1].name).string()), bytes[1]);
 
   // A sender that cannot read its file stops every copy before a byte moves.
   fs::remove_all(root);

@@ -389,8 +389,8 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
   return line;
 }
 
-uint32_t crc32_of(std::string_view bytes) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
+uint32_t crc32_of(std::string_view bytes, uint32_t previous) {
+  uLong crc = previous;
   while (!bytes.empty()) {  // zlib takes at most 4 GiB - 1 per call
     const uInt n = static_cast<uInt>(std::min<size_t>(bytes.size(), 1u << 30));
     crc = ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), n);

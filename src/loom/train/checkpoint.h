@@ -62,5 +62,6 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
 // copy cut short): found with a stat before any rank starts (the CRC-32 is checked on loading).
 void check_file_size(const Manifest& m, const std::string& step_dir, size_t i);
 
-uint32_t crc32_of(std::string_view bytes);
+// The CRC-32 of `bytes` following bytes whose CRC-32 is `previous` (0: none before).
+uint32_t crc32_of(std::string_view bytes, uint32_t previous = 0);
 }  // namespace loom::train

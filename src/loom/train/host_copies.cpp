@@ -26,11 +26,10 @@ std::map<int, std::vector<int>> members(const std::vector<int>& group) {
   return out;
 }
 
-// `bytes` as `path` on this host, durably; a rank of another host sharing the folder may write
-// the same file at once (the same bytes), so the temporary name carries the rank, not the pid.
-void write_copy(const fs::path& path, const std::string& bytes, int rank) {
-  const fs::path tmp = path.string() + ".tmp-r" + std::to_string(rank);
-  write_file_atomic(tmp.string(), bytes);
+// Moves the durable temporary `tmp` onto `path` and makes the rename durable too. A rank of
+// another host sharing the folder may write the same file at once (the same bytes), so the
+// temporary name carries the rank, not the pid.
+void publish_copy(const fs::path& tmp, const fs::path& path) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
@@ -42,6 +41,66 @@ void write_copy(const fs::path& path, const std::string& bytes, int rank) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+// Receives one file's chunks from `from` (their tags from `tag` on) and writes each as it
+// arrives: at most `window` chunks in memory, whatever the file's size. A chunk that cannot be
+// written does not stop the receiving (the sender's messages are taken all the same); nothing
+// is left under `path` or a temporary name unless every byte arrived, was written and matches
+// the manifest's CRC-32. Returns the failure ("" when none).
+std::string receive_file(comm::Backend& world, int from, int64_t tag, const Manifest::File& f,
+                         const fs::path& path, size_t chunk_bytes,
+                         const std::function<void(const std::string&)>& before_write) {
+  constexpr size_t window = 2;
+  const size_t bytes = static_cast<size_t>(f.bytes);
+  const size_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
+  const fs::path tmp = path.string() + ".tmp-r" + std::to_string(world.rank());
+  std::string failure;
+  std::unique_ptr<AtomicFile> out;
+  try {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (before_write) before_write(path.string());
+    out = std::make_unique<AtomicFile>(tmp.string());
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  std::vector<std::string> buf(std::min(window, chunks));
+  std::vector<comm::WorkPtr> work(buf.size());
+  auto post = [&](size_t i) {
+    std::string& b = buf[i % window];
+    b.resize(std::min(chunk_bytes, bytes - i * chunk_bytes));
+    const int t = static_cast<int>((tag + static_cast<int64_t>(i)) % (world.max_tag() + 1));
+    work[i % window] = world.recv(b.data(), b.size(), comm::DType::UInt8, from, t);
+  };
+  for (size_t i = 0; i < buf.size(); ++i) post(i);
+  uint32_t crc = 0;
+  for (size_t i = 0; i < chunks; ++i) {
+    work[i % window]->wait();
+    const std::string& b = buf[i % window];
+    crc = crc32_of(b, crc);
+    if (out && failure.empty()) {
+      try {
+        out->write(b);
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+    }
+    if (i + window < chunks) post(i + window);
+  }
+  if (!failure.empty()) return failure;  // `out` gone: its temporary file removed
+  try {
+    if (crc != f.crc32)
+      throw Error(detail::concat("checkpoint file '", path.string(), "' from rank ", from,
+                                 " arrived damaged (CRC-32 ", crc, ", its manifest says ", f.crc32,
+                                 ")"));
+    out->commit();
+    out.reset();
+    publish_copy(tmp, path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace
@@ -121,47 +180,31 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
   if (!ranks_where(world, !failure.empty()).empty()) return failure;
 
   // Every chunk between two ranks takes the next tag of that pair: both sides walk `copies` in
-  // the same order, so their tags agree.
+  // the same order, so their tags agree. Every send is posted first (the bytes are in memory
+  // already); then this rank receives its files one after the other, a few chunks at a time.
   std::map<std::pair<int, int>, int64_t> next_tag;
-  std::vector<std::pair<size_t, std::unique_ptr<std::string>>> in;  // (copy, bytes)
-  std::vector<comm::WorkPtr> works;
+  std::vector<comm::WorkPtr> sends;
+  std::vector<std::pair<size_t, int64_t>> incoming;  // (copy, its first tag)
   for (size_t k = 0; k < copies.size(); ++k) {
     const FileCopy& c = copies[k];
     if (c.from == c.to) continue;
     const size_t bytes = static_cast<size_t>(files.at(c.file).bytes);
     int64_t& tag = next_tag[{c.from, c.to}];
-    std::string* buf = nullptr;
-    if (c.to == me) {
-      in.emplace_back(k, std::make_unique<std::string>(bytes, '\0'));
-      buf = in.back().second.get();
-    }
+    if (c.to == me) incoming.emplace_back(k, tag);
     for (size_t at = 0; at < bytes; at += chunk_bytes) {  // an empty file sends nothing
       const size_t n = std::min(chunk_bytes, bytes - at);
       const int t = static_cast<int>(tag++ % (world.max_tag() + 1));
       if (c.from == me)
-        works.push_back(world.send(out.at(c.file).data() + at, n, comm::DType::UInt8, c.to, t));
-      if (c.to == me)
-        works.push_back(world.recv(buf->data() + at, n, comm::DType::UInt8, c.from, t));
+        sends.push_back(world.send(out.at(c.file).data() + at, n, comm::DType::UInt8, c.to, t));
     }
   }
-  for (auto& w : works) w->wait();
-
-  for (const auto& [k, bytes] : in) {
+  for (const auto& [k, tag] : incoming) {
     const Manifest::File& f = files.at(copies[k].file);
-    const fs::path path = fs::path(dir) / f.name;
-    try {
-      if (crc32_of(*bytes) != f.crc32)
-        throw Error(detail::concat("checkpoint file '", path.string(), "' from rank ",
-                                   copies[k].from, " arrived damaged (CRC-32 ", crc32_of(*bytes),
-                                   ", its manifest says ", f.crc32, ")"));
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      if (before_write) before_write(path.string());
-      write_copy(path, *bytes, me);
-    } catch (const Error& e) {
-      if (failure.empty()) failure = e.what();
-    }
+    const std::string why = receive_file(world, copies[k].from, tag, f, fs::path(dir) / f.name,
+                                         chunk_bytes, before_write);
+    if (failure.empty()) failure = why;
   }
+  for (auto& w : sends) w->wait();
   return failure;
 }
 

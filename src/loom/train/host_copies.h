@@ -39,16 +39,17 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
 // Runs `copies` (every rank of `world` calls it with the same list): this rank sends the files
 // it is `from` of (content(i): their bytes, held by the caller until this returns: a rank
 // file is large, so it is not copied) and writes those it is `to` of into `dir` under
-// files[i].name (durably, never half-written), after checking their size and CRC-32 against
-// files[i]. Returns this rank's failure in one line ("" when none); the caller makes the ranks
-// agree on it. before_write(path), when given, runs before each arrived file is written (a
-// fault injected there fails that copy: fault_injection.h). A file travels in messages of
-// chunk_bytes (64 MiB: well inside MPI's int count).
+// files[i].name, chunk by chunk as they arrive (two chunks in memory, whatever the file's
+// size), durably and never half-written: a file appears once every byte arrived and matches
+// files[i]'s size and CRC-32. Returns this rank's failure in one line ("" when none); the caller
+// makes the ranks agree on it. before_write(path), when given, runs before each arriving file
+// is written (a fault injected there fails that copy: fault_injection.h). A file travels in
+// messages of chunk_bytes (16 MiB: past any link's bandwidth knee, well inside MPI's int count).
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
                        const std::function<std::string_view(int)>& content,
                        const std::function<void(const std::string&)>& before_write = {},
-                       size_t chunk_bytes = size_t{64} << 20);
+                       size_t chunk_bytes = size_t{16} << 20);
 
 // `text` of rank `root` on every rank of `world` (its length first). Collective.
 void broadcast_text(comm::Backend& world, std::string& text, int root);
