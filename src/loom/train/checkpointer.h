@@ -52,6 +52,11 @@ class Checkpointer {
   // with any layout (dp x pp x loops x dp-mode; slim only into slim with the same dp): this
   // rank reads the pieces its stages and shards hold. Returns the steps it had completed.
   int64_t load(const std::string& path);
+  // At the run's end, after its summary (collective): on hosts without a shared run folder,
+  // the metrics.jsonl lines rank 0 wrote since the last save reach every host's folder.
+  void copy_last_metrics() {
+    if (metrics_) metrics_->copy_new_lines();
+  }
   // Step of the newest checkpoint this run wrote or loaded; 0 when there is none.
   int64_t last_step() const { return previous_; }
 

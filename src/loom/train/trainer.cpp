@@ -352,6 +352,7 @@ void Trainer::Impl::finish(RunMetrics& metrics, TrainResult* res) {
   mem.params += exec->tied_copy_bytes();  // a tied head's copy and its gradient
   mem.grads += exec->tied_copy_bytes();
   metrics.summarize(mem, res);
+  checkpointer->copy_last_metrics();
 }
 
 TrainResult Trainer::Impl::run(int64_t stop_after) {
