@@ -13,13 +13,8 @@ rate=${2:-1gbit}
 rounds=${3:-2}
 saves=${4:-6}
 cd "$(dirname "$0")/.."
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 LOOM_HOSTS_PREFIX=loomc
-hosts=scripts/hosts.sh
-loom=$PWD/$build/bin/loom
-tmp=$(mktemp -d)
-trap 'bash "$hosts" down; rm -rf "$tmp"' EXIT
-if [[ $rate == none ]]; then bash "$hosts" up 2 >&2; else bash "$hosts" up 2 --rate "$rate" >&2; fi
-master=10.77.0.10
+# shellcheck source=bench/bed_lib.sh
+source bench/bed_lib.sh "$build" loomc "$rate"
 
 # A GPT of 14.3M parameters: with AdamW a rank file holds half of them (its pipeline stage)
 # with their two moments, about 86 MB.
@@ -55,10 +50,9 @@ run() {
   mkdir -p "$tmp/run" "$tmp/h0" "$tmp/h1"
   start=$(date +%s.%N)
   for k in 0 1; do
-    local mount=()
-    [[ $variant == private ]] && mount=(unshare -m --propagation private sh -c \
-      'mount --bind "$1" "$2" && shift 2 && exec "$@"' _ "$tmp/h$k" "$tmp/run")
-    bash "$hosts" exec "$k" "${mount[@]}" "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" \
+    local folder=""
+    [[ $variant == private ]] && folder=$tmp/h$k
+    on_host "$k" "$folder" "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" \
       --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" \
       --pp 2 --dp 2 --output.dir "$tmp/run/out" >"$tmp/$variant.$k.log" 2>&1 &
     pids+=($!)

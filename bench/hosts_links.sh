@@ -17,12 +17,8 @@ build=${1:-build}
 rate=${2:-100mbit}
 steps=${3:-20}
 cd "$(dirname "$0")/.."
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 LOOM_HOSTS_PREFIX=loomb
-hosts=scripts/hosts.sh
-loom=$PWD/$build/bin/loom
-tmp=$(mktemp -d)
-trap 'bash "$hosts" down; rm -rf "$tmp"' EXIT
-if [[ $rate == none ]]; then bash "$hosts" up 2 >&2; else bash "$hosts" up 2 --rate "$rate" >&2; fi
+# shellcheck source=bench/bed_lib.sh
+source bench/bed_lib.sh "$build" loomb "$rate"
 
 # A GPT of 0.87M parameters (3.5 MB of fp32 gradients a step) on synthetic tokens, of the
 # block shapes clusters/this-machine.toml holds measured times for.
@@ -101,7 +97,7 @@ for name in "${order[@]}"; do
   { sed "s/^\[train\]\$/[train]\nmicrobatches = $microbatches/" "$cfg"; echo "${modes[$name]}"; } >"$mode_cfg"
   for k in 0 1; do
     bash "$hosts" exec "$k" "$loom" launch --nproc 1 --nnodes 2 --node-rank "$k" \
-      --master-addr 10.77.0.10 --master-port "$port" -- "$loom" train --config "$mode_cfg" \
+      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$mode_cfg" \
       --output.dir "$tmp/$name" --output.calibrate_every 2 >"$tmp/$name.$k.log" 2>&1 &
   done
   wait

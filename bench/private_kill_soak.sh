@@ -15,13 +15,9 @@ build=${1:-build}
 rounds=${2:-10}
 rate=${3:-none}
 cd "$(dirname "$0")/.." || exit 1
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 LOOM_HOSTS_PREFIX=looms LOOM_COMM_TIMEOUT_S=10
-hosts=scripts/hosts.sh
-loom=$PWD/$build/bin/loom
-tmp=$(mktemp -d)
-trap 'bash "$hosts" down; rm -rf "$tmp"' EXIT
-if [[ $rate == none ]]; then bash "$hosts" up 2 >&2; else bash "$hosts" up 2 --rate "$rate" >&2; fi
-master=10.77.0.10
+export LOOM_COMM_TIMEOUT_S=10
+# shellcheck source=bench/bed_lib.sh
+source bench/bed_lib.sh "$build" looms "$rate"
 steps=10
 
 # A GPT of 3.6M parameters: with AdamW a rank file holds its pipeline stage's half of them with
@@ -61,10 +57,8 @@ start() {
   mkdir -p "$tmp/run" "$tmp/$name.h0" "$tmp/$name.h1"
   for k in 0 1; do
     # In a subshell whose own stderr (the shell's "Killed" line for a killed host) is dropped.
-    (bash "$hosts" exec "$k" unshare -m --propagation private sh -c \
-      'mount --bind "$1" "$2" && shift 2 && exec "$@"' _ "$tmp/$name.h$k" "$tmp/run" \
-      "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" --master-addr "$master" \
-      --master-port "$port" -- "$loom" train --config "$cfg" --pp 2 --dp 2 \
+    (on_host "$k" "$tmp/$name.h$k" "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" \
+      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" --pp 2 --dp 2 \
       --output.dir "$tmp/run/out" "$@" >>"$tmp/$name.log$k" 2>&1; exit $?) 2>/dev/null &
     pids+=($!)
   done

@@ -132,36 +132,30 @@ private gone 29626 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/gone" \
   --resume "$tmp/run/out/checkpoint"
 refused_once gone "a rank file lost on both hosts" \
   "checkpoint file '.*/rank-00002.pt' is missing; the checkpoint is incomplete"
-# A copy that cannot be written (host 1's disk full as rank 2 receives rank 0's file of step
-# 4) fails the save as a rank's own write does: one line, every rank down, nothing of step 4
-# left on either host, `latest` still naming step 2 on both.
-LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=copy-disk-full \
-  private copyfail 29627 --pp 2 --dp 2 --output.dir "$tmp/run/copyfail"
 said() { cat "$tmp/$1.0" "$tmp/$1.1" | grep "error:"; }  # the launchers add their exit lines
-if [[ ${rcs[0]} != 0 && ${rcs[1]} != 0 && $(said copyfail | wc -l) -eq 1 ]] &&
-   said copyfail | grep -q "cannot write '.*/step-000004/rank-00000.pt': No space left on device (LOOM_FAULT_KIND=copy-disk-full); checkpoint step-000004 not written, the last one (step 2) is intact" &&
-   [[ ! -e $tmp/h0/copyfail/checkpoint/step-000004 && ! -e $tmp/h1/copyfail/checkpoint/step-000004 ]] &&
-   grep -qx step-000002 "$tmp/h0/copyfail/checkpoint/latest" &&
-   grep -qx step-000002 "$tmp/h1/copyfail/checkpoint/latest"; then
-  ok "a copy that cannot be written fails the save, step 2 intact on both hosts: $(said copyfail)"
-else
-  cat "$tmp/copyfail.0" "$tmp/copyfail.1"; ls -R "$tmp/h0/copyfail" "$tmp/h1/copyfail"
-  fail "copy fault (exits ${rcs[*]})"
-fi
-# A rank's own write that fails (host 1's disk full as rank 2 writes its file of step 4, beside
-# its copy to host 0) fails the save alike: one line naming that file, nothing of step 4 left.
-LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=disk-full \
-  private ownfail 29628 --pp 2 --dp 2 --output.dir "$tmp/run/ownfail"
-if [[ ${rcs[0]} != 0 && ${rcs[1]} != 0 && $(said ownfail | wc -l) -eq 1 ]] &&
-   said ownfail | grep -q "cannot write '.*/step-000004/rank-00002.pt': No space left on device (LOOM_FAULT_KIND=disk-full); checkpoint step-000004 not written, the last one (step 2) is intact" &&
-   [[ ! -e $tmp/h0/ownfail/checkpoint/step-000004 && ! -e $tmp/h1/ownfail/checkpoint/step-000004 ]] &&
-   grep -qx step-000002 "$tmp/h0/ownfail/checkpoint/latest" &&
-   grep -qx step-000002 "$tmp/h1/ownfail/checkpoint/latest"; then
-  ok "a rank's own write that fails beside its copy fails the save, step 2 intact on both hosts"
-else
-  cat "$tmp/ownfail.0" "$tmp/ownfail.1"; ls -R "$tmp/h0/ownfail" "$tmp/h1/ownfail"
-  fail "own-write fault (exits ${rcs[*]})"
-fi
+# save_fails NAME PORT KIND FILE WHAT: LOOM_FAULT_KIND=KIND strikes rank 2 (host 1) at the save
+# of step 4; the save must fail as one: one error line naming FILE of step 4 and the intact step
+# 2, every rank down, nothing of step 4 left on either host, `latest` still step 2 on both.
+save_fails() {
+  local name=$1 port=$2 kind=$3 file=$4 what=$5
+  LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=$kind \
+    private "$name" "$port" --pp 2 --dp 2 --output.dir "$tmp/run/$name"
+  if [[ ${rcs[0]} != 0 && ${rcs[1]} != 0 && $(said "$name" | wc -l) -eq 1 ]] &&
+    said "$name" | grep -q "cannot write '.*/step-000004/$file': No space left on device (LOOM_FAULT_KIND=$kind); checkpoint step-000004 not written, the last one (step 2) is intact" &&
+    [[ ! -e $tmp/h0/$name/checkpoint/step-000004 && ! -e $tmp/h1/$name/checkpoint/step-000004 ]] &&
+    grep -qx step-000002 "$tmp/h0/$name/checkpoint/latest" &&
+    grep -qx step-000002 "$tmp/h1/$name/checkpoint/latest"; then
+    ok "$what fails the save, step 2 intact on both hosts: $(said "$name")"
+  else
+    cat "$tmp/$name.0" "$tmp/$name.1"; ls -R "$tmp/h0/$name" "$tmp/h1/$name"
+    fail "$what (exits ${rcs[*]})"
+  fi
+}
+# A copy that cannot be written (host 1's disk full as rank 2 receives rank 0's file) fails the
+# save as a rank's own write does; and a rank's own write that fails (rank 2's file, written
+# beside its copy to host 0).
+save_fails copyfail 29627 copy-disk-full rank-00000.pt "a copy that cannot be written"
+save_fails ownfail 29628 disk-full rank-00002.pt "a rank's own write that fails beside its copy"
 no_processes || fail "processes left on the hosts"
 
 echo "$passes passed, $fails failed"
