@@ -46,9 +46,9 @@ void fsync_folder(const fs::path& dir) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string usage_fix)
+AtomicFile::AtomicFile(std::string path, std::string usage_fix, std::string tmp_tag)
     : path_(std::move(path)),
-      tmp_(path_ + ".tmp" + std::to_string(::getpid())),
+      tmp_(path_ + ".tmp" + (tmp_tag.empty() ? std::to_string(::getpid()) : tmp_tag)),
       usage_fix_(std::move(usage_fix)) {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("create", errno);

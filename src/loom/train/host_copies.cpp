@@ -1,8 +1,5 @@
 #include "loom/train/host_copies.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -26,23 +23,6 @@ std::map<int, std::vector<int>> members(const std::vector<int>& group) {
   return out;
 }
 
-// Moves the durable temporary `tmp` onto `path` and makes the rename durable too. A rank of
-// another host sharing the folder may write the same file at once (the same bytes), so the
-// temporary name carries the rank, not the pid.
-void publish_copy(const fs::path& tmp, const fs::path& path) {
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write '" + path.string() + "': " + ec.message());
-  }
-  const int fd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {  // the rename survives a crash
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 // Receives one file's chunks from `from` (their tags from `tag` on) and writes each as it
 // arrives: at most `window` chunks in memory, whatever the file's size. A chunk that cannot be
 // written does not stop the receiving (the sender's messages are taken all the same); nothing
@@ -54,14 +34,15 @@ std::string receive_file(comm::Backend& world, int from, int64_t tag, const Mani
   constexpr size_t window = 2;
   const size_t bytes = static_cast<size_t>(f.bytes);
   const size_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
-  const fs::path tmp = path.string() + ".tmp-r" + std::to_string(world.rank());
   std::string failure;
   std::unique_ptr<AtomicFile> out;
   try {
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
     if (before_write) before_write(path.string());
-    out = std::make_unique<AtomicFile>(tmp.string());
+    // A rank of another host sharing the folder may write the same file at once (the same
+    // bytes): the temporary name carries the rank, not the process id.
+    out = std::make_unique<AtomicFile>(path.string(), "", "-r" + std::to_string(world.rank()));
   } catch (const Error& e) {
     failure = e.what();
   }
@@ -95,8 +76,6 @@ std::string receive_file(comm::Backend& world, int from, int64_t tag, const Mani
                                  " arrived damaged (CRC-32 ", crc, ", its manifest says ", f.crc32,
                                  ")"));
     out->commit();
-    out.reset();
-    publish_copy(tmp, path);
   } catch (const Error& e) {
     return e.what();
   }

@@ -2,7 +2,8 @@
 // Hosts without a shared run folder: the run's metrics.jsonl, which rank 0 writes, kept in
 // every host's run folder too (by the host's lowest rank), so that a host's lost disk loses
 // none of the run's history and a resume on a new disk goes on with it. The lines travel after
-// each save; a resume first makes every host's copy the longest history up to its step.
+// each save and when the run ends; a resume first makes every host's copy the longest history up to
+// its step.
 #include <cstdint>
 #include <string>
 
@@ -18,8 +19,8 @@ class MetricsCopies {
   // At a resume from `step` (collective): every writer's metrics.jsonl becomes the lines up to
   // `step` of the writer that holds the most of them.
   void align(int64_t step);
-  // After a save (collective): the lines rank 0 wrote since the last call reach the other
-  // writers (the first call of a new run replaces what their folders held).
+  // After a save and at the run's end (collective): the lines rank 0 wrote since the last call
+  // reach the other writers (the first call of a new run replaces what their folders held).
   void copy_new_lines();
 
  private:
