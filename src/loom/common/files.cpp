@@ -46,7 +46,7 @@ void fsync_folder(const fs::path& dir) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string usage_fix, std::string tmp_tag)
+AtomicFile::AtomicFile(std::string path, std::string usage_fix, const std::string& tmp_tag)
     : path_(std::move(path)),
       tmp_(path_ + ".tmp" + (tmp_tag.empty() ? std::to_string(::getpid()) : tmp_tag)),
       usage_fix_(std::move(usage_fix)) {

@@ -16,7 +16,8 @@ class AtomicFile {
   // usage_fix: empty for Error; otherwise failures are UsageError ending in "; <usage_fix>".
   // The temporary file is "<path>.tmp<tmp_tag>", the process id when tmp_tag is empty (writers
   // on several hosts sharing a folder, whose ids may meet, pass a tag of their own).
-  explicit AtomicFile(std::string path, std::string usage_fix = "", std::string tmp_tag = "");
+  explicit AtomicFile(std::string path, std::string usage_fix = "",
+                      const std::string& tmp_tag = "");
   ~AtomicFile();  // without commit(): the temporary file is removed
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
