@@ -2,7 +2,7 @@
 # make bench: every benchmark in bench/, one after the other (they print figures; not tests).
 set -uo pipefail
 build=${1:-build}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 echo "== $build/bin/cpu_gemm"
 "$build/bin/cpu_gemm" || echo "(cpu_gemm failed)"
 for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh bench/tp_compare.sh \
@@ -12,6 +12,9 @@ for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_
   echo "== $b"
   bash "$b" "$build" || echo "($b failed)"
 done
+echo "== $build/bin/fetch_copies"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpiexec -n 2 --oversubscribe \
+  "$build/bin/fetch_copies" || echo "(fetch_copies failed)"
 echo "== bench/megatron_points.sh"
 bash bench/megatron_points.sh "$build" || echo "(bench/megatron_points.sh failed)"
 echo "== bench/megatron_step_split.py"

@@ -102,6 +102,33 @@ TEST_F(Files, FailuresNameTheFileAndAreUsageErrorsWithAFix) {
   EXPECT_THROW(loom::read_file(nowhere), loom::Error);
 }
 
+TEST_F(Files, ReadFileReadsWhateverTheFileHolds) {
+  // Large, with every byte value (read in one sized read), and empty.
+  std::string bytes(3'000'001, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 256);
+  loom::write_file_atomic(at("big"), bytes);
+  EXPECT_EQ(loom::read_file(at("big")), bytes);
+  loom::write_file_atomic(at("empty"), "");
+  EXPECT_EQ(loom::read_file(at("empty")), "");
+  // A file whose length says nothing of what it holds (the kernel's: length 0).
+  const std::string status = loom::read_file("/proc/self/status");
+  EXPECT_NE(status.find("\nVmRSS:"), std::string::npos) << status;
+  EXPECT_EQ(status.back(), '\n');
+  // A folder, and a file that is not there, are named with the reason.
+  try {
+    (void)loom::read_file(dir_.string());
+    FAIL() << "read a folder";
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir_.string()), std::string::npos) << e.what();
+  }
+  try {
+    (void)loom::read_file(at("missing"));
+    FAIL() << "read a missing file";
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Files, LineFileGrowsByWholeLines) {
   {
     loom::LineFile f(at("m.jsonl"), /*truncate=*/true);

@@ -6,12 +6,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
-#include "../support/thread_comm.h"
+#include "../support/fake_backend.h"
 #include "loom/common/files.h"
 
 namespace loom::train {
@@ -66,15 +69,54 @@ TEST(HostCopies, FetchesWhatAHostLacksOnceFromAHolder) {
             third);
 }
 
-// Ranks as threads (tests/support/thread_comm.h), with an all-reduce (sum) by rendezvous.
-struct Hub : test::Mailbox {
+// Ranks as threads, with an all-reduce (sum) by rendezvous and messages as MPI moves large
+// ones: a send completes only once its receiver took the bytes (nothing buffered), a receive
+// once it found its message. Counts, by sender, the sends posted and not taken yet.
+struct Hub {
+  struct Posted {
+    const char* bytes;
+    size_t size;
+    bool taken = false;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
   int size = 0, arrived = 0, generation = 0;
   std::vector<int64_t> sum, result;
+  std::map<std::tuple<int, int, int>, std::shared_ptr<Posted>> box;  // (from, to, tag)
+  std::vector<int> posted, most_posted;                              // by sender
 };
 
-class SummingComm : public test::ThreadComm {
+// Complete once `done` (called with the hub's lock held, until it said so once) says so. A
+// send's completion is seen by the second poll after it happened, as an MPI send's may lag
+// its receive; a wait sees it at once.
+class HubWork : public comm::Work {
  public:
-  SummingComm(Hub& hub, int rank, int size) : ThreadComm(hub, "world", rank, size), hub_(hub) {}
+  HubWork(Hub& hub, std::function<bool()> done, const comm::Backend::Call& c, bool lags)
+      : Work(c.what, c.options.timeout), hub_(hub), done_(std::move(done)), lags_(lags) {}
+
+ protected:
+  bool completed() override {
+    std::lock_guard<std::mutex> lock(hub_.mu);
+    if (!is_done()) return false;
+    return !lags_ || polled_done_++ > 0;
+  }
+  bool block_until(std::chrono::steady_clock::time_point deadline) override {
+    std::unique_lock<std::mutex> lock(hub_.mu);
+    return hub_.cv.wait_until(lock, deadline, [this] { return is_done(); });
+  }
+
+ private:
+  bool is_done() { return done_seen_ || (done_seen_ = done_()); }
+
+  Hub& hub_;
+  std::function<bool()> done_;
+  bool lags_, done_seen_ = false;
+  int polled_done_ = 0;
+};
+
+class HubComm : public test::FakeBackend {
+ public:
+  HubComm(Hub& hub, int rank, int size) : FakeBackend("world", rank, size), hub_(hub) {}
 
  protected:
   comm::WorkPtr do_all_reduce(const at::Tensor& t, comm::ReduceOp, const Call&) override {
@@ -95,34 +137,89 @@ class SummingComm : public test::ThreadComm {
     t.copy_(v);
     return done();
   }
+  comm::WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call& c) override {
+    auto p = std::make_shared<Hub::Posted>(
+        Hub::Posted{static_cast<const char*>(t.data_ptr()), t.nbytes()});
+    {
+      std::lock_guard<std::mutex> lock(hub_.mu);
+      EXPECT_EQ(hub_.box.count({rank(), dst, tag}), 0u) << "two messages under one tag";
+      hub_.box[{rank(), dst, tag}] = p;
+      const int n = ++hub_.posted[rank()];
+      hub_.most_posted[rank()] = std::max(hub_.most_posted[rank()], n);
+    }
+    hub_.cv.notify_all();  // a receiver may wait for it
+    return std::make_shared<HubWork>(
+        hub_, [p] { return p->taken; }, c, true);
+  }
+  comm::WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call& c) override {
+    const auto key = std::make_tuple(src, rank(), tag);
+    auto take = [this, t, key, src] {
+      const auto it = hub_.box.find(key);
+      if (it == hub_.box.end()) return false;
+      EXPECT_EQ(it->second->size, t.nbytes());
+      std::memcpy(t.data_ptr(), it->second->bytes, std::min(it->second->size, t.nbytes()));
+      it->second->taken = true;
+      --hub_.posted[src];
+      hub_.box.erase(it);
+      hub_.cv.notify_all();
+      return true;
+    };
+    return std::make_shared<HubWork>(hub_, take, c, false);
+  }
 
  private:
   Hub& hub_;
 };
 
-// Runs run_copies on `n` thread ranks, rank r's folder `folder[r]`; returns their failures.
+// Runs run_copies on `n` thread ranks, rank r's folder `folder[r]`, its files' bytes
+// source(r, i); returns their failures. `hub` (optional) is left for the caller to inspect.
+std::vector<std::string> copy_from(const std::vector<FileCopy>& copies,
+                                   const std::vector<Manifest::File>& files,
+                                   const std::vector<std::string>& folder,
+                                   const std::function<CopySource(int, int)>& source,
+                                   size_t chunk_bytes = size_t{16} << 20,
+                                   const std::function<void(const std::string&)>& before_write = {},
+                                   const comm::Options& options = {}, Hub* hub_out = nullptr) {
+  const int n = static_cast<int>(folder.size());
+  Hub own;
+  Hub& hub = hub_out ? *hub_out : own;
+  hub.size = n;
+  hub.posted.assign(n, 0);
+  hub.most_posted.assign(n, 0);
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      HubComm comm(hub, r, n);
+      try {
+        failures[r] = run_copies(
+            comm, copies, files, folder[r], [&](int i) { return source(r, i); }, before_write,
+            chunk_bytes, options);
+      } catch (const Error& e) {
+        failures[r] = std::string("threw: ") + e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  if (!hub_out) {
+    EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
+  }
+  return failures;
+}
+
+// As copy_from, each rank's files' bytes in memory: content(r, i).
 std::vector<std::string> copy_between(
     const std::vector<FileCopy>& copies, const std::vector<Manifest::File>& files,
     const std::vector<std::string>& folder, const std::function<std::string(int, int)>& content,
     size_t chunk_bytes = size_t{16} << 20,
     const std::function<void(const std::string&)>& before_write = {}) {
-  const int n = static_cast<int>(folder.size());
-  Hub hub;
-  hub.size = n;
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
-      SummingComm comm(hub, r, n);
-      std::map<int, std::string> held;  // what the rank sends, kept until run_copies returns
-      failures[r] = run_copies(
-          comm, copies, files, folder[r],
-          [&](int i) { return std::string_view(held[i] = content(r, i)); }, before_write,
-          chunk_bytes);
-    });
-  for (auto& t : ranks) t.join();
-  EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
-  return failures;
+  std::mutex mu;
+  std::map<std::pair<int, int>, std::string> held;  // kept until every rank returned
+  auto source = [&](int r, int i) {
+    std::string bytes = content(r, i);
+    std::lock_guard<std::mutex> lock(mu);
+    return in_memory(held[{r, i}] = std::move(bytes));
+  };
+  return copy_from(copies, files, folder, source, chunk_bytes, before_write);
 }
 
 TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
@@ -213,6 +310,137 @@ TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
   EXPECT_FALSE(fs::exists(root / "h1"));
   EXPECT_FALSE(fs::exists(root / "h0"));
   fs::remove_all(root);
+}
+
+// Two "hosts" of one rank each, a file on each: rank 0's (1000 bytes) and rank 1's (1500).
+struct TwoHosts {
+  fs::path root = fs::temp_directory_path() / ("loom-host-fetch-" + std::to_string(getpid()));
+  std::vector<std::string> folder = {(root / "h0").string(), (root / "h1").string()};
+  std::vector<std::string> bytes;
+  std::vector<Manifest::File> files;
+
+  TwoHosts() {
+    fs::remove_all(root);
+    for (int r = 0; r < 2; ++r) {
+      std::string b(r == 0 ? 1000 : 1500, ' ');
+      for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<char>('a' + (k * 7 + r) % 26);
+      files.push_back({"rank-" + std::to_string(r) + ".pt",
+                       static_cast<int64_t>(b.size()),
+                       crc32_of(b),
+                       0,
+                       {}});
+      bytes.push_back(b);
+      fs::create_directories(folder[r]);
+      write_file_atomic(at(r, r), b);
+    }
+  }
+  ~TwoHosts() { fs::remove_all(root); }
+  std::string at(int host, int file) const {
+    return (fs::path(folder[host]) / files[file].name).string();
+  }
+  CopySource from_disk(int r, int i) const { return from_file(at(r, i)); }
+  size_t entries(int host) const {
+    return static_cast<size_t>(
+        std::distance(fs::directory_iterator(folder[host]), fs::directory_iterator()));
+  }
+};
+
+TEST(HostCopies, FilesSentFromDiskBothWaysTwoChunksAtATime) {
+  TwoHosts h;
+  const std::vector<FileCopy> both = {{0, 0, 1}, {1, 1, 0}};
+  auto disk = [&](int r, int i) { return h.from_disk(r, i); };
+  Hub hub;
+  // In chunks of 7 bytes: 143 and 215 messages each way, every send waiting for its receiver.
+  for (const std::string& f : copy_from(both, h.files, h.folder, disk, 7, {}, {}, &hub))
+    EXPECT_EQ(f, "");
+  EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
+  EXPECT_EQ(read_file(h.at(1, 0)), h.bytes[0]);
+  EXPECT_EQ(read_file(h.at(0, 1)), h.bytes[1]);
+  // Each sender held two chunks of its file at most, whatever its size ...
+  EXPECT_EQ(hub.most_posted, std::vector<int>({2, 2}));
+  // ... where the same bytes in memory go all at once (a save's own file; how many are still
+  // posted when the last is depends on how soon the receiver's thread takes the first).
+  std::string held = h.bytes[0];
+  Hub all;
+  fs::remove(h.at(1, 0));
+  auto memory = [&](int, int) { return in_memory(held); };
+  EXPECT_EQ(copy_from({{0, 0, 1}}, h.files, h.folder, memory, 7, {}, {}, &all)[1], "");
+  EXPECT_GT(all.most_posted[0], 2);
+  EXPECT_EQ(read_file(h.at(1, 0)), h.bytes[0]);
+}
+
+TEST(HostCopies, ASenderThatCannotReadFailsItsCopyOnly) {
+  TwoHosts h;
+  const std::vector<FileCopy> both = {{0, 0, 1}, {1, 1, 0}};
+  // A read that fails inside the file (a disk's I/O error at byte 70): the receiver still
+  // takes every chunk, finds the file damaged and keeps nothing of it; the other copy arrives.
+  auto failing = [&](int r, int i) {
+    CopySource s = h.from_disk(r, i);
+    if (i == 0)
+      s.read = [read = s.read](size_t at, size_t n, std::string& buf) {
+        if (at >= 70) throw Error("cannot read 'rank-0.pt': Input/output error");
+        return read(at, n, buf);
+      };
+    return s;
+  };
+  const std::vector<std::string> failed = copy_from(both, h.files, h.folder, failing, 7);
+  EXPECT_EQ(failed[0], "cannot read 'rank-0.pt': Input/output error");
+  EXPECT_NE(failed[1].find("rank-0.pt' from rank 0 arrived damaged"), std::string::npos)
+      << failed[1];
+  EXPECT_EQ(h.entries(1), 1u);  // its own file, nothing of rank 0's
+  EXPECT_EQ(read_file(h.at(0, 1)), h.bytes[1]);
+
+  // A file shorter than its manifest says, or missing: every copy stops before a byte moves.
+  fs::remove(h.at(0, 1));
+  write_file_atomic(h.at(0, 0), h.bytes[0].substr(0, 999));
+  auto disk = [&](int r, int i) { return h.from_disk(r, i); };
+  const std::vector<std::string> short_file = copy_from(both, h.files, h.folder, disk, 7);
+  EXPECT_NE(short_file[0].find("rank-0.pt' is 999 bytes, its manifest says 1000"),
+            std::string::npos)
+      << short_file[0];
+  EXPECT_EQ(short_file[1], "");
+  fs::remove(h.at(0, 0));
+  const std::vector<std::string> missing = copy_from(both, h.files, h.folder, disk, 7);
+  EXPECT_NE(missing[0].find("cannot read '" + h.at(0, 0) + "': No such file"), std::string::npos)
+      << missing[0];
+  EXPECT_EQ(h.entries(0), 0u);
+  EXPECT_EQ(h.entries(1), 1u);
+}
+
+TEST(HostCopies, APeerThatNeverTakesOrSendsTimesOut) {
+  TwoHosts h;
+  const comm::Options quick{std::chrono::milliseconds(300)};
+  // Rank 0 sends rank 1 its file; rank 1 (a peer out of step) expects nothing, or the reverse.
+  auto run = [&](const std::vector<FileCopy>& of0, const std::vector<FileCopy>& of1) {
+    Hub hub;
+    hub.size = 2;
+    hub.posted.assign(2, 0);
+    hub.most_posted.assign(2, 0);
+    std::vector<std::string> out(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        HubComm comm(hub, r, 2);
+        try {
+          out[r] = run_copies(
+              comm, r == 0 ? of0 : of1, h.files, h.folder[r],
+              [&](int i) { return h.from_disk(r, i); }, {}, 7, quick);
+        } catch (const Error& e) {
+          out[r] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    return out;
+  };
+  // A sender polling its window (its file has chunks left to post) ...
+  const std::vector<std::string> sender = run({{0, 0, 1}}, {});
+  EXPECT_NE(sender[0].find("communication timeout: send("), std::string::npos) << sender[0];
+  EXPECT_NE(sender[0].find("within 0.3 s"), std::string::npos) << sender[0];
+  EXPECT_EQ(sender[1], "");
+  // ... and a receiver waiting for a chunk, each name what it waits on.
+  const std::vector<std::string> receiver = run({}, {{0, 0, 1}});
+  EXPECT_NE(receiver[1].find("communication timeout: recv("), std::string::npos) << receiver[1];
+  EXPECT_EQ(h.entries(1), 1u);  // no temporary file left
 }
 
 }  // namespace

@@ -44,6 +44,13 @@ CommFailure communication_failed(const std::string& what, std::string error) {
       detail::concat("[rank ", log::rank(), "] communication failed: ", what, ": ", error));
 }
 
+Error communication_timeout(const std::string& what, std::chrono::milliseconds timeout) {
+  return Error(detail::concat("[rank ", log::rank(), "] communication timeout: ", what,
+                              " did not complete within ", timeout.count() / 1000.0,
+                              " s (a peer rank died or waits on a different operation; ",
+                              "raise LOOM_COMM_TIMEOUT_S if the machine is just slow)"));
+}
+
 void Work::wait() {
   if (finished_) return;
   const auto t0 = Clock::now();
@@ -59,11 +66,7 @@ void Work::wait() {
   if (ok) std::this_thread::sleep_until(ready_at_);
   waited_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (!failure.empty()) throw communication_failed(what_, failure);
-  if (!ok)
-    throw Error(detail::concat("[rank ", log::rank(), "] communication timeout: ", what_,
-                               " did not complete within ", timeout_.count() / 1000.0,
-                               " s (a peer rank died or waits on a different operation; ",
-                               "raise LOOM_COMM_TIMEOUT_S if the machine is just slow)"));
+  if (!ok) throw communication_timeout(what_, timeout_);
   complete_once();
   finished_ = true;
   if (finish_) finish_();

@@ -334,7 +334,7 @@ std::string Checkpointer::save(int64_t steps_done) {
         }
       });
       failure = run_copies(
-          world_, copies_, m.files, dir.string(), [&](int) { return std::string_view(bytes); },
+          world_, copies_, m.files, dir.string(), [&](int) { return in_memory(bytes); },
           [&](const std::string& path) {
             inject_disk_full(world_.rank(), steps_done, "copy-disk-full", path);
           });
@@ -553,9 +553,8 @@ void Checkpointer::fetch_missing(const Manifest& saved, const std::string& dir,
   const std::vector<int> host = host_groups(world_.size());
   const std::vector<FileCopy> copies = fetches(host, here, need);
   if (copies.empty()) return;
-  std::map<int, std::string> read;  // the files this rank sends, held until they are sent
   const std::string failure = run_copies(world_, copies, saved.files, dir, [&](int i) {
-    return std::string_view(read[i] = read_file((fs::path(dir) / saved.files[i].name).string()));
+    return from_file((fs::path(dir) / saved.files[i].name).string());
   });
   const std::vector<int> broken = ranks_where(world_, !failure.empty());
   if (!broken.empty())

@@ -1,11 +1,20 @@
 #include "loom/train/host_copies.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstdio>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <thread>
 
+#include "loom/comm/comm_failure.h"
 #include "loom/common/error.h"
 #include "loom/common/files.h"
 #include "loom/train/shared_folder.h"
@@ -23,64 +32,180 @@ std::map<int, std::vector<int>> members(const std::vector<int>& group) {
   return out;
 }
 
-// Receives one file's chunks from `from` (their tags from `tag` on) and writes each as it
-// arrives: at most `window` chunks in memory, whatever the file's size. A chunk that cannot be
-// written does not stop the receiving (the sender's messages are taken all the same); nothing
-// is left under `path` or a temporary name unless every byte arrived, was written and matches
-// the manifest's CRC-32. Returns the failure ("" when none).
-std::string receive_file(comm::Backend& world, int from, int64_t tag, const Manifest::File& f,
-                         const fs::path& path, size_t chunk_bytes,
-                         const std::function<void(const std::string&)>& before_write) {
-  constexpr size_t window = 2;
-  const size_t bytes = static_cast<size_t>(f.bytes);
-  const size_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
-  std::string failure;
-  std::unique_ptr<AtomicFile> out;
-  try {
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
-    if (before_write) before_write(path.string());
-    // A rank of another host sharing the folder may write the same file at once (the same
-    // bytes): the temporary name carries the rank, not the process id.
-    out = std::make_unique<AtomicFile>(path.string(), "", "-r" + std::to_string(world.rank()));
-  } catch (const Error& e) {
-    failure = e.what();
+using Clock = std::chrono::steady_clock;
+
+int tag_of(comm::Backend& world, int64_t tag) {
+  return static_cast<int>(tag % (world.max_tag() + 1));
+}
+
+// One file this rank sends, chunk i under the tag `tag` + i: posted `window` chunks at a time
+// (every chunk at once when the source's window is 0), the next read as one completes.
+class Sending {
+ public:
+  Sending(comm::Backend& world, int to, int64_t tag, CopySource source, size_t chunk_bytes,
+          const comm::Options& options)
+      : world_(world),
+        to_(to),
+        tag_(tag),
+        source_(std::move(source)),
+        chunk_bytes_(chunk_bytes),
+        options_(options) {
+    chunks_ = (source_.bytes + chunk_bytes_ - 1) / chunk_bytes_;
+    const size_t window = source_.window == 0 ? chunks_ : source_.window;
+    while (next_ < chunks_ && next_ < window) post({});
   }
-  std::vector<std::string> buf(std::min(window, chunks));
-  std::vector<comm::WorkPtr> work(buf.size());
-  auto post = [&](size_t i) {
-    std::string& b = buf[i % window];
-    b.resize(std::min(chunk_bytes, bytes - i * chunk_bytes));
-    const int t = static_cast<int>((tag + static_cast<int64_t>(i)) % (world.max_tag() + 1));
-    work[i % window] = world.recv(b.data(), b.size(), comm::DType::UInt8, from, t);
-  };
-  for (size_t i = 0; i < buf.size(); ++i) post(i);
-  uint32_t crc = 0;
-  for (size_t i = 0; i < chunks; ++i) {
-    work[i % window]->wait();
-    const std::string& b = buf[i % window];
-    crc = crc32_of(b, crc);
-    if (out && failure.empty()) {
+  // Takes the oldest chunk if it was sent (waits for it when `block`) and posts the next;
+  // true when it took one. Throws on a failed or timed-out send.
+  bool advance(bool block) {
+    if (in_flight_.empty() || (!block && !in_flight_.front().first->test())) return false;
+    in_flight_.front().first->wait();
+    std::string buf = std::move(in_flight_.front().second);
+    in_flight_.pop_front();
+    if (next_ < chunks_) post(std::move(buf));
+    return true;
+  }
+  bool finished() const { return in_flight_.empty(); }
+  bool posts_more() const { return next_ < chunks_; }  // chunks not yet posted: do not block
+  const comm::Work* oldest() const {
+    return in_flight_.empty() ? nullptr : in_flight_.front().first.get();
+  }
+  const std::string& failure() const { return failure_; }
+
+ private:
+  void post(std::string buf) {
+    const size_t at = next_ * chunk_bytes_, n = std::min(chunk_bytes_, source_.bytes - at);
+    // The buffer in its place first: a send reads it until it completes (a short string's
+    // bytes would move with it).
+    in_flight_.emplace_back(nullptr, std::move(buf));
+    std::string& b = in_flight_.back().second;
+    std::string_view bytes;
+    if (failure_.empty()) {
       try {
-        out->write(b);
+        bytes = source_.read(at, n, b);
+        if (bytes.size() != n) throw Error(detail::concat("read ", bytes.size(), " bytes of ", n));
       } catch (const Error& e) {
-        failure = e.what();
+        failure_ = e.what();
       }
     }
-    if (i + window < chunks) post(i + window);
+    if (!failure_.empty()) {  // the receiver still takes every chunk it waits for
+      b.assign(n, '\0');
+      bytes = b;
+    }
+    in_flight_.back().first =
+        world_.send(bytes.data(), n, comm::DType::UInt8, to_,
+                    tag_of(world_, tag_ + static_cast<int64_t>(next_)), options_);
+    ++next_;
   }
-  if (!failure.empty()) return failure;  // `out` gone: its temporary file removed
-  try {
-    if (crc != f.crc32)
-      throw Error(detail::concat("checkpoint file '", path.string(), "' from rank ", from,
-                                 " arrived damaged (CRC-32 ", crc, ", its manifest says ", f.crc32,
-                                 ")"));
-    out->commit();
-  } catch (const Error& e) {
-    return e.what();
+
+  comm::Backend& world_;
+  int to_;
+  int64_t tag_;
+  CopySource source_;
+  size_t chunk_bytes_, chunks_ = 0, next_ = 0;
+  const comm::Options& options_;
+  std::deque<std::pair<comm::WorkPtr, std::string>> in_flight_;  // with their buffers
+  std::string failure_;
+};
+
+// One file this rank receives from `from` (chunk i under the tag `tag` + i), written chunk by
+// chunk as it arrives: at most `window` chunks in memory, whatever the file's size. A chunk that
+// cannot be written does not stop the receiving (the sender's messages are taken all the same);
+// nothing is left under `path` or a temporary name unless every byte arrived, was written and
+// matches the manifest's CRC-32.
+class Receiving {
+ public:
+  Receiving(comm::Backend& world, int from, int64_t tag, const Manifest::File& file,
+            const fs::path& path, size_t chunk_bytes,
+            const std::function<void(const std::string&)>& before_write,
+            const comm::Options& options)
+      : world_(world),
+        from_(from),
+        tag_(tag),
+        file_(file),
+        path_(path),
+        chunk_bytes_(chunk_bytes),
+        options_(options) {
+    const size_t bytes = static_cast<size_t>(file.bytes);
+    chunks_ = (bytes + chunk_bytes - 1) / chunk_bytes;
+    try {
+      std::error_code ec;
+      fs::create_directories(path.parent_path(), ec);
+      if (before_write) before_write(path.string());
+      // A rank of another host sharing the folder may write the same file at once (the same
+      // bytes): the temporary name carries the rank, not the process id.
+      out_ = std::make_unique<AtomicFile>(path.string(), "", "-r" + std::to_string(world.rank()));
+    } catch (const Error& e) {
+      failure_ = e.what();
+    }
+    buf_.resize(std::min(kWindow, chunks_));
+    work_.resize(buf_.size());
+    for (size_t i = 0; i < buf_.size(); ++i) post(i);
   }
-  return "";
-}
+  // Takes the next chunk if it arrived (waits for it when `block`); true when it took one.
+  bool advance(bool block) {
+    if (next_ == chunks_) return false;
+    comm::WorkPtr& w = work_[next_ % kWindow];
+    if (!block && !w->test()) return false;
+    w->wait();
+    const std::string& b = buf_[next_ % kWindow];
+    crc_ = crc32_of(b, crc_);
+    if (out_ && failure_.empty()) {
+      try {
+        out_->write(b);
+      } catch (const Error& e) {
+        failure_ = e.what();
+      }
+    }
+    if (next_ + kWindow < chunks_) post(next_ + kWindow);
+    ++next_;
+    return true;
+  }
+  bool finished() const { return next_ == chunks_; }
+  const comm::Work* waiting_on() const {
+    return finished() ? nullptr : work_[next_ % kWindow].get();
+  }
+  // Once finished: the file under its name, checked; returns the failure ("" when none).
+  std::string commit() {
+    if (!failure_.empty()) {
+      out_.reset();  // its temporary file removed
+      return failure_;
+    }
+    try {
+      if (crc_ != file_.crc32)
+        throw Error(detail::concat("checkpoint file '", path_.string(), "' from rank ", from_,
+                                   " arrived damaged (CRC-32 ", crc_, ", its manifest says ",
+                                   file_.crc32, ")"));
+      out_->commit();
+    } catch (const Error& e) {
+      out_.reset();
+      return e.what();
+    }
+    return "";
+  }
+
+ private:
+  static constexpr size_t kWindow = 2;
+
+  void post(size_t i) {
+    std::string& b = buf_[i % kWindow];
+    b.resize(std::min(chunk_bytes_, static_cast<size_t>(file_.bytes) - i * chunk_bytes_));
+    work_[i % kWindow] = world_.recv(b.data(), b.size(), comm::DType::UInt8, from_,
+                                     tag_of(world_, tag_ + static_cast<int64_t>(i)), options_);
+  }
+
+  comm::Backend& world_;
+  int from_;
+  int64_t tag_;
+  const Manifest::File& file_;
+  fs::path path_;
+  size_t chunk_bytes_, chunks_ = 0, next_ = 0;
+  const comm::Options& options_;
+  std::unique_ptr<AtomicFile> out_;
+  std::vector<std::string> buf_;
+  std::vector<comm::WorkPtr> work_;
+  uint32_t crc_ = 0;
+  std::string failure_;
+};
 
 }  // namespace
 
@@ -132,25 +257,55 @@ std::vector<FileCopy> fetches(const std::vector<int>& group,
   return out;
 }
 
+CopySource in_memory(std::string_view bytes) {
+  return {bytes.size(), [bytes](size_t at, size_t n, std::string&) { return bytes.substr(at, n); },
+          0};
+}
+
+CopySource from_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(detail::concat("cannot read '", path, "': ", std::strerror(errno)));
+  auto file = std::shared_ptr<int>(new int(fd), [](const int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw Error(detail::concat("cannot read '", path, "': ", std::strerror(errno)));
+  auto read = [file, path](size_t at, size_t n, std::string& buf) {
+    buf.resize(n);
+    for (size_t got = 0; got < n;) {
+      const ssize_t r = ::pread(*file, buf.data() + got, n - got, static_cast<off_t>(at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw Error(detail::concat("cannot read '", path,
+                                   "': ", r == 0 ? "it ended early" : std::strerror(errno)));
+      got += static_cast<size_t>(r);
+    }
+    return std::string_view(buf);
+  };
+  return {static_cast<size_t>(st.st_size), read, 2};
+}
+
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
-                       const std::function<std::string_view(int)>& content,
+                       const std::function<CopySource(int)>& source,
                        const std::function<void(const std::string&)>& before_write,
-                       size_t chunk_bytes) {
+                       size_t chunk_bytes, const comm::Options& options) {
   const int me = world.rank();
-  // What this rank sends, read first: a sender that cannot read its file stops every copy
+  // Where this rank's files come from, first: a sender that cannot open one stops every copy
   // (no receiver waits for bytes that will not come).
-  std::map<int, std::string_view> out;
+  std::map<int, CopySource> out;
   std::string failure;
   for (const FileCopy& c : copies) {
-    if (c.from != me || out.count(c.file)) continue;
+    if (c.from != me || c.from == c.to || out.count(c.file)) continue;
     try {
-      const std::string_view bytes = content(c.file);
+      CopySource s = source(c.file);
       const Manifest::File& f = files.at(c.file);
-      if (static_cast<int64_t>(bytes.size()) != f.bytes)
+      if (static_cast<int64_t>(s.bytes) != f.bytes)
         throw Error(detail::concat("checkpoint file '", (fs::path(dir) / f.name).string(), "' is ",
-                                   bytes.size(), " bytes, its manifest says ", f.bytes));
-      out[c.file] = bytes;
+                                   s.bytes, " bytes, its manifest says ", f.bytes));
+      out.emplace(c.file, std::move(s));
     } catch (const Error& e) {
       failure = e.what();
       break;
@@ -159,31 +314,67 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
   if (!ranks_where(world, !failure.empty()).empty()) return failure;
 
   // Every chunk between two ranks takes the next tag of that pair: both sides walk `copies` in
-  // the same order, so their tags agree. Every send is posted first (the bytes are in memory
-  // already); then this rank receives its files one after the other, a few chunks at a time.
+  // the same order, so their tags agree. Every copy starts at once, a few chunks at a time (all
+  // of a file in memory), so no copy waits for another to finish.
   std::map<std::pair<int, int>, int64_t> next_tag;
-  std::vector<comm::WorkPtr> sends;
-  std::vector<std::pair<size_t, int64_t>> incoming;  // (copy, its first tag)
-  for (size_t k = 0; k < copies.size(); ++k) {
-    const FileCopy& c = copies[k];
+  std::vector<Sending> sends;
+  std::vector<std::pair<const FileCopy*, int64_t>> incoming;  // with its first tag
+  std::vector<std::unique_ptr<Receiving>> receives;
+  sends.reserve(copies.size());
+  for (const FileCopy& c : copies) {
     if (c.from == c.to) continue;
-    const size_t bytes = static_cast<size_t>(files.at(c.file).bytes);
+    const Manifest::File& f = files.at(c.file);
     int64_t& tag = next_tag[{c.from, c.to}];
-    if (c.to == me) incoming.emplace_back(k, tag);
-    for (size_t at = 0; at < bytes; at += chunk_bytes) {  // an empty file sends nothing
-      const size_t n = std::min(chunk_bytes, bytes - at);
-      const int t = static_cast<int>(tag++ % (world.max_tag() + 1));
-      if (c.from == me)
-        sends.push_back(world.send(out.at(c.file).data() + at, n, comm::DType::UInt8, c.to, t));
+    if (c.from == me) sends.emplace_back(world, c.to, tag, out.at(c.file), chunk_bytes, options);
+    if (c.to == me) incoming.emplace_back(&c, tag);
+    tag += (f.bytes + static_cast<int64_t>(chunk_bytes) - 1) / static_cast<int64_t>(chunk_bytes);
+  }
+  // Receives posted after the sends (a receive may not return before its message is there).
+  for (const auto& [c, tag] : incoming) {
+    const Manifest::File& f = files.at(c->file);
+    receives.push_back(std::make_unique<Receiving>(world, c->from, tag, f, fs::path(dir) / f.name,
+                                                   chunk_bytes, before_write, options));
+  }
+  // While a file this rank sends has chunks to post, it polls, sleeping a little longer each
+  // time nothing moved; otherwise it blocks on what it waits for (a save: every byte posted).
+  const auto timeout = options.timeout;
+  auto last_moved = Clock::now();
+  auto idle = std::chrono::microseconds(20);
+  for (;;) {
+    const bool block =
+        std::none_of(sends.begin(), sends.end(), [](const Sending& s) { return s.posts_more(); });
+    bool moved = false;
+    for (Sending& s : sends)
+      while (s.advance(false)) moved = true;
+    for (auto& r : receives) {
+      while (r && r->advance(false)) moved = true;
+      if (r && r->finished()) {
+        const std::string why = r->commit();
+        if (failure.empty()) failure = why;
+        r.reset();
+      }
     }
+    const auto waiting =
+        std::find_if(receives.begin(), receives.end(), [](const auto& r) { return r != nullptr; });
+    const auto sending =
+        std::find_if(sends.begin(), sends.end(), [](const Sending& s) { return !s.finished(); });
+    if (waiting == receives.end() && sending == sends.end()) break;
+    if (!moved && block)
+      moved = waiting != receives.end() ? (*waiting)->advance(true) : sending->advance(true);
+    if (moved) {
+      last_moved = Clock::now();
+      idle = std::chrono::microseconds(20);
+      continue;
+    }
+    if (Clock::now() - last_moved > timeout)
+      throw comm::communication_timeout(
+          waiting != receives.end() ? (*waiting)->waiting_on()->what() : sending->oldest()->what(),
+          timeout);
+    std::this_thread::sleep_for(idle);
+    idle = std::min(idle * 2, std::chrono::microseconds(2000));
   }
-  for (const auto& [k, tag] : incoming) {
-    const Manifest::File& f = files.at(copies[k].file);
-    const std::string why = receive_file(world, copies[k].from, tag, f, fs::path(dir) / f.name,
-                                         chunk_bytes, before_write);
-    if (failure.empty()) failure = why;
-  }
-  for (auto& w : sends) w->wait();
+  for (const Sending& s : sends)
+    if (failure.empty()) failure = s.failure();
   return failure;
 }
 
