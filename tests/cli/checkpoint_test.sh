@@ -121,6 +121,19 @@ else
   fail "run folder as checkpoint: $(cat "$tmp/stderr")"
 fi
 
+# checkpoint gather: started alone it has no host to gather from (exit 2, one line); on one host
+# under a launcher every file is in rank 0's folder already, nothing fetched.
+"$loom" checkpoint gather "$A" >"$tmp/gather-alone" 2>&1
+alone=$?
+"$loom" launch --nproc 2 -- "$loom" checkpoint gather "$A" >"$tmp/gather" 2>&1
+if [[ $alone -eq 2 && $(wc -l <"$tmp/gather-alone") -eq 1 ]] &&
+   grep -q "error: loom checkpoint gather runs one process on each host .* and was started alone" "$tmp/gather-alone" &&
+   grep -Eq "\(step 5\): 1 file, all in the folder of rank 0( on [^;]+)?; 0 fetched from other hosts \(0 bytes\)" "$tmp/gather"; then
+  ok "checkpoint gather: refused alone, nothing to fetch on one host"
+else
+  fail "checkpoint gather (alone: exit $alone): $(cat "$tmp/gather-alone"; echo; cat "$tmp/gather")"
+fi
+
 # A `latest` that names no complete checkpoint (the newest folder deleted by hand, `latest`
 # damaged or missing): the newest complete checkpoint is used, with a notice.
 for damage in deleted garbage missing; do

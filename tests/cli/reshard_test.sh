@@ -139,7 +139,7 @@ printf 'XXXXXXXX' | dd of="$tmp/bad/rank-00002.pt" bs=1 seek=4000 conv=notrunc s
 run "$loom" checkpoint info "$tmp/bad"
 one_line $? "info on a damaged file" "rank-00002.pt' does not match its manifest"
 run "$loom" checkpoint frobnicate "$ck"
-one_line $? "unknown subcommand" "needs info or convert"
+one_line $? "unknown subcommand" "needs info, convert or gather"
 
 echo "reshard_test: $passes passed, $fails failed"
 [[ $fails -eq 0 ]]

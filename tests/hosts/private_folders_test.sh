@@ -10,6 +10,8 @@
 #    fetched nothing;
 #  - host 0's disk lost instead (rank 0's): the same layout resumes in place from host 1's
 #    copies, to the same loss as the first resume, with the run's metrics.jsonl from host 1;
+#  - host 0's disk lost again: `loom checkpoint gather` on both hosts brings every file of the
+#    checkpoint back into host 0's folder, where `loom checkpoint info` reads it;
 #  - a rank file lost on both hosts: one line naming it, exit 2 on both;
 #  - a copy that cannot be written fails the save: one line, the last checkpoint intact.
 # usage: private_folders_test.sh LOOM_BINARY HOSTS_SH
@@ -19,20 +21,27 @@ source "$(dirname "$0")/hosts_lib.sh"
 bash "$hosts_sh" up 2 >/dev/null || fail "up 2"
 mkdir -p "$tmp/h0" "$tmp/h1" "$tmp/run"
 
-# private NAME PORT TRAIN_ARGS...: loom train on both hosts, host K with $tmp/hK at $tmp/run;
-# waits for both; exit codes in $rcs, node K's output in $tmp/NAME.K.
-private() {
-  local name=$1 port=$2 k p
-  shift 2
+# both NAME PORT NPROC CMD...: CMD as NPROC ranks a host under loom launch on both hosts, host
+# K with $tmp/hK at $tmp/run; waits for both; exit codes in $rcs, node K's output in
+# $tmp/NAME.K.
+both() {
+  local name=$1 port=$2 nproc=$3 k
+  shift 3
   launchers=()
   for k in 0 1; do
     on "$k" unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
-      _ "$tmp/h$k" "$tmp/run" "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" \
-      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" \
-      --model.layers 4 --output.checkpoint_every 2 "$@" >"$tmp/$name.$k" 2>&1 &
+      _ "$tmp/h$k" "$tmp/run" "$loom" launch --nproc "$nproc" --nnodes 2 --node-rank "$k" \
+      --master-addr "$master" --master-port "$port" -- "$@" >"$tmp/$name.$k" 2>&1 &
     launchers+=($!)
   done
   wait_all
+}
+# private NAME PORT TRAIN_ARGS...: loom train on both hosts, 2 ranks each.
+private() {
+  local name=$1 port=$2
+  shift 2
+  both "$name" "$port" 2 "$loom" train --config "$cfg" --model.layers 4 \
+    --output.checkpoint_every 2 "$@"
 }
 # errors NAME: the error lines of both hosts, and any launcher's line about a rank's exit (a
 # rank that exits with 2 has said why: no launcher adds a line).
@@ -124,6 +133,20 @@ if diff <(step_lines "$tmp/out.h0/metrics.jsonl") <(step_lines "$tmp/h0/out/metr
   ok "rank 0's new disk has the run's metrics: steps 1-4 from host 1's copy, then 5-6"
 else
   cat "$tmp/h0/out/metrics.jsonl"; fail "metrics.jsonl after host 0's loss"
+fi
+
+# loom checkpoint gather, one process a host: rank 0's host, its disk lost, gets the manifest
+# and all 4 rank files from host 1, and `loom checkpoint info` reads the checkpoint there.
+restore
+rm -rf "$tmp/h0/out"
+both gather 29629 1 "$loom" checkpoint gather "$tmp/run/out/checkpoint"
+if [[ ${rcs[*]} == "0 0" ]] &&
+   grep -q "(step 4): 4 files, all in the folder of rank 0 on $LOOM_HOSTS_PREFIX-h0; 4 fetched from other hosts" "$tmp/gather.0" &&
+   every "$tmp/h0" && "$loom" checkpoint info "$tmp/h0/out/checkpoint" >"$tmp/info" 2>&1 &&
+   grep -q "files       4, .* every one matches its size and CRC-32" "$tmp/info"; then
+  ok "gather: host 0's empty folder got the manifest and all 4 rank files: $(grep -o '4 files, all .*' "$tmp/gather.0")"
+else
+  cat "$tmp/gather.0" "$tmp/gather.1" "$tmp/info"; fail "gather (exits ${rcs[*]})"
 fi
 
 restore

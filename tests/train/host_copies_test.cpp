@@ -67,6 +67,13 @@ TEST(HostCopies, FetchesWhatAHostLacksOnceFromAHolder) {
   EXPECT_EQ(fetches({0, 0, 2}, {{true, false}, {false, false}, {false, true}},
                     {{false, true}, {true, false}, {false, false}}),
             third);
+  // `loom checkpoint gather` on three hosts of one rank, after a save's ring 0 -> 1 -> 2 -> 0
+  // (each holds its own file and the previous host's): rank 0 needs every file and lacks only
+  // host 1's, which comes from the first of its holders.
+  const std::vector<FileCopy> gather = {{1, 1, 0}};
+  EXPECT_EQ(fetches({0, 1, 2}, {{true, false, true}, {true, true, false}, {false, true, true}},
+                    {{true, true, true}, {false, false, false}, {false, false, false}}),
+            gather);
 }
 
 // Ranks as threads, with an all-reduce (sum) by rendezvous and messages as MPI moves large

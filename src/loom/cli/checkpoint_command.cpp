@@ -1,11 +1,16 @@
-// loom checkpoint info|convert: what a checkpoint holds, and one consolidated file from it.
+// loom checkpoint info|convert|gather: what a checkpoint holds, one consolidated file from it,
+// and its files gathered onto one host from hosts whose run folders are their own.
 #include <cstdio>
 #include <iostream>
 #include <set>
 
 #include "loom/cli/commands.h"
+#include "loom/comm/rank_hosts.h"
+#include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/flags/flags.h"
+#include "loom/launch/placement.h"
+#include "loom/train/checkpoint_hosts.h"
 #include "loom/train/consolidate.h"
 
 namespace loom::cli {
@@ -13,14 +18,21 @@ namespace {
 
 const char* kUsage =
     "usage: loom checkpoint info DIR [--tensors]\n"
-    "       loom checkpoint convert DIR --out OUT\n\n"
+    "       loom checkpoint convert DIR --out OUT\n"
+    "       loom launch --nproc 1 --nnodes H --node-rank K --master-addr A -- \\\n"
+    "         loom checkpoint gather DIR      (one process on each host)\n\n"
     "DIR: a checkpoint step folder, or a run's checkpoint folder or the run's folder (its\n"
     "     newest checkpoint, as `latest` says).\n"
     "info     checks every file against the manifest and prints what the checkpoint holds:\n"
     "         step, layout, model, optimizer, partition, files, parameters (--tensors: every\n"
     "         tensor with its shape).\n"
     "convert  writes OUT/consolidated.pt (every tensor whole) and OUT/manifest.json; any\n"
-    "         layout resumes from it (loom train --resume OUT).\n";
+    "         layout resumes from it (loom train --resume OUT).\n"
+    "gather   for runs on hosts whose run folders are their own (node-local disks): fetches\n"
+    "         into DIR on the first host (rank 0's) every file of the checkpoint it lacks from\n"
+    "         the hosts that hold them, checked on arrival, so that info, convert and\n"
+    "         `loom export` read it there. One process on each host, under `loom launch` or\n"
+    "         `mpirun -N 1`; each host's DIR is the same path on its own disk.\n";
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -69,9 +81,30 @@ int info(const std::string& dir, bool tensors) {
   return 0;
 }
 
+int gather(const std::string& path, int* argc, char*** argv) {
+  if (!comm::launched_by_mpi() && !comm::launched_by_env())
+    LOOM_USAGE("loom checkpoint gather runs one process on each host that holds part of the ",
+               "checkpoint, and was started alone: loom launch --nproc 1 --nnodes H --node-rank K ",
+               "--master-addr A -- loom checkpoint gather DIR on every host (or mpirun -N 1)");
+  comm::init(comm::launch_backend(), argc, argv);
+  comm::Backend& w = comm::world();
+  if (w.size() > 1) comm::set_rank_hosts(launch::gather_hosts(w));
+  const train::Gathered g = train::gather_checkpoint(w, path);
+  if (w.rank() == 0) {
+    const std::string rank0 = comm::hosts_of({0});  // "0 on node-a" where hosts are known
+    std::cout << "checkpoint " << g.dir << " (step " << g.step << "): " << g.files
+              << (g.files == 1 ? " file" : " files") << ", all in the folder of rank "
+              << (rank0.empty() ? "0" : rank0) << "; " << g.fetched.files
+              << " fetched from other hosts (" << g.fetched.bytes << " bytes)\n";
+  }
+  w.barrier()->wait();
+  comm::finalize();
+  return 0;
+}
+
 }  // namespace
 
-int checkpoint_command(const std::vector<std::string>& args) {
+int checkpoint_command(const std::vector<std::string>& args, int* argc, char*** argv) {
   const std::string sub = args.empty() ? "" : args[0];
   const bool has_dir = args.size() > 1 && args[1].rfind('-', 0) != 0;
   const std::vector<std::string> rest(args.begin() + std::min<size_t>(args.size(), has_dir ? 2 : 1),
@@ -82,13 +115,14 @@ int checkpoint_command(const std::vector<std::string>& args) {
     std::cout << kUsage;
     return 0;
   }
-  if (sub != "info" && sub != "convert")
-    LOOM_USAGE("loom checkpoint needs info or convert, got '", sub,
+  if (sub != "info" && sub != "convert" && sub != "gather")
+    LOOM_USAGE("loom checkpoint needs info, convert or gather, got '", sub,
                "'; see loom checkpoint --help");
   if (!has_dir)
     LOOM_USAGE("loom checkpoint ", sub, " needs the checkpoint folder: loom checkpoint ", sub,
                " DIR", sub == "convert" ? " --out OUT" : "");
   if (sub == "info") return info(args[1], a.has("tensors"));
+  if (sub == "gather") return gather(args[1], argc, argv);
   if (!a.has("out"))
     LOOM_USAGE("loom checkpoint convert needs --out OUT (a new folder for the consolidated file)");
   const train::CheckpointContents c = train::read_whole_checkpoint(args[1]);

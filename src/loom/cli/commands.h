@@ -14,7 +14,8 @@ int launch_command(const std::vector<std::string>& args);
 int simulate_command(const std::vector<std::string>& args);
 int plan_command(const std::vector<std::string>& args);
 int profile_command(const std::vector<std::string>& args);
-int checkpoint_command(const std::vector<std::string>& args);
+// argc, argv: for the communication library (gather runs as one process per host).
+int checkpoint_command(const std::vector<std::string>& args, int* argc, char*** argv);
 int tokenizer_command(const std::vector<std::string>& args);
 int generate_command(const std::vector<std::string>& args);
 int export_command(const std::vector<std::string>& args);

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return loom::cli::simulate_command(rest);
     if (cmd == "plan") return loom::cli::plan_command(rest);
     if (cmd == "profile") return loom::cli::profile_command(rest);
-    if (cmd == "checkpoint") return loom::cli::checkpoint_command(rest);
+    if (cmd == "checkpoint") return loom::cli::checkpoint_command(rest, &argc, &argv);
     if (cmd == "tokenizer") return loom::cli::tokenizer_command(rest);
     if (cmd == "generate") return loom::cli::generate_command(rest);
     if (cmd == "export") return loom::cli::export_command(rest);

@@ -63,21 +63,6 @@ class Checkpointer {
  private:
   Manifest this_run() const;  // without files and step
   bool writes_manifests() const { return groups_[world_.rank()] == world_.rank(); }
-  // Runs `check` on every rank (collective). A UsageError on every rank: rank 0 says it; on
-  // some: the first of them says it. AgreedUsageError on every rank.
-  void agreed_check(const std::function<void()>& check);
-  // The manifest every rank reads: the newest step any rank finds at `path`, copied into the
-  // folders of the hosts that lack it. Collective.
-  void agree_on_manifest(const std::string& path, Manifest* saved, std::string* dir);
-  // Each host's ranks get the files of `files` (each rank's reads) that its folder lacks, from
-  // another host's (host_copies.h). Collective.
-  void fetch_missing(const Manifest& saved, const std::string& dir,
-                     const std::vector<size_t>& files);
-  // Every file in `files` (this rank's reads) is there, or one line says which is not and
-  // whether another rank sees it (hosts with folders of their own). Collective.
-  void check_files_seen(const Manifest& saved, const std::string& dir,
-                        const std::vector<size_t>& files);
-
   const config::Config& cfg_;
   Resolved r_;
   comm::Backend& world_;
