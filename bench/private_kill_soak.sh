@@ -9,11 +9,16 @@
 # (the CRC-32s of their manifests against the reference run's), no process left behind.
 # Prints one line a round (the kill's moment, the step each host's `latest` named, what the
 # resume said it fetched) and the count of rounds that ended where the reference did.
-# Needs root. usage: bench/private_kill_soak.sh [BUILD_DIR] [ROUNDS] [RATE|none]
+# MODE lost: the killed host also loses its disk (its folder emptied) and is killed again at a
+# random moment of the resume that fetches its files back (often inside the fetch: temporary
+# files of an arriving copy left behind), before the resume that must end where the reference
+# did.
+# Needs root. usage: bench/private_kill_soak.sh [BUILD_DIR] [ROUNDS] [RATE|none] [kill|lost]
 set -uo pipefail
 build=${1:-build}
 rounds=${2:-10}
 rate=${3:-none}
+mode=${4:-kill}
 cd "$(dirname "$0")/.." || exit 1
 export LOOM_COMM_TIMEOUT_S=10
 # shellcheck source=bench/bed_lib.sh
@@ -150,6 +155,22 @@ for ((r = 0; r < rounds; r++)); do
   resume=()
   [[ $(latest "$tmp/$name.h0") != none || $(latest "$tmp/$name.h1") != none ]] &&
     resume=(--resume "$tmp/run/out/checkpoint")
+  lost=""
+  if [[ $mode == lost && ${#resume[@]} -gt 0 ]]; then
+    # The victim's disk is lost; it is killed again while the resume fetches its files back.
+    rm -rf "$tmp/$name.h$victim"/*
+    start "$name" $((port++)) "${resume[@]}"
+    # Its fetch ends about 2 s into the resume here (the launch and the meeting come first).
+    again=$(python3 -c "import random; print(f'{random.uniform(0.5, 2.5):.2f}')")
+    sleep "$again"
+    # shellcheck disable=SC2046 # one pid a word
+    kill -KILL $(ip netns pids "$LOOM_HOSTS_PREFIX-h$victim") 2>/dev/null
+    finish 60
+    partial=$(find "$tmp/$name.h$victim" -name 'rank-*.tmp*' | wc -l)
+    lost="; its disk lost, killed again $again s into the resume (launchers exited ${rcs[*]}, $(find "$tmp/$name.h$victim" -name 'rank-*.pt' | wc -l) rank files and $partial temporary ones in its folder)"
+    # shellcheck disable=SC2046 # one pid a word
+    [[ -n $(left) ]] && kill -KILL $(left) 2>/dev/null
+  fi
   start "$name" $((port++)) "${resume[@]}"
   finish 300
   got0=$(crcs "$tmp/$name.h0")
@@ -163,7 +184,7 @@ for ((r = 0; r < rounds; r++)); do
     outcome="ok"
     good=$((good + 1))
   fi
-  echo "round $r: $outcome; host $victim killed $delay s after step 1 (launchers exited $killed), latest: $at, unfinished: ${unfinished:-none}, $debris temporary files; resume exits ${rcs[*]}${fetched:+, $fetched}, $stale temporary files after it"
+  echo "round $r: $outcome; host $victim killed $delay s after step 1 (launchers exited $killed), latest: $at, unfinished: ${unfinished:-none}, $debris temporary files$lost; resume exits ${rcs[*]}${fetched:+, $fetched}, $stale temporary files after it"
   if [[ $outcome == FAIL ]]; then
     echo "  crc h0: $got0; h1: $got1"
     tail -3 "$tmp/$name.log0" "$tmp/$name.log1" | sed 's/^/  /'
