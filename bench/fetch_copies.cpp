@@ -4,9 +4,10 @@
 // time ("streamed", from_file). Two ranks (mpiexec -n 2), each with a folder of its own; rank 0
 // sends F files of S MB to rank 1, which writes them durably. The two ways alternate A B B A
 // round by round (this VM's speed drifts). Prints, for each way, the median seconds and the
-// sender's peak resident memory above what it held before the copies (VmHWM, reset each round
-// through /proc/self/clear_refs).
-// usage: mpiexec -n 2 fetch_copies [--mb S (256)] [--files F (2)] [--rounds R (2)]
+// peak resident memory of rank 0 (the sender) above what it held before the copies (VmHWM, reset
+// each round through /proc/self/clear_refs). With --both, rank 1 sends rank 0 as many files at the
+// same time (copies both ways between one pair of ranks). usage: mpiexec -n 2 fetch_copies [--mb S
+// (256)] [--files F (2)] [--rounds R (2)] [--both]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,7 +27,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-using loom::train::CopySource;
 using loom::train::FileCopy;
 using loom::train::Manifest;
 
@@ -52,8 +52,11 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   loom::comm::init(loom::comm::launch_backend(), &argc, &argv);
   int mb = 256, nfiles = 2, rounds = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool both = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--both") both = true;
+    if (i + 1 == argc) break;
     if (a == "--mb") mb = std::atoi(argv[i + 1]);
     if (a == "--files") nfiles = std::atoi(argv[i + 1]);
     if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
@@ -70,14 +73,17 @@ int main(int argc, char** argv) {
   const std::string folder = (fs::path(root) / ("h" + std::to_string(me))).string();
   fs::create_directories(folder);
 
-  // Rank 0's files, of bytes that do not compress; their sizes and CRC-32s to both ranks.
-  std::vector<Manifest::File> files(static_cast<size_t>(nfiles));
+  // Rank 0's files (and with --both as many of rank 1's), of bytes that do not compress; their
+  // sizes and CRC-32s to both ranks.
+  const int senders = both ? 2 : 1;
+  std::vector<Manifest::File> files(static_cast<size_t>(nfiles * senders));
   std::vector<int64_t> crcs(files.size());
   const size_t bytes = static_cast<size_t>(mb) << 20;
   for (size_t i = 0; i < files.size(); ++i) {
+    const int owner = static_cast<int>(i) / nfiles;
     files[i].name = "rank-" + std::to_string(i) + ".pt";
     files[i].bytes = static_cast<int64_t>(bytes);
-    if (me != 0) continue;
+    if (me != owner) continue;
     std::string b(bytes, '\0');
     std::mt19937_64 rng(i + 1);
     for (size_t k = 0; k + 8 <= b.size(); k += 8) {
@@ -87,11 +93,12 @@ int main(int argc, char** argv) {
     crcs[i] = loom::train::crc32_of(b);
     loom::write_file_atomic((fs::path(folder) / files[i].name).string(), b);
   }
-  world.broadcast(crcs.data(), crcs.size(), loom::comm::DType::Int64, 0)->wait();
+  world.all_reduce(crcs.data(), crcs.size(), loom::comm::DType::Int64)->wait();
   std::vector<FileCopy> copies;
-  for (int i = 0; i < nfiles; ++i) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const int owner = static_cast<int>(i) / nfiles;
     files[i].crc32 = static_cast<uint32_t>(crcs[i]);
-    copies.push_back({i, 0, 1});
+    copies.push_back({static_cast<int>(i), owner, 1 - owner});
   }
 
   std::map<std::string, std::vector<double>> seconds, peak_mb;
@@ -100,8 +107,8 @@ int main(int argc, char** argv) {
         r % 2 ? std::vector<std::string>{"streamed", "whole", "whole", "streamed"}
               : std::vector<std::string>{"whole", "streamed", "streamed", "whole"};
     for (const std::string& way : ways) {
-      if (me == 1)
-        for (const auto& f : files) fs::remove(fs::path(folder) / f.name);
+      for (const FileCopy& c : copies)  // what the last round copied here
+        if (c.to == me) fs::remove(fs::path(folder) / files[c.file].name);
       std::map<int, std::string> held;  // "whole": what rank 0 sends, read first
       world.barrier()->wait();
       reset_peak();
@@ -123,16 +130,16 @@ int main(int argc, char** argv) {
       if (me == 0) {
         seconds[way].push_back(s);
         peak_mb[way].push_back(peak);
-        std::printf("round %d %s: %.2f s, sender's peak +%.0f MB\n", r, way.c_str(), s, peak);
+        std::printf("round %d %s: %.2f s, rank 0's peak +%.0f MB\n", r, way.c_str(), s, peak);
       }
     }
   }
   if (me == 0) {
-    std::printf("| way | files | file | copies (median) | sender's peak above before (median) |\n");
+    std::printf("| way | files | file | copies (median) | rank 0's peak above before (median) |\n");
     std::printf("|---|---|---|---|---|\n");
     for (const char* way : {"whole", "streamed"})
-      std::printf("| %s | %d | %d MB | %.2f s | %.0f MB |\n", way, nfiles, mb, median(seconds[way]),
-                  median(peak_mb[way]));
+      std::printf("| %s | %d%s | %d MB | %.2f s | %.0f MB |\n", way, nfiles,
+                  both ? " each way" : "", mb, median(seconds[way]), median(peak_mb[way]));
   }
   world.barrier()->wait();
   fs::remove_all(folder);

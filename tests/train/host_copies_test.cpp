@@ -91,6 +91,8 @@ struct Hub {
   std::vector<int64_t> sum, result;
   std::map<std::tuple<int, int, int>, std::shared_ptr<Posted>> box;  // (from, to, tag)
   std::vector<int> posted, most_posted;                              // by sender
+  // The tags of each pair's sends and receives (from, to), in the order they were posted.
+  std::map<std::pair<int, int>, std::vector<int>> send_order, recv_order;
 };
 
 // Complete once `done` (called with the hub's lock held, until it said so once) says so. A
@@ -151,6 +153,7 @@ class HubComm : public test::FakeBackend {
       std::lock_guard<std::mutex> lock(hub_.mu);
       EXPECT_EQ(hub_.box.count({rank(), dst, tag}), 0u) << "two messages under one tag";
       hub_.box[{rank(), dst, tag}] = p;
+      hub_.send_order[{rank(), dst}].push_back(tag);
       const int n = ++hub_.posted[rank()];
       hub_.most_posted[rank()] = std::max(hub_.most_posted[rank()], n);
     }
@@ -160,6 +163,10 @@ class HubComm : public test::FakeBackend {
   }
   comm::WorkPtr do_recv(const at::Tensor& t, int src, int tag, const Call& c) override {
     const auto key = std::make_tuple(src, rank(), tag);
+    {
+      std::lock_guard<std::mutex> lock(hub_.mu);
+      hub_.recv_order[{src, rank()}].push_back(tag);
+    }
     auto take = [this, t, key, src] {
       const auto it = hub_.box.find(key);
       if (it == hub_.box.end()) return false;
@@ -374,6 +381,37 @@ TEST(HostCopies, FilesSentFromDiskBothWaysTwoChunksAtATime) {
   EXPECT_EQ(copy_from({{0, 0, 1}}, h.files, h.folder, memory, 7, {}, {}, &all)[1], "");
   EXPECT_GT(all.most_posted[0], 2);
   EXPECT_EQ(read_file(h.at(1, 0)), h.bytes[0]);
+
+  // Two files each way between the pair (a host fetching two ranks' files from one holder),
+  // of 43, 143, 100 and 215 chunks, one empty too: each pair's chunks are posted in one order
+  // on both sides, as NCCL (which matches a pair's messages by order, not tag) needs.
+  fs::remove_all(h.root);
+  TwoHosts more;
+  std::vector<Manifest::File> files = more.files;
+  std::vector<std::string> bytes = more.bytes;
+  for (const size_t size : {300, 700, 0}) {
+    const int i = static_cast<int>(files.size());
+    std::string b(size, ' ');
+    for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<char>('A' + (k * 5 + i) % 26);
+    files.push_back(
+        {"rank-" + std::to_string(i) + ".pt", static_cast<int64_t>(size), crc32_of(b), 0, {}});
+    bytes.push_back(b);
+    write_file_atomic((fs::path(more.folder[i % 2]) / files[i].name).string(), b);
+  }
+  const std::vector<FileCopy> pairs = {{0, 0, 1}, {1, 1, 0}, {2, 0, 1}, {3, 1, 0}, {4, 0, 1}};
+  auto from_own = [&](int r, int i) {
+    return from_file((fs::path(more.folder[r]) / files[i].name).string());
+  };
+  Hub two;
+  for (const std::string& f : copy_from(pairs, files, more.folder, from_own, 7, {}, {}, &two))
+    EXPECT_EQ(f, "");
+  for (const FileCopy& c : pairs)
+    EXPECT_EQ(read_file((fs::path(more.folder[c.to]) / files[c.file].name).string()),
+              bytes[c.file]);
+  for (const auto& pair : {std::make_pair(0, 1), std::make_pair(1, 0)}) {
+    EXPECT_EQ(two.send_order[pair], two.recv_order[pair]) << pair.first << " -> " << pair.second;
+    EXPECT_EQ(two.send_order[pair].size(), pair.first == 0 ? 143u + 43u : 215u + 100u);
+  }
 }
 
 TEST(HostCopies, ASenderThatCannotReadFailsItsCopyOnly) {

@@ -38,21 +38,37 @@ int tag_of(comm::Backend& world, int64_t tag) {
   return static_cast<int>(tag % (world.max_tag() + 1));
 }
 
-// One file this rank sends, chunk i under the tag `tag` + i: posted `window` chunks at a time
-// (every chunk at once when the source's window is 0), the next read as one completes.
+// The files between one pair of ranks, in `copies` order, are one stream of chunks: chunk k
+// under the pair's first tag + k, posted in that order on both sides (NCCL matches a pair's
+// messages by their order, not their tags).
+struct StreamChunk {
+  size_t file;  // index into the stream's files
+  size_t at, n;
+};
+std::vector<StreamChunk> stream_chunks(const std::vector<size_t>& file_bytes, size_t chunk_bytes) {
+  std::vector<StreamChunk> out;
+  for (size_t f = 0; f < file_bytes.size(); ++f)
+    for (size_t at = 0; at < file_bytes[f]; at += chunk_bytes)  // an empty file sends nothing
+      out.push_back({f, at, std::min(chunk_bytes, file_bytes[f] - at)});
+  return out;
+}
+
+// The files this rank sends one peer: posted `window` chunks at a time (every chunk at once
+// when every file's bytes are in memory), the next read as one completes.
 class Sending {
  public:
-  Sending(comm::Backend& world, int to, int64_t tag, CopySource source, size_t chunk_bytes,
-          const comm::Options& options)
-      : world_(world),
-        to_(to),
-        tag_(tag),
-        source_(std::move(source)),
-        chunk_bytes_(chunk_bytes),
-        options_(options) {
-    chunks_ = (source_.bytes + chunk_bytes_ - 1) / chunk_bytes_;
-    const size_t window = source_.window == 0 ? chunks_ : source_.window;
-    while (next_ < chunks_ && next_ < window) post({});
+  // windows: whether the sources' windows hold (else every chunk is posted at once).
+  Sending(comm::Backend& world, int to, int64_t tag, std::vector<CopySource> files,
+          size_t chunk_bytes, bool windows, const comm::Options& options)
+      : world_(world), to_(to), tag_(tag), files_(std::move(files)), options_(options) {
+    std::vector<size_t> bytes;
+    for (const CopySource& f : files_) {
+      bytes.push_back(f.bytes);
+      if (windows && f.window > 0) window_ = window_ == 0 ? f.window : std::min(window_, f.window);
+    }
+    chunks_ = stream_chunks(bytes, chunk_bytes);
+    if (window_ == 0) window_ = chunks_.size();
+    while (next_ < chunks_.size() && next_ < window_) post({});
   }
   // Takes the oldest chunk if it was sent (waits for it when `block`) and posts the next;
   // true when it took one. Throws on a failed or timed-out send.
@@ -61,11 +77,11 @@ class Sending {
     in_flight_.front().first->wait();
     std::string buf = std::move(in_flight_.front().second);
     in_flight_.pop_front();
-    if (next_ < chunks_) post(std::move(buf));
+    if (next_ < chunks_.size()) post(std::move(buf));
     return true;
   }
   bool finished() const { return in_flight_.empty(); }
-  bool posts_more() const { return next_ < chunks_; }  // chunks not yet posted: do not block
+  bool posts_more() const { return next_ < chunks_.size(); }  // chunks left to post: no block
   const comm::Work* oldest() const {
     return in_flight_.empty() ? nullptr : in_flight_.front().first.get();
   }
@@ -73,7 +89,7 @@ class Sending {
 
  private:
   void post(std::string buf) {
-    const size_t at = next_ * chunk_bytes_, n = std::min(chunk_bytes_, source_.bytes - at);
+    const StreamChunk& c = chunks_[next_];
     // The buffer in its place first: a send reads it until it completes (a short string's
     // bytes would move with it).
     in_flight_.emplace_back(nullptr, std::move(buf));
@@ -81,18 +97,19 @@ class Sending {
     std::string_view bytes;
     if (failure_.empty()) {
       try {
-        bytes = source_.read(at, n, b);
-        if (bytes.size() != n) throw Error(detail::concat("read ", bytes.size(), " bytes of ", n));
+        bytes = files_[c.file].read(c.at, c.n, b);
+        if (bytes.size() != c.n)
+          throw Error(detail::concat("read ", bytes.size(), " bytes of ", c.n));
       } catch (const Error& e) {
         failure_ = e.what();
       }
     }
     if (!failure_.empty()) {  // the receiver still takes every chunk it waits for
-      b.assign(n, '\0');
+      b.assign(c.n, '\0');
       bytes = b;
     }
     in_flight_.back().first =
-        world_.send(bytes.data(), n, comm::DType::UInt8, to_,
+        world_.send(bytes.data(), c.n, comm::DType::UInt8, to_,
                     tag_of(world_, tag_ + static_cast<int64_t>(next_)), options_);
     ++next_;
   }
@@ -100,110 +117,136 @@ class Sending {
   comm::Backend& world_;
   int to_;
   int64_t tag_;
-  CopySource source_;
-  size_t chunk_bytes_, chunks_ = 0, next_ = 0;
+  std::vector<CopySource> files_;
   const comm::Options& options_;
+  std::vector<StreamChunk> chunks_;
+  size_t window_ = 0, next_ = 0;
   std::deque<std::pair<comm::WorkPtr, std::string>> in_flight_;  // with their buffers
   std::string failure_;
 };
 
-// One file this rank receives from `from` (chunk i under the tag `tag` + i), written chunk by
-// chunk as it arrives: at most `window` chunks in memory, whatever the file's size. A chunk that
-// cannot be written does not stop the receiving (the sender's messages are taken all the same);
-// nothing is left under `path` or a temporary name unless every byte arrived, was written and
-// matches the manifest's CRC-32.
+// The files this rank receives from one peer, each written chunk by chunk as it arrives: at most
+// `kWindow` chunks in memory, whatever the files' sizes. A chunk that cannot be written does not
+// stop the receiving (the sender's messages are taken all the same); nothing is left under a
+// file's path or a temporary name unless every byte of it arrived, was written and matches the
+// manifest's CRC-32.
 class Receiving {
  public:
-  Receiving(comm::Backend& world, int from, int64_t tag, const Manifest::File& file,
-            const fs::path& path, size_t chunk_bytes,
-            const std::function<void(const std::string&)>& before_write,
+  struct File {
+    const Manifest::File* file;
+    fs::path path;
+  };
+  Receiving(comm::Backend& world, int from, int64_t tag, std::vector<File> files,
+            size_t chunk_bytes, const std::function<void(const std::string&)>& before_write,
             const comm::Options& options)
       : world_(world),
         from_(from),
         tag_(tag),
-        file_(file),
-        path_(path),
-        chunk_bytes_(chunk_bytes),
-        options_(options) {
-    const size_t bytes = static_cast<size_t>(file.bytes);
-    chunks_ = (bytes + chunk_bytes - 1) / chunk_bytes;
-    try {
-      std::error_code ec;
-      fs::create_directories(path.parent_path(), ec);
-      if (before_write) before_write(path.string());
-      // A rank of another host sharing the folder may write the same file at once (the same
-      // bytes): the temporary name carries the rank, not the process id.
-      out_ = std::make_unique<AtomicFile>(path.string(), "", "-r" + std::to_string(world.rank()));
-    } catch (const Error& e) {
-      failure_ = e.what();
-    }
-    buf_.resize(std::min(kWindow, chunks_));
+        files_(std::move(files)),
+        before_write_(before_write),
+        options_(options),
+        state_(files_.size()) {
+    std::vector<size_t> bytes;
+    for (const File& f : files_) bytes.push_back(static_cast<size_t>(f.file->bytes));
+    chunks_ = stream_chunks(bytes, chunk_bytes);
+    for (const StreamChunk& c : chunks_) ++state_[c.file].chunks;
+    buf_.resize(std::min(kWindow, chunks_.size()));
     work_.resize(buf_.size());
-    for (size_t i = 0; i < buf_.size(); ++i) post(i);
+    for (size_t k = 0; k < buf_.size(); ++k) post(k);
+    settle();  // empty files before the first chunk
   }
   // Takes the next chunk if it arrived (waits for it when `block`); true when it took one.
   bool advance(bool block) {
-    if (next_ == chunks_) return false;
+    if (next_ == chunks_.size()) return false;
     comm::WorkPtr& w = work_[next_ % kWindow];
     if (!block && !w->test()) return false;
     w->wait();
+    const StreamChunk& c = chunks_[next_];
+    FileState& f = state_[c.file];
+    if (!f.opened) open(c.file);
     const std::string& b = buf_[next_ % kWindow];
-    crc_ = crc32_of(b, crc_);
-    if (out_ && failure_.empty()) {
+    f.crc = crc32_of(b, f.crc);
+    if (f.out && f.failure.empty()) {
       try {
-        out_->write(b);
+        f.out->write(b);
       } catch (const Error& e) {
-        failure_ = e.what();
+        f.failure = e.what();
       }
     }
-    if (next_ + kWindow < chunks_) post(next_ + kWindow);
+    ++f.got;
+    if (next_ + kWindow < chunks_.size()) post(next_ + kWindow);
     ++next_;
+    settle();
     return true;
   }
-  bool finished() const { return next_ == chunks_; }
+  bool finished() const { return settled_ == files_.size(); }
   const comm::Work* waiting_on() const {
-    return finished() ? nullptr : work_[next_ % kWindow].get();
+    return next_ == chunks_.size() ? nullptr : work_[next_ % kWindow].get();
   }
-  // Once finished: the file under its name, checked; returns the failure ("" when none).
-  std::string commit() {
-    if (!failure_.empty()) {
-      out_.reset();  // its temporary file removed
-      return failure_;
-    }
-    try {
-      if (crc_ != file_.crc32)
-        throw Error(detail::concat("checkpoint file '", path_.string(), "' from rank ", from_,
-                                   " arrived damaged (CRC-32 ", crc_, ", its manifest says ",
-                                   file_.crc32, ")"));
-      out_->commit();
-    } catch (const Error& e) {
-      out_.reset();
-      return e.what();
-    }
-    return "";
-  }
+  const std::string& failure() const { return failure_; }  // the first file's that failed
 
  private:
   static constexpr size_t kWindow = 2;
+  struct FileState {
+    std::unique_ptr<AtomicFile> out;
+    bool opened = false;
+    uint32_t crc = 0;
+    size_t chunks = 0, got = 0;
+    std::string failure;
+  };
 
-  void post(size_t i) {
-    std::string& b = buf_[i % kWindow];
-    b.resize(std::min(chunk_bytes_, static_cast<size_t>(file_.bytes) - i * chunk_bytes_));
-    work_[i % kWindow] = world_.recv(b.data(), b.size(), comm::DType::UInt8, from_,
-                                     tag_of(world_, tag_ + static_cast<int64_t>(i)), options_);
+  void post(size_t k) {
+    std::string& b = buf_[k % kWindow];
+    b.resize(chunks_[k].n);
+    work_[k % kWindow] = world_.recv(b.data(), b.size(), comm::DType::UInt8, from_,
+                                     tag_of(world_, tag_ + static_cast<int64_t>(k)), options_);
+  }
+  void open(size_t i) {
+    FileState& f = state_[i];
+    f.opened = true;
+    const fs::path& path = files_[i].path;
+    try {
+      std::error_code ec;
+      fs::create_directories(path.parent_path(), ec);
+      if (before_write_) before_write_(path.string());
+      // A rank of another host sharing the folder may write the same file at once (the same
+      // bytes): the temporary name carries the rank, not the process id.
+      f.out = std::make_unique<AtomicFile>(path.string(), "", "-r" + std::to_string(world_.rank()));
+    } catch (const Error& e) {
+      f.failure = e.what();
+    }
+  }
+  // Commits, in order, the files whose chunks all arrived (an empty one has none).
+  void settle() {
+    for (; settled_ < files_.size() && state_[settled_].got == state_[settled_].chunks;
+         ++settled_) {
+      FileState& f = state_[settled_];
+      if (!f.opened) open(settled_);
+      try {
+        if (!f.failure.empty()) throw Error(f.failure);
+        if (f.crc != files_[settled_].file->crc32)
+          throw Error(detail::concat("checkpoint file '", files_[settled_].path.string(),
+                                     "' from rank ", from_, " arrived damaged (CRC-32 ", f.crc,
+                                     ", its manifest says ", files_[settled_].file->crc32, ")"));
+        f.out->commit();
+      } catch (const Error& e) {
+        if (failure_.empty()) failure_ = e.what();
+      }
+      f.out.reset();  // uncommitted: its temporary file removed
+    }
   }
 
   comm::Backend& world_;
   int from_;
   int64_t tag_;
-  const Manifest::File& file_;
-  fs::path path_;
-  size_t chunk_bytes_, chunks_ = 0, next_ = 0;
+  std::vector<File> files_;
+  const std::function<void(const std::string&)>& before_write_;
   const comm::Options& options_;
-  std::unique_ptr<AtomicFile> out_;
+  std::vector<FileState> state_;
+  std::vector<StreamChunk> chunks_;
+  size_t next_ = 0, settled_ = 0;
   std::vector<std::string> buf_;
   std::vector<comm::WorkPtr> work_;
-  uint32_t crc_ = 0;
   std::string failure_;
 };
 
@@ -313,28 +356,31 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
   }
   if (!ranks_where(world, !failure.empty()).empty()) return failure;
 
-  // Every chunk between two ranks takes the next tag of that pair: both sides walk `copies` in
-  // the same order, so their tags agree. Every copy starts at once, a few chunks at a time (all
-  // of a file in memory), so no copy waits for another to finish.
-  std::map<std::pair<int, int>, int64_t> next_tag;
-  std::vector<Sending> sends;
-  std::vector<std::pair<const FileCopy*, int64_t>> incoming;  // with its first tag
-  std::vector<std::unique_ptr<Receiving>> receives;
-  sends.reserve(copies.size());
+  // Each pair's files travel as one stream (Sending, Receiving), its chunks under consecutive
+  // tags from 0: both sides walk `copies` in the same order, so they agree. Every stream starts
+  // at once, a few chunks at a time (all of them when the files are in memory), so no copy
+  // waits for another to finish.
+  std::map<int, std::vector<CopySource>> to_peer;
+  std::map<int, std::vector<Receiving::File>> from_peer;
   for (const FileCopy& c : copies) {
     if (c.from == c.to) continue;
     const Manifest::File& f = files.at(c.file);
-    int64_t& tag = next_tag[{c.from, c.to}];
-    if (c.from == me) sends.emplace_back(world, c.to, tag, out.at(c.file), chunk_bytes, options);
-    if (c.to == me) incoming.emplace_back(&c, tag);
-    tag += (f.bytes + static_cast<int64_t>(chunk_bytes) - 1) / static_cast<int64_t>(chunk_bytes);
+    if (c.from == me) to_peer[c.to].push_back(out.at(c.file));
+    if (c.to == me) from_peer[c.from].push_back({&f, fs::path(dir) / f.name});
   }
+  // Gloo says a send or receive completed only to a wait, so there a rank could not refill a
+  // window without blocking (which can deadlock two ranks copying to each other): outside MPI,
+  // whose operations a poll sees complete, every chunk is posted at once.
+  const bool windows = world.kind() == comm::BackendKind::Mpi;
+  std::vector<Sending> sends;
+  sends.reserve(to_peer.size());
+  for (auto& [peer, sources] : to_peer)
+    sends.emplace_back(world, peer, 0, std::move(sources), chunk_bytes, windows, options);
   // Receives posted after the sends (a receive may not return before its message is there).
-  for (const auto& [c, tag] : incoming) {
-    const Manifest::File& f = files.at(c->file);
-    receives.push_back(std::make_unique<Receiving>(world, c->from, tag, f, fs::path(dir) / f.name,
-                                                   chunk_bytes, before_write, options));
-  }
+  std::vector<std::unique_ptr<Receiving>> receives;
+  for (auto& [peer, incoming] : from_peer)
+    receives.push_back(std::make_unique<Receiving>(world, peer, 0, std::move(incoming), chunk_bytes,
+                                                   before_write, options));
   // While a file this rank sends has chunks to post, it polls, sleeping a little longer each
   // time nothing moved; otherwise it blocks on what it waits for (a save: every byte posted).
   const auto timeout = options.timeout;
@@ -349,8 +395,7 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
     for (auto& r : receives) {
       while (r && r->advance(false)) moved = true;
       if (r && r->finished()) {
-        const std::string why = r->commit();
-        if (failure.empty()) failure = why;
+        if (failure.empty()) failure = r->failure();
         r.reset();
       }
     }
