@@ -102,12 +102,14 @@ fi
 # Debris of a crash during a save: temporary files and a step folder without a manifest.
 mkdir -p "$A/checkpoint/step-000009"
 touch "$A/checkpoint/latest.tmp4242" "$A/checkpoint/step-000009/rank-00000.pt.tmp" \
-      "$A/checkpoint/step-000004/manifest.json.tmp77"
+      "$A/checkpoint/step-000004/manifest.json.tmp77" "$A/metrics.jsonl.tmp4243" \
+      "$A/metrics.jsonl.tmp-r1" "$A/notes.tmp.txt"
 train --output.dir "$A" --resume "$A/checkpoint" --steps 5
-if [[ $? -eq 0 && -z $(find "$A/checkpoint" -name '*.tmp*') ]]; then
-  ok "debris: .tmp files removed at start, resume from latest works"
+if [[ $? -eq 0 && -z $(find "$A/checkpoint" -name '*.tmp*') &&
+      -z $(find "$A" -maxdepth 1 -name 'metrics.jsonl.tmp*') && -f $A/notes.tmp.txt ]]; then
+  ok "debris: .tmp files removed at start (the run folder's metrics.jsonl's too, not a file of another name), resume from latest works"
 else
-  fail "debris: $(find "$A/checkpoint" -name '*.tmp*')"
+  fail "debris: $(find "$A" -name '*.tmp*')"
 fi
 
 # The run's folder stands for its checkpoint folder, in --resume and the other commands.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -175,6 +176,18 @@ void remove_debris(const fs::path& root, bool writes_manifests) {
   }
 }
 
+// The run folder's own files rewritten whole (metrics.jsonl, cut back at a resume or taken from
+// another host's copy) leave "<name>.tmp<tag>" behind when the process dies during the write:
+// removed at start like a save's debris (the run's own files only, not other names).
+void remove_temporary_files(const fs::path& dir) {
+  static const std::regex temporary(R"(.+\.tmp(-r)?[0-9]+)");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && std::regex_match(e.path().filename().string(), temporary))
+      fs::remove(e.path(), ec);
+}
+
 // Keeps the newest `keep` complete checkpoints (a manifest writer, after `latest` points at the
 // new one). Step folders older than the newest that never got a manifest go too: a save that
 // failed or was cut short (on a host other than rank 0's, remove_debris leaves them).
@@ -276,6 +289,7 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
     metrics_ = std::make_unique<MetricsCopies>(
         world_, (fs::path(cfg_.output.dir) / "metrics.jsonl").string(), writes_manifests());
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
+  remove_temporary_files(cfg_.output.dir);
   world_.barrier()->wait();  // no rank writes a checkpoint while rank 0 may still remove debris
 }
 
