@@ -39,7 +39,7 @@ int tag_of(comm::Backend& world, int64_t tag) {
 }
 
 // The files between one pair of ranks, in `copies` order, are one stream of chunks: chunk k
-// under the pair's first tag + k, posted in that order on both sides (NCCL matches a pair's
+// under tag k, posted in that order on both sides (NCCL matches a pair's
 // messages by their order, not their tags).
 struct StreamChunk {
   size_t file;  // index into the stream's files
@@ -58,9 +58,9 @@ std::vector<StreamChunk> stream_chunks(const std::vector<size_t>& file_bytes, si
 class Sending {
  public:
   // windows: whether the sources' windows hold (else every chunk is posted at once).
-  Sending(comm::Backend& world, int to, int64_t tag, std::vector<CopySource> files,
-          size_t chunk_bytes, bool windows, const comm::Options& options)
-      : world_(world), to_(to), tag_(tag), files_(std::move(files)), options_(options) {
+  Sending(comm::Backend& world, int to, std::vector<CopySource> files, size_t chunk_bytes,
+          bool windows, const comm::Options& options)
+      : world_(world), to_(to), files_(std::move(files)), options_(options) {
     std::vector<size_t> bytes;
     for (const CopySource& f : files_) {
       bytes.push_back(f.bytes);
@@ -108,15 +108,13 @@ class Sending {
       b.assign(c.n, '\0');
       bytes = b;
     }
-    in_flight_.back().first =
-        world_.send(bytes.data(), c.n, comm::DType::UInt8, to_,
-                    tag_of(world_, tag_ + static_cast<int64_t>(next_)), options_);
+    in_flight_.back().first = world_.send(bytes.data(), c.n, comm::DType::UInt8, to_,
+                                          tag_of(world_, static_cast<int64_t>(next_)), options_);
     ++next_;
   }
 
   comm::Backend& world_;
   int to_;
-  int64_t tag_;
   std::vector<CopySource> files_;
   const comm::Options& options_;
   std::vector<StreamChunk> chunks_;
@@ -136,12 +134,11 @@ class Receiving {
     const Manifest::File* file;
     fs::path path;
   };
-  Receiving(comm::Backend& world, int from, int64_t tag, std::vector<File> files,
-            size_t chunk_bytes, const std::function<void(const std::string&)>& before_write,
+  Receiving(comm::Backend& world, int from, std::vector<File> files, size_t chunk_bytes,
+            const std::function<void(const std::string&)>& before_write,
             const comm::Options& options)
       : world_(world),
         from_(from),
-        tag_(tag),
         files_(std::move(files)),
         before_write_(before_write),
         options_(options),
@@ -199,7 +196,7 @@ class Receiving {
     std::string& b = buf_[k % kWindow];
     b.resize(chunks_[k].n);
     work_[k % kWindow] = world_.recv(b.data(), b.size(), comm::DType::UInt8, from_,
-                                     tag_of(world_, tag_ + static_cast<int64_t>(k)), options_);
+                                     tag_of(world_, static_cast<int64_t>(k)), options_);
   }
   void open(size_t i) {
     FileState& f = state_[i];
@@ -238,7 +235,6 @@ class Receiving {
 
   comm::Backend& world_;
   int from_;
-  int64_t tag_;
   std::vector<File> files_;
   const std::function<void(const std::string&)>& before_write_;
   const comm::Options& options_;
@@ -375,11 +371,11 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
   std::vector<Sending> sends;
   sends.reserve(to_peer.size());
   for (auto& [peer, sources] : to_peer)
-    sends.emplace_back(world, peer, 0, std::move(sources), chunk_bytes, windows, options);
+    sends.emplace_back(world, peer, std::move(sources), chunk_bytes, windows, options);
   // Receives posted after the sends (a receive may not return before its message is there).
   std::vector<std::unique_ptr<Receiving>> receives;
   for (auto& [peer, incoming] : from_peer)
-    receives.push_back(std::make_unique<Receiving>(world, peer, 0, std::move(incoming), chunk_bytes,
+    receives.push_back(std::make_unique<Receiving>(world, peer, std::move(incoming), chunk_bytes,
                                                    before_write, options));
   // While a file this rank sends has chunks to post, it polls, sleeping a little longer each
   // time nothing moved; otherwise it blocks on what it waits for (a save: every byte posted).
