@@ -6,8 +6,9 @@
 // round by round (this VM's speed drifts). Prints, for each way, the median seconds and the
 // peak resident memory of rank 0 (the sender) above what it held before the copies (VmHWM, reset
 // each round through /proc/self/clear_refs). With --both, rank 1 sends rank 0 as many files at the
-// same time (copies both ways between one pair of ranks). usage: mpiexec -n 2 fetch_copies [--mb S
-// (256)] [--files F (2)] [--rounds R (2)] [--both]
+// same time (copies both ways between one pair of ranks). Over MPI; with LOOM_COMM=gloo over Gloo
+// (mpiexec only starts the ranks). usage: mpiexec -n 2 fetch_copies [--mb S (256)] [--files F
+// (2)] [--rounds R (2)] [--both]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -76,10 +76,15 @@ TEST(HostCopies, FetchesWhatAHostLacksOnceFromAHolder) {
             gather);
 }
 
+// The backend the thread ranks' communicator says it is, set by each test of HostCopiesUnder
+// (the tests run one at a time): how run_copies sees operations complete.
+comm::BackendKind backend = comm::BackendKind::Mpi;
+
 // Ranks as threads, with an all-reduce (sum) by rendezvous and messages as MPI moves large
 // ones: a send completes only once its receiver took the bytes (nothing buffered), a receive
 // once it found its message. Counts, by sender, the sends posted and not taken yet.
 struct Hub {
+  comm::BackendKind kind = backend;
   struct Posted {
     const char* bytes;
     size_t size;
@@ -97,7 +102,7 @@ struct Hub {
 
 // Complete once `done` (called with the hub's lock held, until it said so once) says so. A
 // send's completion is seen by the second poll after it happened, as an MPI send's may lag
-// its receive; a wait sees it at once.
+// its receive; a wait sees it at once. As Gloo's, a poll never sees it: only a wait does.
 class HubWork : public comm::Work {
  public:
   HubWork(Hub& hub, std::function<bool()> done, const comm::Backend::Call& c, bool lags)
@@ -106,7 +111,7 @@ class HubWork : public comm::Work {
  protected:
   bool completed() override {
     std::lock_guard<std::mutex> lock(hub_.mu);
-    if (!is_done()) return false;
+    if (hub_.kind == comm::BackendKind::Gloo || !is_done()) return false;
     return !lags_ || polled_done_++ > 0;
   }
   bool block_until(std::chrono::steady_clock::time_point deadline) override {
@@ -126,6 +131,7 @@ class HubWork : public comm::Work {
 class HubComm : public test::FakeBackend {
  public:
   HubComm(Hub& hub, int rank, int size) : FakeBackend("world", rank, size), hub_(hub) {}
+  comm::BackendKind kind() const override { return hub_.kind; }
 
  protected:
   comm::WorkPtr do_all_reduce(const at::Tensor& t, comm::ReduceOp, const Call&) override {
@@ -236,7 +242,22 @@ std::vector<std::string> copy_between(
   return copy_from(copies, files, folder, source, chunk_bytes, before_write);
 }
 
-TEST(HostCopies, CopiesArriveWholeAndDamageIsNamed) {
+// The copies under each backend's way of seeing operations complete: MPI's polls, Gloo's
+// waits (a thread for each stream), NCCL's (every chunk posted at once).
+class HostCopiesUnder : public testing::TestWithParam<comm::BackendKind> {
+ protected:
+  void SetUp() override { backend = GetParam(); }
+  void TearDown() override { backend = comm::BackendKind::Mpi; }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, HostCopiesUnder,
+                         testing::Values(comm::BackendKind::Mpi, comm::BackendKind::Gloo,
+                                         comm::BackendKind::Nccl),
+                         [](const auto& info) {
+                           return std::string(comm::backend_name(info.param));
+                         });
+
+TEST_P(HostCopiesUnder, CopiesArriveWholeAndDamageIsNamed) {
   const fs::path root =
       fs::temp_directory_path() / ("loom-host-copies-" + std::to_string(getpid()));
   fs::remove_all(root);
@@ -359,7 +380,7 @@ struct TwoHosts {
   }
 };
 
-TEST(HostCopies, FilesSentFromDiskBothWaysTwoChunksAtATime) {
+TEST_P(HostCopiesUnder, FilesSentFromDiskBothWaysTwoChunksAtATime) {
   TwoHosts h;
   const std::vector<FileCopy> both = {{0, 0, 1}, {1, 1, 0}};
   auto disk = [&](int r, int i) { return h.from_disk(r, i); };
@@ -370,8 +391,12 @@ TEST(HostCopies, FilesSentFromDiskBothWaysTwoChunksAtATime) {
   EXPECT_TRUE(hub.box.empty()) << "a chunk was sent that nobody received";
   EXPECT_EQ(read_file(h.at(1, 0)), h.bytes[0]);
   EXPECT_EQ(read_file(h.at(0, 1)), h.bytes[1]);
-  // Each sender held two chunks of its file at most, whatever its size ...
-  EXPECT_EQ(hub.most_posted, std::vector<int>({2, 2}));
+  // Each sender held two chunks of its file at most, whatever its size (under NCCL: all of
+  // them) ...
+  if (backend == comm::BackendKind::Nccl)
+    EXPECT_GT(std::min(hub.most_posted[0], hub.most_posted[1]), 2);
+  else
+    EXPECT_EQ(hub.most_posted, std::vector<int>({2, 2}));
   // ... where the same bytes in memory go all at once (a save's own file; how many are still
   // posted when the last is depends on how soon the receiver's thread takes the first).
   std::string held = h.bytes[0];
@@ -414,7 +439,7 @@ TEST(HostCopies, FilesSentFromDiskBothWaysTwoChunksAtATime) {
   }
 }
 
-TEST(HostCopies, ASenderThatCannotReadFailsItsCopyOnly) {
+TEST_P(HostCopiesUnder, ASenderThatCannotReadFailsItsCopyOnly) {
   TwoHosts h;
   const std::vector<FileCopy> both = {{0, 0, 1}, {1, 1, 0}};
   // A read that fails inside the file (a disk's I/O error at byte 70): the receiver still
@@ -452,7 +477,7 @@ TEST(HostCopies, ASenderThatCannotReadFailsItsCopyOnly) {
   EXPECT_EQ(h.entries(1), 1u);
 }
 
-TEST(HostCopies, APeerThatNeverTakesOrSendsTimesOut) {
+TEST_P(HostCopiesUnder, APeerThatNeverTakesOrSendsTimesOut) {
   TwoHosts h;
   const comm::Options quick{std::chrono::milliseconds(300)};
   // Rank 0 sends rank 1 its file; rank 1 (a peer out of step) expects nothing, or the reverse.

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "loom/comm/comm_failure.h"
+#include "loom/comm/wait_thread.h"
 #include "loom/common/error.h"
 #include "loom/common/files.h"
 #include "loom/train/shared_folder.h"
@@ -53,14 +54,50 @@ std::vector<StreamChunk> stream_chunks(const std::vector<size_t>& file_bytes, si
   return out;
 }
 
+// A stream's operations in the order posted, and whether the oldest completed: seen by a
+// poll under MPI; under Gloo, which reports completion only to a wait, by a thread of the
+// stream's own that waits on each in turn.
+class InFlight {
+ public:
+  explicit InFlight(bool threaded)
+      : waiter_(threaded ? std::make_unique<comm::WaitThread>() : nullptr) {}
+  void push(comm::WorkPtr w) {
+    if (waiter_) waiter_->add(w);
+    works_.push_back(std::move(w));
+  }
+  // Takes the oldest if it completed (waits for it when `block`); true when it took one.
+  // Throws on a failed or timed-out operation.
+  bool take(bool block) {
+    if (works_.empty()) return false;
+    if (waiter_) {
+      if (!block && waiter_->waited() == taken_) return false;
+      waiter_->wait_for(taken_ + 1);
+    } else {
+      if (!block && !works_.front()->test()) return false;
+      works_.front()->wait();
+    }
+    works_.pop_front();
+    ++taken_;
+    return true;
+  }
+  bool empty() const { return works_.empty(); }
+  const comm::Work* oldest() const { return works_.empty() ? nullptr : works_.front().get(); }
+
+ private:
+  std::deque<comm::WorkPtr> works_;
+  size_t taken_ = 0;
+  std::unique_ptr<comm::WaitThread> waiter_;
+};
+
 // The files this rank sends one peer: posted `window` chunks at a time (every chunk at once
 // when every file's bytes are in memory), the next read as one completes.
 class Sending {
  public:
-  // windows: whether the sources' windows hold (else every chunk is posted at once).
+  // windows: whether the sources' windows hold (else every chunk is posted at once);
+  // threaded: completions seen by a thread (InFlight).
   Sending(comm::Backend& world, int to, std::vector<CopySource> files, size_t chunk_bytes,
-          bool windows, const comm::Options& options)
-      : world_(world), to_(to), files_(std::move(files)), options_(options) {
+          bool windows, bool threaded, const comm::Options& options)
+      : world_(world), to_(to), files_(std::move(files)), options_(options), ops_(threaded) {
     std::vector<size_t> bytes;
     for (const CopySource& f : files_) {
       bytes.push_back(f.bytes);
@@ -73,18 +110,15 @@ class Sending {
   // Takes the oldest chunk if it was sent (waits for it when `block`) and posts the next;
   // true when it took one. Throws on a failed or timed-out send.
   bool advance(bool block) {
-    if (in_flight_.empty() || (!block && !in_flight_.front().first->test())) return false;
-    in_flight_.front().first->wait();
-    std::string buf = std::move(in_flight_.front().second);
-    in_flight_.pop_front();
+    if (!ops_.take(block)) return false;
+    std::string buf = std::move(bufs_.front());
+    bufs_.pop_front();
     if (next_ < chunks_.size()) post(std::move(buf));
     return true;
   }
-  bool finished() const { return in_flight_.empty(); }
+  bool finished() const { return ops_.empty(); }
   bool posts_more() const { return next_ < chunks_.size(); }  // chunks left to post: no block
-  const comm::Work* oldest() const {
-    return in_flight_.empty() ? nullptr : in_flight_.front().first.get();
-  }
+  const comm::Work* oldest() const { return ops_.oldest(); }
   const std::string& failure() const { return failure_; }
 
  private:
@@ -92,8 +126,8 @@ class Sending {
     const StreamChunk& c = chunks_[next_];
     // The buffer in its place first: a send reads it until it completes (a short string's
     // bytes would move with it).
-    in_flight_.emplace_back(nullptr, std::move(buf));
-    std::string& b = in_flight_.back().second;
+    bufs_.push_back(std::move(buf));
+    std::string& b = bufs_.back();
     std::string_view bytes;
     if (failure_.empty()) {
       try {
@@ -108,8 +142,8 @@ class Sending {
       b.assign(c.n, '\0');
       bytes = b;
     }
-    in_flight_.back().first = world_.send(bytes.data(), c.n, comm::DType::UInt8, to_,
-                                          tag_of(world_, static_cast<int64_t>(next_)), options_);
+    ops_.push(world_.send(bytes.data(), c.n, comm::DType::UInt8, to_,
+                          tag_of(world_, static_cast<int64_t>(next_)), options_));
     ++next_;
   }
 
@@ -119,8 +153,9 @@ class Sending {
   const comm::Options& options_;
   std::vector<StreamChunk> chunks_;
   size_t window_ = 0, next_ = 0;
-  std::deque<std::pair<comm::WorkPtr, std::string>> in_flight_;  // with their buffers
+  std::deque<std::string> bufs_;  // of the chunks in flight, oldest first
   std::string failure_;
+  InFlight ops_;  // last: its thread's wait returned before the buffers go
 };
 
 // The files this rank receives from one peer, each written chunk by chunk as it arrives: at most
@@ -135,29 +170,26 @@ class Receiving {
     fs::path path;
   };
   Receiving(comm::Backend& world, int from, std::vector<File> files, size_t chunk_bytes,
-            const std::function<void(const std::string&)>& before_write,
+            const std::function<void(const std::string&)>& before_write, bool threaded,
             const comm::Options& options)
       : world_(world),
         from_(from),
         files_(std::move(files)),
         before_write_(before_write),
         options_(options),
-        state_(files_.size()) {
+        state_(files_.size()),
+        ops_(threaded) {
     std::vector<size_t> bytes;
     for (const File& f : files_) bytes.push_back(static_cast<size_t>(f.file->bytes));
     chunks_ = stream_chunks(bytes, chunk_bytes);
     for (const StreamChunk& c : chunks_) ++state_[c.file].chunks;
     buf_.resize(std::min(kWindow, chunks_.size()));
-    work_.resize(buf_.size());
     for (size_t k = 0; k < buf_.size(); ++k) post(k);
     settle();  // empty files before the first chunk
   }
   // Takes the next chunk if it arrived (waits for it when `block`); true when it took one.
   bool advance(bool block) {
-    if (next_ == chunks_.size()) return false;
-    comm::WorkPtr& w = work_[next_ % kWindow];
-    if (!block && !w->test()) return false;
-    w->wait();
+    if (!ops_.take(block)) return false;
     const StreamChunk& c = chunks_[next_];
     FileState& f = state_[c.file];
     if (!f.opened) open(c.file);
@@ -177,9 +209,7 @@ class Receiving {
     return true;
   }
   bool finished() const { return settled_ == files_.size(); }
-  const comm::Work* waiting_on() const {
-    return next_ == chunks_.size() ? nullptr : work_[next_ % kWindow].get();
-  }
+  const comm::Work* waiting_on() const { return ops_.oldest(); }
   const std::string& failure() const { return failure_; }  // the first file's that failed
 
  private:
@@ -195,8 +225,8 @@ class Receiving {
   void post(size_t k) {
     std::string& b = buf_[k % kWindow];
     b.resize(chunks_[k].n);
-    work_[k % kWindow] = world_.recv(b.data(), b.size(), comm::DType::UInt8, from_,
-                                     tag_of(world_, static_cast<int64_t>(k)), options_);
+    ops_.push(world_.recv(b.data(), b.size(), comm::DType::UInt8, from_,
+                          tag_of(world_, static_cast<int64_t>(k)), options_));
   }
   void open(size_t i) {
     FileState& f = state_[i];
@@ -242,8 +272,8 @@ class Receiving {
   std::vector<StreamChunk> chunks_;
   size_t next_ = 0, settled_ = 0;
   std::vector<std::string> buf_;
-  std::vector<comm::WorkPtr> work_;
   std::string failure_;
+  InFlight ops_;  // last: its thread's wait returned before the buffers go
 };
 
 }  // namespace
@@ -364,19 +394,21 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
     if (c.from == me) to_peer[c.to].push_back(out.at(c.file));
     if (c.to == me) from_peer[c.from].push_back({&f, fs::path(dir) / f.name});
   }
-  // Gloo says a send or receive completed only to a wait, so there a rank could not refill a
-  // window without blocking (which can deadlock two ranks copying to each other): outside MPI,
-  // whose operations a poll sees complete, every chunk is posted at once.
-  const bool windows = world.kind() == comm::BackendKind::Mpi;
-  std::vector<Sending> sends;
-  sends.reserve(to_peer.size());
+  // A rank refills a window without blocking (a block can deadlock two ranks copying to each
+  // other): under MPI it polls its operations; Gloo says a send or receive completed only to a
+  // wait, so there each stream has a thread that waits on its operations in turn. Under NCCL
+  // (not run on a device with windows yet) every chunk is posted at once.
+  const bool threaded = world.kind() == comm::BackendKind::Gloo;
+  const bool windows = threaded || world.kind() == comm::BackendKind::Mpi;
+  std::vector<std::unique_ptr<Sending>> sends;
   for (auto& [peer, sources] : to_peer)
-    sends.emplace_back(world, peer, std::move(sources), chunk_bytes, windows, options);
+    sends.push_back(std::make_unique<Sending>(world, peer, std::move(sources), chunk_bytes, windows,
+                                              threaded, options));
   // Receives posted after the sends (a receive may not return before its message is there).
   std::vector<std::unique_ptr<Receiving>> receives;
   for (auto& [peer, incoming] : from_peer)
     receives.push_back(std::make_unique<Receiving>(world, peer, std::move(incoming), chunk_bytes,
-                                                   before_write, options));
+                                                   before_write, threaded, options));
   // While a file this rank sends has chunks to post, it polls, sleeping a little longer each
   // time nothing moved; otherwise it blocks on what it waits for (a save: every byte posted).
   const auto timeout = options.timeout;
@@ -384,10 +416,10 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
   auto idle = std::chrono::microseconds(20);
   for (;;) {
     const bool block =
-        std::none_of(sends.begin(), sends.end(), [](const Sending& s) { return s.posts_more(); });
+        std::none_of(sends.begin(), sends.end(), [](const auto& s) { return s->posts_more(); });
     bool moved = false;
-    for (Sending& s : sends)
-      while (s.advance(false)) moved = true;
+    for (auto& s : sends)
+      while (s->advance(false)) moved = true;
     for (auto& r : receives) {
       while (r && r->advance(false)) moved = true;
       if (r && r->finished()) {
@@ -398,24 +430,24 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
     const auto waiting =
         std::find_if(receives.begin(), receives.end(), [](const auto& r) { return r != nullptr; });
     const auto sending =
-        std::find_if(sends.begin(), sends.end(), [](const Sending& s) { return !s.finished(); });
+        std::find_if(sends.begin(), sends.end(), [](const auto& s) { return !s->finished(); });
     if (waiting == receives.end() && sending == sends.end()) break;
     if (!moved && block)
-      moved = waiting != receives.end() ? (*waiting)->advance(true) : sending->advance(true);
+      moved = waiting != receives.end() ? (*waiting)->advance(true) : (*sending)->advance(true);
     if (moved) {
       last_moved = Clock::now();
       idle = std::chrono::microseconds(20);
       continue;
     }
     if (Clock::now() - last_moved > timeout)
-      throw comm::communication_timeout(
-          waiting != receives.end() ? (*waiting)->waiting_on()->what() : sending->oldest()->what(),
-          timeout);
+      throw comm::communication_timeout(waiting != receives.end() ? (*waiting)->waiting_on()->what()
+                                                                  : (*sending)->oldest()->what(),
+                                        timeout);
     std::this_thread::sleep_for(idle);
     idle = std::min(idle * 2, std::chrono::microseconds(2000));
   }
-  for (const Sending& s : sends)
-    if (failure.empty()) failure = s.failure();
+  for (const auto& s : sends)
+    if (failure.empty()) failure = s->failure();
   return failure;
 }
 

@@ -47,8 +47,8 @@ struct CopySource {
 };
 // `bytes`, held by the caller until the copies return (a save's own file: not copied).
 CopySource in_memory(std::string_view bytes);
-// The file at `path`, read as it is sent, two chunks at a time under MPI (a resume's fetch:
-// the sender's memory does not grow with the file; under Gloo and NCCL every chunk is read and
+// The file at `path`, read as it is sent, two chunks at a time under MPI and Gloo (a resume's
+// fetch: the sender's memory does not grow with the file; under NCCL every chunk is read and
 // posted at once, run_copies). Throws Error naming it when it cannot be opened.
 CopySource from_file(const std::string& path);
 
@@ -65,10 +65,11 @@ CopySource from_file(const std::string& path);
 // past any link's bandwidth knee, well inside MPI's int count).
 //
 // No rank blocks while a file it sends has chunks left to post (it polls instead), so copies in
-// both directions between two ranks cannot wait on each other, whatever the windows. Windows
-// hold under MPI only: Gloo reports a send or receive complete only to a wait, so elsewhere
-// every chunk is posted at once (a sender holds all it sends). Each
-// operation has `options`' timeout; so has a rank's polling, without a chunk moving.
+// both directions between two ranks cannot wait on each other, whatever the windows. Gloo
+// reports a send or receive complete only to a wait: there a thread for each peer and
+// direction waits on its operations in turn. Under NCCL every chunk is posted at once (a sender
+// holds all it sends). Each operation has `options`' timeout; so has a rank's polling, without
+// a chunk moving.
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
                        const std::function<CopySource(int)>& source,
