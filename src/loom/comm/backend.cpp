@@ -248,6 +248,15 @@ std::unique_ptr<Backend> Backend::split(int color, int key, const std::string& n
   return child;
 }
 
+Backend& Backend::host_world() {
+  if (!host_world_made_) {
+    host_world_ = make_host_world();
+    if (host_world_) host_world_->world_ranks_ = world_ranks_;
+    host_world_made_ = true;
+  }
+  return host_world_ ? *host_world_ : *this;
+}
+
 Stats Backend::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;

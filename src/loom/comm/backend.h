@@ -79,6 +79,13 @@ class Backend {
   // this communicator: every rank calls it, in the same order as its other collectives).
   std::unique_ptr<Backend> split(int color, int key, const std::string& name);
 
+  // A communicator of the same ranks for large host-memory messages (checkpoint files between
+  // hosts): this one, unless it moves a GPU's memory (NCCL, which would stage every byte
+  // through the GPU and needs the two directions of a pair posted together): then a Gloo
+  // group beside it, made by the first call and kept. The first call is collective (every
+  // rank makes it at the same point of its collectives).
+  Backend& host_world();
+
   Stats stats() const;
   void reset_stats();
 
@@ -105,6 +112,8 @@ class Backend {
   // Members: the ranks of this communicator with this rank's color, in key order.
   virtual std::unique_ptr<Backend> do_split(const std::vector<int>& members, int color,
                                             const std::string& name) = 0;
+  // host_world()'s communicator when it is not this one; nullptr: this one.
+  virtual std::unique_ptr<Backend> make_host_world() { return nullptr; }
 
  private:
   WorkPtr counted(OpKind kind, const std::string& detail, uint64_t bytes, const Options& o,
@@ -115,6 +124,8 @@ class Backend {
   int rank_ = 0;
   int size_ = 1;
   std::vector<int> world_ranks_;  // empty: this is the world
+  std::unique_ptr<Backend> host_world_;
+  bool host_world_made_ = false;
   mutable std::mutex stats_mu_;
   Stats stats_;
 };

@@ -237,13 +237,22 @@ class C10dBackend : public Backend {
     // Every rank of this communicator splits in the same order, so the counter names the same
     // key space on each; the color separates the new groups inside it.
     const std::string prefix = "split" + std::to_string(splits_++) + "/" + std::to_string(color);
-    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
     int me = -1;
     for (size_t i = 0; i < members.size(); ++i)
       if (members[i] == rank()) me = static_cast<int>(i);
     LOOM_CHECK_GE(me, 0, "split: this rank is not among its color's members");
-    return std::make_unique<C10dBackend>(kind_, name, me, static_cast<int>(members.size()), store,
-                                         host_, timeout_);
+    return group(kind_, prefix, name, me, static_cast<int>(members.size()));
+  }
+  // NCCL: host memory goes over Gloo between the hosts' CPUs, not staged through the GPU.
+  std::unique_ptr<Backend> make_host_world() override {
+    if (kind_ != BackendKind::Nccl) return nullptr;
+    return group(BackendKind::Gloo, "host", name() + " (host memory)", rank(), size());
+  }
+  // A new group of `kind` over this one's store, its keys under `prefix`.
+  std::unique_ptr<Backend> group(BackendKind kind, const std::string& prefix,
+                                 const std::string& name, int rank, int size) {
+    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    return std::make_unique<C10dBackend>(kind, name, rank, size, store, host_, timeout_);
   }
 
  private:

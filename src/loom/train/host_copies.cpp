@@ -93,15 +93,14 @@ class InFlight {
 // when every file's bytes are in memory), the next read as one completes.
 class Sending {
  public:
-  // windows: whether the sources' windows hold (else every chunk is posted at once);
   // threaded: completions seen by a thread (InFlight).
   Sending(comm::Backend& world, int to, std::vector<CopySource> files, size_t chunk_bytes,
-          bool windows, bool threaded, const comm::Options& options)
+          bool threaded, const comm::Options& options)
       : world_(world), to_(to), files_(std::move(files)), options_(options), ops_(threaded) {
     std::vector<size_t> bytes;
     for (const CopySource& f : files_) {
       bytes.push_back(f.bytes);
-      if (windows && f.window > 0) window_ = window_ == 0 ? f.window : std::min(window_, f.window);
+      if (f.window > 0) window_ = window_ == 0 ? f.window : std::min(window_, f.window);
     }
     chunks_ = stream_chunks(bytes, chunk_bytes);
     if (window_ == 0) window_ = chunks_.size();
@@ -361,7 +360,9 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
                        const std::function<CopySource(int)>& source,
                        const std::function<void(const std::string&)>& before_write,
                        size_t chunk_bytes, const comm::Options& options) {
-  const int me = world.rank();
+  comm::Backend& net = world.host_world();  // under NCCL, Gloo beside it
+  LOOM_CHECK(net.kind() != comm::BackendKind::Nccl, "host copies need a host communicator");
+  const int me = net.rank();
   // Where this rank's files come from, first: a sender that cannot open one stops every copy
   // (no receiver waits for bytes that will not come).
   std::map<int, CopySource> out;
@@ -380,7 +381,7 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
       break;
     }
   }
-  if (!ranks_where(world, !failure.empty()).empty()) return failure;
+  if (!ranks_where(net, !failure.empty()).empty()) return failure;
 
   // Each pair's files travel as one stream (Sending, Receiving), its chunks under consecutive
   // tags from 0: both sides walk `copies` in the same order, so they agree. Every stream starts
@@ -396,18 +397,16 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
   }
   // A rank refills a window without blocking (a block can deadlock two ranks copying to each
   // other): under MPI it polls its operations; Gloo says a send or receive completed only to a
-  // wait, so there each stream has a thread that waits on its operations in turn. Under NCCL
-  // (not run on a device with windows yet) every chunk is posted at once.
-  const bool threaded = world.kind() == comm::BackendKind::Gloo;
-  const bool windows = threaded || world.kind() == comm::BackendKind::Mpi;
+  // wait, so there each stream has a thread that waits on its operations in turn.
+  const bool threaded = net.kind() == comm::BackendKind::Gloo;
   std::vector<std::unique_ptr<Sending>> sends;
   for (auto& [peer, sources] : to_peer)
-    sends.push_back(std::make_unique<Sending>(world, peer, std::move(sources), chunk_bytes, windows,
-                                              threaded, options));
+    sends.push_back(
+        std::make_unique<Sending>(net, peer, std::move(sources), chunk_bytes, threaded, options));
   // Receives posted after the sends (a receive may not return before its message is there).
   std::vector<std::unique_ptr<Receiving>> receives;
   for (auto& [peer, incoming] : from_peer)
-    receives.push_back(std::make_unique<Receiving>(world, peer, std::move(incoming), chunk_bytes,
+    receives.push_back(std::make_unique<Receiving>(net, peer, std::move(incoming), chunk_bytes,
                                                    before_write, threaded, options));
   // While a file this rank sends has chunks to post, it polls, sleeping a little longer each
   // time nothing moved; otherwise it blocks on what it waits for (a save: every byte posted).

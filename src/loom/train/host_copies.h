@@ -47,12 +47,12 @@ struct CopySource {
 };
 // `bytes`, held by the caller until the copies return (a save's own file: not copied).
 CopySource in_memory(std::string_view bytes);
-// The file at `path`, read as it is sent, two chunks at a time under MPI and Gloo (a resume's
-// fetch: the sender's memory does not grow with the file; under NCCL every chunk is read and
-// posted at once, run_copies). Throws Error naming it when it cannot be opened.
+// The file at `path`, read as it is sent, two chunks at a time (a resume's fetch: the sender's
+// memory does not grow with the file). Throws Error naming it when it cannot be opened.
 CopySource from_file(const std::string& path);
 
-// Runs `copies` (every rank of `world` calls it with the same list): this rank sends the files
+// Runs `copies` (every rank of `world` calls it with the same list) over world.host_world()
+// (under NCCL, a Gloo group beside it: comm/backend.h): this rank sends the files
 // it is `from` of (source(i): where their bytes come from, asked for once per file before a
 // byte moves) and writes those it is `to` of into `dir` under files[i].name, chunk by chunk as
 // they arrive (two chunks in memory, whatever the file's size), durably and never
@@ -67,9 +67,8 @@ CopySource from_file(const std::string& path);
 // No rank blocks while a file it sends has chunks left to post (it polls instead), so copies in
 // both directions between two ranks cannot wait on each other, whatever the windows. Gloo
 // reports a send or receive complete only to a wait: there a thread for each peer and
-// direction waits on its operations in turn. Under NCCL every chunk is posted at once (a sender
-// holds all it sends). Each operation has `options`' timeout; so has a rank's polling, without
-// a chunk moving.
+// direction waits on its operations in turn. Each operation has `options`' timeout; so has a
+// rank's polling, without a chunk moving.
 std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies,
                        const std::vector<Manifest::File>& files, const std::string& dir,
                        const std::function<CopySource(int)>& source,
