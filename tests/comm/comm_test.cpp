@@ -3,14 +3,17 @@
 #include <c10/util/BFloat16.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/comm/mpi_backend.h"
 #include "loom/comm/mpi_engine.h"
 #include "loom/comm/single_copy.h"
+#include "loom/comm/wait_thread.h"
 #include "loom/comm/world.h"
 #include "loom/common/error.h"
 #include "loom/common/thread_slice.h"
@@ -194,6 +197,40 @@ TEST(Comm, RingSendRecvNonBlocking) {
     r->wait();
     for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(in[i], value(prev, i));
   }
+  w.barrier()->wait();
+}
+
+// Checkpoint copies between hosts (train/host_copies.cpp) post messages while a thread of their
+// own waits on the ones in flight (wait_thread.h): a ring of 20 messages each way, at most two
+// of each in flight, the rank's own thread never waiting on a Work. MPI and Gloo move host
+// memory themselves (host_world() is the world).
+TEST(Comm, AWaitThreadWaitsWhileTheRankPostsMore) {
+  Backend& w = world();
+  EXPECT_EQ(&w.host_world(), &w);
+  if (w.size() == 1 && w.kind() != BackendKind::Mpi) GTEST_SKIP() << "gloo has no self-send";
+  const int d = w.size(), next = (w.rank() + 1) % d, prev = (w.rank() + d - 1) % d;
+  constexpr size_t kMessages = 20, kWindow = 2, n = 4099;
+  std::vector<std::vector<float>> out(kMessages, std::vector<float>(n)),
+      in(kMessages, std::vector<float>(n, -1.f));
+  for (size_t k = 0; k < kMessages; ++k)
+    for (size_t i = 0; i < n; ++i) out[k][i] = value(w.rank(), i) + static_cast<float>(k);
+  WaitThread sends, receives;
+  size_t sent = 0, posted = 0;  // sends and receives posted
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const size_t s = sends.waited(), r = receives.waited();
+    if (s == kMessages && r == kMessages) break;
+    for (; posted < kMessages && posted - r < kWindow; ++posted)
+      receives.add(w.recv(in[posted].data(), n, DType::Float32, prev, static_cast<int>(posted)));
+    for (; sent < kMessages && sent - s < kWindow; ++sent)
+      sends.add(w.send(out[sent].data(), n, DType::Float32, next, static_cast<int>(sent)));
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "stuck: " << s << " sent, " << r << " received";
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (size_t k = 0; k < kMessages; ++k)
+    for (size_t i = 0; i < n; i += 97)
+      ASSERT_FLOAT_EQ(in[k][i], value(prev, i) + static_cast<float>(k)) << k << " " << i;
   w.barrier()->wait();
 }
 
