@@ -97,6 +97,7 @@ struct Hub {
   std::vector<int64_t> sum, result;
   std::map<std::tuple<int, int, int>, std::shared_ptr<Posted>> box;  // (from, to, tag)
   std::vector<int> posted, most_posted;                              // by sender
+  int broadcasts = 0;                                                // by all ranks
   // The tags of each pair's sends and receives (from, to), in the order they were posted.
   std::map<std::pair<int, int>, std::vector<int>> send_order, recv_order;
 };
@@ -158,6 +159,15 @@ class HubComm : public test::FakeBackend {
     for (int64_t i = 0; i < v.numel(); ++i) v.data_ptr<int64_t>()[i] = hub_.result[i];
     t.copy_(v);
     return done();
+  }
+  // The root's bytes summed with every other rank's zeros.
+  comm::WorkPtr do_broadcast(const at::Tensor& t, int root, const Call& c) override {
+    {
+      std::lock_guard<std::mutex> lock(hub_.mu);
+      ++hub_.broadcasts;
+    }
+    if (rank() != root) t.zero_();
+    return do_all_reduce(t, comm::ReduceOp::Sum, c);
   }
   comm::WorkPtr do_send(const at::Tensor& t, int dst, int tag, const Call& c) override {
     auto p = std::make_shared<Hub::Posted>(
@@ -463,6 +473,29 @@ TEST(HostCopies, UnderNcclTheFilesGoOverTheHostWorld) {
   EXPECT_EQ(gloo.send_order[std::make_pair(0, 1)].size(), 143u);
   EXPECT_EQ(gloo.most_posted, std::vector<int>({2, 2}));
   EXPECT_TRUE(gloo.box.empty()) << "a chunk was sent that nobody received";
+}
+
+// A manifest's or metrics.jsonl's text goes over the host world too.
+TEST(HostCopies, TextIsBroadcastOverTheHostWorld) {
+  Hub gloo;
+  gloo.kind = comm::BackendKind::Gloo;
+  Hub nccl;
+  nccl.kind = comm::BackendKind::Nccl;
+  nccl.host = &gloo;
+  for (Hub* h : {&nccl, &gloo}) h->size = 3;
+  const std::string manifest(5000, 'm');
+  std::vector<std::string> got(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      HubComm comm(nccl, r, 3);
+      got[r] = r == 1 ? manifest : "stale";
+      broadcast_text(comm, got[r], 1);
+    });
+  for (auto& t : ranks) t.join();
+  for (const std::string& g : got) EXPECT_EQ(g, manifest);
+  EXPECT_EQ(nccl.broadcasts, 0);
+  EXPECT_EQ(gloo.broadcasts, 6);  // the length and the bytes, on each rank
 }
 
 TEST_P(HostCopiesUnder, ASenderThatCannotReadFailsItsCopyOnly) {

@@ -278,10 +278,11 @@ class Receiving {
 }  // namespace
 
 void broadcast_text(comm::Backend& world, std::string& text, int root) {
+  comm::Backend& net = world.host_world();
   int64_t size = static_cast<int64_t>(text.size());
-  world.broadcast(&size, 1, comm::DType::Int64, root)->wait();
+  net.broadcast(&size, 1, comm::DType::Int64, root)->wait();
   text.resize(static_cast<size_t>(size));
-  if (size > 0) world.broadcast(text.data(), text.size(), comm::DType::UInt8, root)->wait();
+  if (size > 0) net.broadcast(text.data(), text.size(), comm::DType::UInt8, root)->wait();
 }
 
 std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group) {

@@ -75,7 +75,8 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
                        const std::function<void(const std::string&)>& before_write = {},
                        size_t chunk_bytes = size_t{16} << 20, const comm::Options& options = {});
 
-// `text` of rank `root` on every rank of `world` (its length first). Collective.
+// `text` of rank `root` on every rank of `world` (its length first), over world.host_world()
+// (a manifest, metrics.jsonl: not staged through a GPU under NCCL). Collective.
 void broadcast_text(comm::Backend& world, std::string& text, int root);
 
 }  // namespace loom::train
