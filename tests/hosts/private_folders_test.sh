@@ -13,7 +13,10 @@
 #  - host 0's disk lost again: `loom checkpoint gather` on both hosts brings every file of the
 #    checkpoint back into host 0's folder, where `loom checkpoint info` reads it;
 #  - a rank file lost on both hosts: one line naming it, exit 2 on both;
-#  - a copy that cannot be written fails the save: one line, the last checkpoint intact.
+#  - a copy that cannot be written fails the save: one line, the last checkpoint intact;
+#  - three hosts of one rank, pp 3, `--output.host_copies 2`: every host holds every rank file;
+#    two disks lost at once (hosts 1 and 2), the run resumes from host 0's copies, to the same
+#    loss as with no disk lost.
 # usage: private_folders_test.sh LOOM_BINARY HOSTS_SH
 set -u
 # shellcheck source=tests/hosts/hosts_lib.sh
@@ -180,6 +183,46 @@ save_fails() {
 save_fails copyfail 29627 copy-disk-full rank-00000.pt "a copy that cannot be written"
 save_fails ownfail 29628 disk-full rank-00002.pt "a rank's own write that fails beside its copy"
 no_processes || fail "processes left on the hosts"
+
+# three NAME PORT TRAIN_ARGS...: loom train on 3 hosts of one rank, pp 3, two copies of each
+# rank file, host K with $tmp/tK at $tmp/run.
+three() {
+  local name=$1 port=$2 k
+  shift 2
+  launchers=()
+  for k in 0 1 2; do
+    on "$k" unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
+      _ "$tmp/t$k" "$tmp/run" "$loom" launch --nproc 1 --nnodes 3 --node-rank "$k" \
+      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" \
+      --model.layers 3 --pp 3 --output.host_copies 2 --output.dir "$tmp/run/out" "$@" \
+      >"$tmp/$name.$k" 2>&1 &
+    launchers+=($!)
+  done
+  wait_all
+}
+bash "$hosts_sh" up 3 >/dev/null || fail "up 3"
+mkdir -p "$tmp/t0" "$tmp/t1" "$tmp/t2"
+three tfirst 29641 --output.checkpoint_every 2
+held() { for r in 0 1 2; do [[ -f $1/$step4/rank-0000$r.pt ]] || return 1; done; }
+if [[ ${rcs[*]} == "0 0 0" ]] && held "$tmp/t0" && held "$tmp/t1" && held "$tmp/t2"; then
+  ok "three hosts, two copies: every host holds the 3 rank files"
+else
+  cat "$tmp/tfirst."*; ls -R "$tmp/t0" "$tmp/t1" "$tmp/t2"; fail "three hosts (exits ${rcs[*]})"
+fi
+three_loss() { grep "\"step\": 6[,}]" "$tmp/t0/out/metrics.jsonl" | grep -o '"loss": [^,}]*'; }
+cp -a "$tmp/t0/out" "$tmp/t0.out" && cp -a "$tmp/t1/out" "$tmp/t1.out" && cp -a "$tmp/t2/out" "$tmp/t2.out"
+three tkept 29642 --steps 6 --resume "$tmp/run/out/checkpoint"
+kept=$(three_loss)
+for k in 0 1 2; do rm -rf "$tmp/t$k/out" && cp -a "$tmp/t$k.out" "$tmp/t$k/out"; done
+rm -rf "$tmp/t1/out" "$tmp/t2/out"
+three tlost 29643 --steps 6 --resume "$tmp/run/out/checkpoint"
+if [[ ${rcs[*]} == "0 0 0" && -n $kept && $(three_loss) == "$kept" ]] &&
+   grep -q "fetched .* checkpoint files" "$tmp/tlost.0"; then
+  ok "two disks lost at once: resumes from host 0's copies ($kept at step 6, as with none lost)"
+else
+  cat "$tmp/tkept."* "$tmp/tlost."*; fail "two disks lost (exits ${rcs[*]}, kept '$kept')"
+fi
+no_processes || fail "processes left on the three hosts"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -31,6 +31,17 @@ TEST(HostCopies, EachRanksFileToTheNextGroup) {
   // Ranks seeing rank 0's folder from two hosts (group 0), a host of its own (group 3).
   const std::vector<FileCopy> two = {{0, 0, 3}, {1, 1, 3}, {2, 2, 3}, {3, 3, 0}};
   EXPECT_EQ(copies_to_next_group({0, 0, 0, 3}), two);
+  // output.host_copies = 2 on hosts of 2, 2 and 1 ranks: each file on the next two hosts, i.e.
+  // on every host; asking for more than there are other hosts gives the same.
+  const std::vector<FileCopy> twice = {{0, 0, 2}, {0, 0, 4}, {1, 1, 3}, {1, 1, 4}, {2, 2, 4},
+                                       {2, 2, 0}, {3, 3, 4}, {3, 3, 1}, {4, 4, 0}, {4, 4, 2}};
+  EXPECT_EQ(copies_to_next_group({0, 0, 2, 2, 4}, 2), twice);
+  EXPECT_EQ(copies_to_next_group({0, 0, 2, 2, 4}, 5), twice);
+  // Four hosts of one rank, two copies: the next two hosts.
+  const std::vector<FileCopy> four = {{0, 0, 1}, {0, 0, 2}, {1, 1, 2}, {1, 1, 3},
+                                      {2, 2, 3}, {2, 2, 0}, {3, 3, 0}, {3, 3, 1}};
+  EXPECT_EQ(copies_to_next_group({0, 1, 2, 3}, 2), four);
+  EXPECT_EQ(copies_to_next_group({0, 1, 2, 3}, 1), copies_to_next_group({0, 1, 2, 3}));
 }
 
 TEST(HostCopies, FetchesWhatAHostLacksOnceFromAHolder) {
@@ -306,6 +317,24 @@ TEST_P(HostCopiesUnder, CopiesArriveWholeAndDamageIsNamed) {
   size_t entries = 0;
   for (const auto& e : fs::recursive_directory_iterator(root)) entries += e.is_regular_file();
   EXPECT_EQ(entries, 4u);
+
+  // Two copies of each file on three hosts (output.host_copies = 2): every host gets every
+  // file of the others, each sender's file going to two peers at once.
+  fs::remove_all(root);
+  const std::vector<std::string> three = {(root / "a").string(), (root / "a").string(),
+                                          (root / "b").string(), (root / "c").string()};
+  for (const std::string& f : copy_between(
+           copies_to_next_group({0, 0, 2, 3}, 2), files, three,
+           [&](int, int i) { return bytes[i]; }, 7))
+    EXPECT_EQ(f, "");
+  for (int r = 0; r < 4; ++r)
+    for (int i = 0; i < 4; ++i) {
+      const fs::path at = fs::path(three[r]) / files[i].name;
+      if (three[i] == three[r])  // its own host's file: written by the save, not copied
+        EXPECT_FALSE(fs::exists(at)) << at;
+      else
+        EXPECT_EQ(read_file(at.string()), bytes[i]) << at;
+    }
 
   // In chunks of 7 bytes (the 1000-byte file in 143 messages, the others in 11, 0 and 1; two
   // files between one pair of ranks): each chunk's tag follows the pair's last.

@@ -481,6 +481,11 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(output, checkpoint_every), "steps between checkpoints; 0 = only at the end",
        int_range(0)},
       {LOOM_FIELD(output, keep), "complete checkpoints kept, the newest ones", int_range(1)},
+      {LOOM_FIELD(output, host_copies),
+       "on hosts whose run folders are their own (node-local disks): how many other hosts, the "
+       "next ones, also keep each rank's checkpoint file (a checkpoint survives the loss of that "
+       "many hosts with their disks)",
+       int_range(1)},
       {LOOM_FIELD(output, overwrite),
        "start a new run in a folder that holds another run, "
        "deleting its metrics and checkpoints",

@@ -284,7 +284,7 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
       syncs_(syncs),
       optimizers_(optimizers) {
   groups_ = folder_groups(world_.size(), say_if_not_shared(world_, cfg_.output.dir));
-  copies_ = copies_to_next_group(groups_);
+  copies_ = copies_to_next_group(groups_, static_cast<int>(cfg_.output.host_copies));
   if (!copies_.empty())
     metrics_ = std::make_unique<MetricsCopies>(
         world_, (fs::path(cfg_.output.dir) / "metrics.jsonl").string(), writes_manifests());

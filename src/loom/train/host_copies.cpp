@@ -285,18 +285,21 @@ void broadcast_text(comm::Backend& world, std::string& text, int root) {
   if (size > 0) net.broadcast(text.data(), text.size(), comm::DType::UInt8, root)->wait();
 }
 
-std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group) {
+std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group, int hosts) {
+  std::vector<const std::vector<int>*> ring;  // the groups' ranks, by lowest rank
   const auto by_group = members(group);
-  if (by_group.size() < 2) return {};
+  for (const auto& [lowest, ranks] : by_group) ring.push_back(&ranks);
+  const size_t n = ring.size();
+  const size_t each = std::min(static_cast<size_t>(std::max(hosts, 0)), n == 0 ? 0 : n - 1);
   std::vector<FileCopy> out;
-  for (auto it = by_group.begin(); it != by_group.end(); ++it) {
-    auto next = std::next(it) == by_group.end() ? by_group.begin() : std::next(it);
-    const std::vector<int>& from = it->second;
-    const std::vector<int>& to = next->second;
-    for (size_t k = 0; k < from.size(); ++k) out.push_back({from[k], from[k], to[k % to.size()]});
-  }
-  std::sort(out.begin(), out.end(),
-            [](const FileCopy& a, const FileCopy& b) { return a.file < b.file; });
+  for (size_t g = 0; g < n; ++g)
+    for (size_t j = 1; j <= each; ++j) {
+      const std::vector<int>& from = *ring[g];
+      const std::vector<int>& to = *ring[(g + j) % n];
+      for (size_t k = 0; k < from.size(); ++k) out.push_back({from[k], from[k], to[k % to.size()]});
+    }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const FileCopy& a, const FileCopy& b) { return a.file < b.file; });
   return out;
 }
 

@@ -24,10 +24,11 @@ struct FileCopy {
   bool operator==(const FileCopy&) const = default;
 };
 
-// At a save: rank r's file (index r) to a rank of the next group, the groups in a ring by their
-// lowest rank; the k-th rank of a group sends to the (k mod n)-th of the next (n its ranks).
+// At a save: rank r's file (index r) to a rank of each of the next `hosts` groups (all the
+// others when there are fewer), the groups in a ring by their lowest rank; the k-th rank of a
+// group sends to the (k mod n)-th of each (n its ranks). Ordered by file, then by group.
 // Empty when every rank is in one group.
-std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group);
+std::vector<FileCopy> copies_to_next_group(const std::vector<int>& group, int hosts = 1);
 
 // At a resume: for every group, each file that one of its ranks needs (need[r][i]) and none of
 // its ranks has (here[r][i]), once, to the lowest rank of the group that needs it, from a rank
