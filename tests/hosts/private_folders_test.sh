@@ -24,21 +24,22 @@ source "$(dirname "$0")/hosts_lib.sh"
 bash "$hosts_sh" up 2 >/dev/null || fail "up 2"
 mkdir -p "$tmp/h0" "$tmp/h1" "$tmp/run"
 
-# both NAME PORT NPROC CMD...: CMD as NPROC ranks a host under loom launch on both hosts, host
-# K with $tmp/hK at $tmp/run; waits for both; exit codes in $rcs, node K's output in
-# $tmp/NAME.K.
-both() {
-  local name=$1 port=$2 nproc=$3 k
-  shift 3
+# on_hosts N FOLDER NAME PORT NPROC CMD...: CMD as NPROC ranks a host under loom launch on
+# hosts 0..N-1, host K with $tmp/FOLDERK at $tmp/run; waits for all; exit codes in $rcs, node
+# K's output in $tmp/NAME.K. both NAME PORT NPROC CMD...: on the 2 hosts, folders $tmp/hK.
+on_hosts() {
+  local n=$1 folder=$2 name=$3 port=$4 nproc=$5 k
+  shift 5
   launchers=()
-  for k in 0 1; do
+  for ((k = 0; k < n; ++k)); do
     on "$k" unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
-      _ "$tmp/h$k" "$tmp/run" "$loom" launch --nproc "$nproc" --nnodes 2 --node-rank "$k" \
+      _ "$tmp/$folder$k" "$tmp/run" "$loom" launch --nproc "$nproc" --nnodes "$n" --node-rank "$k" \
       --master-addr "$master" --master-port "$port" -- "$@" >"$tmp/$name.$k" 2>&1 &
     launchers+=($!)
   done
   wait_all
 }
+both() { on_hosts 2 h "$@"; }
 # private NAME PORT TRAIN_ARGS...: loom train on both hosts, 2 ranks each.
 private() {
   local name=$1 port=$2
@@ -187,18 +188,10 @@ no_processes || fail "processes left on the hosts"
 # three NAME PORT TRAIN_ARGS...: loom train on 3 hosts of one rank, pp 3, two copies of each
 # rank file, host K with $tmp/tK at $tmp/run.
 three() {
-  local name=$1 port=$2 k
+  local name=$1 port=$2
   shift 2
-  launchers=()
-  for k in 0 1 2; do
-    on "$k" unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
-      _ "$tmp/t$k" "$tmp/run" "$loom" launch --nproc 1 --nnodes 3 --node-rank "$k" \
-      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" \
-      --model.layers 3 --pp 3 --output.host_copies 2 --output.dir "$tmp/run/out" "$@" \
-      >"$tmp/$name.$k" 2>&1 &
-    launchers+=($!)
-  done
-  wait_all
+  on_hosts 3 t "$name" "$port" 1 "$loom" train --config "$cfg" --model.layers 3 --pp 3 \
+    --output.host_copies 2 --output.dir "$tmp/run/out" "$@"
 }
 bash "$hosts_sh" up 3 >/dev/null || fail "up 3"
 mkdir -p "$tmp/t0" "$tmp/t1" "$tmp/t2"
