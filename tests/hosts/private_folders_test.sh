@@ -60,7 +60,9 @@ refused_once() {
 }
 
 # loss_at NAME STEP: the loss of step STEP in run NAME's metrics (rank 0's host: host 0).
-loss_at() { grep "\"step\": $2[,}]" "$tmp/h0/$1/metrics.jsonl" | grep -o '"loss": [^,}]*'; }
+loss_at() { loss_in "$tmp/h0/$1/metrics.jsonl" "$2"; }
+# loss_in FILE STEP: the loss of step STEP in the metrics file FILE.
+loss_in() { grep "\"step\": $2[,}]" "$1" | grep -o '"loss": [^,}]*'; }
 # resumed NAME LABEL [DIR]: run NAME exited 0 on both hosts and trained to step 6 (its folder
 # DIR, default NAME).
 resumed() {
@@ -202,7 +204,7 @@ if [[ ${rcs[*]} == "0 0 0" ]] && held "$tmp/t0" && held "$tmp/t1" && held "$tmp/
 else
   cat "$tmp/tfirst."*; ls -R "$tmp/t0" "$tmp/t1" "$tmp/t2"; fail "three hosts (exits ${rcs[*]})"
 fi
-three_loss() { grep "\"step\": 6[,}]" "$tmp/t0/out/metrics.jsonl" | grep -o '"loss": [^,}]*'; }
+three_loss() { loss_in "$tmp/t0/out/metrics.jsonl" 6; }
 cp -a "$tmp/t0/out" "$tmp/t0.out" && cp -a "$tmp/t1/out" "$tmp/t1.out" && cp -a "$tmp/t2/out" "$tmp/t2.out"
 three tkept 29642 --steps 6 --resume "$tmp/run/out/checkpoint"
 kept=$(three_loss)

@@ -249,10 +249,9 @@ std::unique_ptr<Backend> Backend::split(int color, int key, const std::string& n
 }
 
 Backend& Backend::host_world() {
-  if (!host_world_made_) {
-    host_world_ = make_host_world();
+  if (!host_world_) {
+    host_world_ = make_host_world();  // nullptr (this one) is cheap to ask for again
     if (host_world_) host_world_->world_ranks_ = world_ranks_;
-    host_world_made_ = true;
   }
   return host_world_ ? *host_world_ : *this;
 }

@@ -112,7 +112,7 @@ class Backend {
   // Members: the ranks of this communicator with this rank's color, in key order.
   virtual std::unique_ptr<Backend> do_split(const std::vector<int>& members, int color,
                                             const std::string& name) = 0;
-  // host_world()'s communicator when it is not this one; nullptr: this one.
+  // host_world()'s communicator when it is not this one (made once); nullptr: this one.
   virtual std::unique_ptr<Backend> make_host_world() { return nullptr; }
 
  private:
@@ -123,9 +123,8 @@ class Backend {
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
-  std::vector<int> world_ranks_;  // empty: this is the world
-  std::unique_ptr<Backend> host_world_;
-  bool host_world_made_ = false;
+  std::vector<int> world_ranks_;         // empty: this is the world
+  std::unique_ptr<Backend> host_world_;  // null: this one, or not asked for yet
   mutable std::mutex stats_mu_;
   Stats stats_;
 };

@@ -208,8 +208,8 @@ class Receiving {
     return true;
   }
   bool finished() const { return settled_ == files_.size(); }
-  const comm::Work* waiting_on() const { return ops_.oldest(); }
-  const std::string& failure() const { return failure_; }  // the first file's that failed
+  const comm::Work* oldest() const { return ops_.oldest(); }  // the chunk it waits for
+  const std::string& failure() const { return failure_; }     // the first file's that failed
 
  private:
   static constexpr size_t kWindow = 2;
@@ -443,9 +443,9 @@ std::string run_copies(comm::Backend& world, const std::vector<FileCopy>& copies
       continue;
     }
     if (Clock::now() - last_moved > timeout)
-      throw comm::communication_timeout(waiting != receives.end() ? (*waiting)->waiting_on()->what()
-                                                                  : (*sending)->oldest()->what(),
-                                        timeout);
+      throw comm::communication_timeout(
+          waiting != receives.end() ? (*waiting)->oldest()->what() : (*sending)->oldest()->what(),
+          timeout);
     std::this_thread::sleep_for(idle);
     idle = std::min(idle * 2, std::chrono::microseconds(2000));
   }
