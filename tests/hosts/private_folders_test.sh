@@ -13,7 +13,9 @@
 #  - host 0's disk lost again: `loom checkpoint gather` on both hosts brings every file of the
 #    checkpoint back into host 0's folder, where `loom checkpoint info` reads it;
 #  - a rank file lost on both hosts: one line naming it, exit 2 on both;
-#  - a copy that cannot be written fails the save: one line, the last checkpoint intact;
+#  - a copy that cannot be written fails the save: one line, the last checkpoint intact; so
+#    does a rank's own write, at once or in the background (output.async_save); a save in the
+#    background leaves both hosts the same files as one written at once;
 #  - three hosts of one rank, pp 3, `--output.host_copies 2`: every host holds every rank file;
 #    two disks lost at once (hosts 1 and 2), the run resumes from host 0's copies, to the same
 #    loss as with no disk lost.
@@ -162,13 +164,15 @@ private gone 29626 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/gone" \
 refused_once gone "a rank file lost on both hosts" \
   "checkpoint file '.*/rank-00002.pt' is missing; the checkpoint is incomplete"
 said() { cat "$tmp/$1.0" "$tmp/$1.1" | grep "error:"; }  # the launchers add their exit lines
-# save_fails NAME PORT KIND FILE WHAT: LOOM_FAULT_KIND=KIND strikes rank 2 (host 1) at the save
-# of step 4; the save must fail as one: one error line naming FILE of step 4 and the intact step
-# 2, every rank down, nothing of step 4 left on either host, `latest` still step 2 on both.
+# save_fails NAME PORT KIND FILE WHAT [TRAIN_ARGS...]: LOOM_FAULT_KIND=KIND strikes rank 2 (host
+# 1) at the save of step 4; the save must fail as one: one error line naming FILE of step 4 and
+# the intact step 2, every rank down, nothing of step 4 left on either host, `latest` still step
+# 2 on both.
 save_fails() {
   local name=$1 port=$2 kind=$3 file=$4 what=$5
+  shift 5
   LOOM_FAULT_RANK=2 LOOM_FAULT_STEP=4 LOOM_FAULT_KIND=$kind \
-    private "$name" "$port" --pp 2 --dp 2 --output.dir "$tmp/run/$name"
+    private "$name" "$port" --pp 2 --dp 2 --output.dir "$tmp/run/$name" "$@"
   if [[ ${rcs[0]} != 0 && ${rcs[1]} != 0 && $(said "$name" | wc -l) -eq 1 ]] &&
     said "$name" | grep -q "cannot write '.*/step-000004/$file': No space left on device (LOOM_FAULT_KIND=$kind); checkpoint step-000004 not written, the last one (step 2) is intact" &&
     [[ ! -e $tmp/h0/$name/checkpoint/step-000004 && ! -e $tmp/h1/$name/checkpoint/step-000004 ]] &&
@@ -185,6 +189,19 @@ save_fails() {
 # beside its copy to host 0).
 save_fails copyfail 29627 copy-disk-full rank-00000.pt "a copy that cannot be written"
 save_fails ownfail 29628 disk-full rank-00002.pt "a rank's own write that fails beside its copy"
+save_fails asyncfail 29630 disk-full rank-00002.pt "a background write (output.async_save)" \
+  --steps 6 --output.async_save true
+# Written in the background (step 2, completed after step 3), each host holds the manifest and
+# the four rank files, the bytes of the first run's (written at once).
+private async 29631 --pp 2 --dp 2 --output.dir "$tmp/run/async" --output.async_save true
+crcs() { grep -o '"crc32": *[0-9]*' "$1/checkpoint/step-000002/manifest.json" | tr -d ' \n'; }
+if [[ ${rcs[*]} == "0 0" ]] && [[ -n $(crcs "$tmp/out.h0") && $(crcs "$tmp/h0/async") == "$(crcs "$tmp/out.h0")" &&
+      $(crcs "$tmp/h1/async") == "$(crcs "$tmp/out.h0")" ]] &&
+   [[ $(compgen -G "$tmp/h[01]/async/checkpoint/step-000002/rank-*.pt" | wc -l) -eq 8 ]]; then
+  ok "a save in the background: the manifest and every rank file on both hosts, the first run's bytes"
+else
+  cat "$tmp/async.0" "$tmp/async.1"; ls -R "$tmp/h0/async" "$tmp/h1/async"; fail "async save on private folders"
+fi
 no_processes || fail "processes left on the hosts"
 
 # three NAME PORT TRAIN_ARGS...: loom train on 3 hosts of one rank, pp 3, two copies of each

@@ -486,6 +486,11 @@ const std::vector<Field>& schema() {
        "next ones, also keep each rank's checkpoint file (a checkpoint survives the loss of that "
        "many hosts with their disks)",
        int_range(1)},
+      {LOOM_FIELD(output, async_save),
+       "write a checkpoint's files in the background while the next step trains (the state is "
+       "copied first: the rank holds a second copy of it meanwhile); the checkpoint is complete "
+       "(its manifest written) at the end of that step; the last step's is written at once",
+       {}},
       {LOOM_FIELD(output, overwrite),
        "start a new run in a folder that holds another run, "
        "deleting its metrics and checkpoints",

@@ -36,7 +36,8 @@ int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, int64_t count,
 
 void ChunkWriter::put(const std::string& name, int replica, int64_t begin,
                       std::vector<int64_t> shape, const torch::Tensor& data) {
-  torch::Tensor flat = data.detach().reshape({-1}).to(torch::kCPU).clone();
+  torch::Tensor flat = data.detach().reshape({-1});
+  flat = flat.is_cpu() ? flat.clone() : flat.to(torch::kCPU);  // a copy either way, made once
   LOOM_CHECK(begin >= 0 && begin + flat.numel() <= numel_of(shape), "chunk of '", name,
              "' outside its tensor");
   chunks_.push_back({name, replica, begin, std::move(shape), std::move(flat)});

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <regex>
 #include <thread>
@@ -30,6 +31,13 @@ namespace loom::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// One line for what a writer thread caught (torch's exceptions carry a backtrace).
+std::string reason(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
+  return why.substr(0, why.find('\n'));
+}
 
 std::string rank_file(int rank) {
   char file[32];
@@ -293,79 +301,132 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
   world_.barrier()->wait();  // no rank writes a checkpoint while rank 0 may still remove debris
 }
 
-std::string Checkpointer::save(int64_t steps_done) {
-  const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
-  const std::string name = step_name(steps_done);
-  const fs::path dir = root / name;
-  const std::string file = (dir / rank_file(world_.rank())).string();
-  // Serialized in memory first: the bytes written are the bytes checksummed, and a failing
-  // disk is reported by the system call that failed (ENOSPC, EIO), naming the file.
+// A save between begin_save() and complete_pending(). The writer thread serializes the copied
+// state (then `serialized` is set: `mine`, `bytes` and `failure` are its to read) and writes
+// this rank's file (then it ends: `write_failure` is its).
+struct Checkpointer::Pending {
+  int64_t step = 0;
+  fs::path dir;
+  std::string file;
   // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
-  const int per = 3 + r_.loops;
-  std::vector<int64_t> mine(per, -1);
-  mine[1] = 0;
-  mine[2] = syncs_.begin()->second->dp_rank();
+  std::vector<int64_t> mine;
+  std::string bytes;
+  std::string failure;
+  std::string write_failure;
+  std::promise<void> serialized;
+  std::jthread writer;  // last: joined before the rest goes
+};
+
+Checkpointer::~Checkpointer() = default;
+
+int64_t Checkpointer::pending_step() const {
+  return pending_ ? pending_->step : 0;
+}
+
+std::string Checkpointer::save(int64_t steps_done) {
+  begin_save(steps_done);
+  return complete_pending();
+}
+
+void Checkpointer::begin_save(int64_t steps_done) {
+  if (pending_ && pending_->step == steps_done) return;
+  complete_pending();
+  auto p = std::make_unique<Pending>();
+  p->step = steps_done;
+  p->dir = fs::path(cfg_.output.dir) / "checkpoint" / step_name(steps_done);
+  p->file = (p->dir / rank_file(world_.rank())).string();
+  p->mine.assign(3 + r_.loops, -1);
+  p->mine[1] = 0;
+  p->mine[2] = syncs_.begin()->second->dp_rank();
   {
     int k = 3;
-    for (const auto& [s, st] : stages_) mine[k++] = s;
+    for (const auto& [s, st] : stages_) p->mine[k++] = s;
   }
-  std::string failure, bytes;
-  // This rank's own write; where its file also goes to another host, it runs beside that copy.
-  const auto write_own = [&] {
-    inject_disk_full(world_.rank(), steps_done, "disk-full", file);
-    write_file_atomic(file, bytes);
-  };
+  // The state is copied here, before the next step changes it; serialized in memory by the
+  // thread: the bytes written are the bytes checksummed, and a failing disk is reported by the
+  // system call that failed (ENOSPC, EIO), naming the file.
+  parallel::ChunkWriter w;
+  torch::Tensor rng;
   try {
     std::error_code ec;
-    fs::create_directories(dir, ec);  // every rank: nodes need not share a file system
-    if (ec) throw Error("cannot write '" + dir.string() + "': " + ec.message());
-    parallel::ChunkWriter w;
+    fs::create_directories(p->dir, ec);  // every rank: nodes need not share a file system
+    if (ec) throw Error("cannot write '" + p->dir.string() + "': " + ec.message());
     for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
-    bytes = chunks_to_bytes(w.chunks(), at::detail::getDefaultCPUGenerator().get_state());
-    if (copies_.empty()) write_own();
-    mine[0] = static_cast<int64_t>(bytes.size());
-    mine[1] = crc32_of(bytes);
+    rng = at::detail::getDefaultCPUGenerator().get_state();
   } catch (const Error& e) {
-    failure = e.what();
-    mine[0] = -1;
+    p->failure = e.what();
+    p->serialized.set_value();
+    pending_ = std::move(p);
+    return;
   }
+  const int rank = world_.rank();
+  p->writer = std::jthread([rank, p = p.get(), chunks = std::move(w.chunks()), rng]() mutable {
+    try {
+      inject_slow_write(rank, p->step);
+      p->bytes = chunks_to_bytes(chunks, rng);
+      p->mine[0] = static_cast<int64_t>(p->bytes.size());
+      p->mine[1] = crc32_of(p->bytes);
+    } catch (const std::exception& e) {
+      p->failure = reason(e);
+    }
+    chunks.clear();
+    p->serialized.set_value();
+    if (!p->failure.empty()) return;
+    try {
+      inject_disk_full(rank, p->step, "disk-full", p->file);
+      write_file_atomic(p->file, p->bytes);
+    } catch (const std::exception& e) {
+      p->write_failure = reason(e);
+    }
+  });
+  pending_ = std::move(p);
+}
+
+std::string Checkpointer::complete_pending() {
+  if (!pending_) return "";
+  const std::unique_ptr<Pending> p =
+      std::move(pending_);  // gone (its writer joined) however this ends
+  const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
+  const std::string name = step_name(p->step);
+  p->serialized.get_future().wait();
+  std::string failure = p->failure;
+  // Without copies to other hosts the own write is part of what the ranks agree on; with them
+  // it runs beside the copies.
+  if (copies_.empty() && p->writer.joinable()) {
+    p->writer.join();
+    failure = p->write_failure;
+  }
+  std::vector<int64_t> mine = p->mine;
+  if (!failure.empty()) mine[0] = -1;
+  const int per = static_cast<int>(mine.size());
   std::vector<int64_t> all(per * world_.size());
   world_.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
   int failed = -1;  // the first rank that could not write its part (or its copy of another's)
   for (int q = 0; q < world_.size() && failed < 0; ++q)
     if (all[per * q] < 0) failed = q;
-  const Manifest m = failed < 0 ? saved_manifest(this_run(), all, per, steps_done) : Manifest{};
+  const Manifest m = failed < 0 ? saved_manifest(this_run(), all, per, p->step) : Manifest{};
   // Hosts with run folders of their own: each rank's file also on the next host.
   std::vector<std::string> received;
   if (failed < 0 && !copies_.empty()) {
-    std::string write_failure;
-    {
-      std::jthread writer([&] {
-        try {
-          write_own();
-        } catch (const std::exception& e) {
-          write_failure = e.what();
-        }
-      });
-      failure = run_copies(
-          world_, copies_, m.files, dir.string(), [&](int) { return in_memory(bytes); },
-          [&](const std::string& path) {
-            inject_disk_full(world_.rank(), steps_done, "copy-disk-full", path);
-          });
-    }  // the own write done (joined even when a copy throws)
-    if (!write_failure.empty()) failure = write_failure;
+    failure = run_copies(
+        world_, copies_, m.files, p->dir.string(), [&](int) { return in_memory(p->bytes); },
+        [&](const std::string& path) {
+          inject_disk_full(world_.rank(), p->step, "copy-disk-full", path);
+        });
+    if (p->writer.joinable()) p->writer.join();  // the own write done
+    if (!p->write_failure.empty()) failure = p->write_failure;
     for (const FileCopy& c : copies_)
-      if (c.to == world_.rank()) received.push_back((dir / m.files[c.file].name).string());
+      if (c.to == world_.rank()) received.push_back((p->dir / m.files[c.file].name).string());
     const std::vector<int> broken = ranks_where(world_, !failure.empty());
     if (!broken.empty()) failed = broken.front();
   }
-  bytes = std::string();
+  p->bytes = std::string();
   bool manifest_failed = false;
   if (failed < 0) {
     if (writes_manifests()) {
       try {
-        write_manifest(m, dir, root, static_cast<size_t>(cfg_.output.keep), config::to_toml(cfg_),
-                       world_.rank());
+        write_manifest(m, p->dir, root, static_cast<size_t>(cfg_.output.keep),
+                       config::to_toml(cfg_), world_.rank());
       } catch (const Error& e) {
         failure = e.what();
       }
@@ -378,19 +439,20 @@ std::string Checkpointer::save(int64_t steps_done) {
     }
   }
   if (failed >= 0) {
+    if (p->writer.joinable()) p->writer.join();  // (a failed serialization elsewhere)
     // Nothing of a checkpoint that will not exist stays behind to fill the disk: the manifests
     // first (so the folder never looks complete), every rank's part and copies, then the folder.
     // Not when it may be the intact one (the step this run resumed from, written again).
-    if (steps_done != previous_) {
+    if (p->step != previous_) {
       std::error_code ec;
       if (writes_manifests()) {
-        fs::remove(dir / "manifest.json", ec);
-        fs::remove(dir / "config.toml", ec);
+        fs::remove(p->dir / "manifest.json", ec);
+        fs::remove(p->dir / "config.toml", ec);
       }
-      fs::remove(file, ec);
+      fs::remove(p->file, ec);
       for (const std::string& f : received) fs::remove(f, ec);
       world_.barrier()->wait();
-      fs::remove(dir, ec);  // only if empty: with a shared file system, one rank removes it
+      fs::remove(p->dir, ec);  // only if empty: with a shared file system, one rank removes it
     }
     const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
     const std::string tail =
@@ -401,12 +463,12 @@ std::string Checkpointer::save(int64_t steps_done) {
                                      manifest_failed ? "the manifest" : "its part", "; ", tail),
                       failed);
   }
-  previous_ = steps_done;
+  previous_ = p->step;
   if (metrics_) metrics_->copy_new_lines();
   // Nodes need not share a file system: every rank removes its own file from the step
   // folders its host's writer no longer keeps (on a shared one they are gone already).
   if (!writes_manifests()) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());
-  return dir.string();
+  return p->dir.string();
 }
 
 Manifest Checkpointer::this_run() const {

@@ -7,6 +7,9 @@
 // and the rank file against its checksum before any tensor is used. On hosts whose run
 // folders are their own, each host's lowest rank writes the manifests too, each rank file is
 // also kept on the next host, and a resume fetches what a host lacks (host_copies.h).
+// A save can also run in two parts (output.async_save): begin_save() copies the rank's state
+// and a thread serializes and writes it while training goes on; complete_pending() does the
+// rest (the agreement on the files, the copies to other hosts, the manifest).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,8 +49,19 @@ class Checkpointer {
                const model::Partition& cut, const Stages& stages, const Syncs& syncs,
                const Optimizers& optimizers);
 
-  // <output.dir>/checkpoint/step-<steps_done>, returned; collective over world.
+  ~Checkpointer();  // a pending save's writer is joined; its checkpoint never completes
+
+  // <output.dir>/checkpoint/step-<steps_done>, returned; collective over world. A pending save
+  // is completed first (or is this one, when of the same step).
   std::string save(int64_t steps_done);
+  // The first part of save(): this rank's state is copied (training may change it from here
+  // on) and a thread serializes and writes it. A pending save of another step is completed
+  // first. Collective (through that completion only).
+  void begin_save(int64_t steps_done);
+  // The rest of the pending save: the folder written, or "" when none is pending. Collective.
+  std::string complete_pending();
+  // Step of the save begun and not completed; 0 when there is none.
+  int64_t pending_step() const;
   // Restores this rank's state from a checkpoint folder (or its parent with `latest`) written
   // with any layout (dp x pp x loops x dp-mode; slim only into slim with the same dp): this
   // rank reads the pieces its stages and shards hold. Returns the steps it had completed.
@@ -76,6 +90,8 @@ class Checkpointer {
   std::vector<FileCopy> copies_;            // each save's rank files carried to the next host
   std::unique_ptr<MetricsCopies> metrics_;  // with copies_: metrics.jsonl on every host
   int64_t previous_ = 0;  // step of the newest checkpoint this run wrote or loaded (0: none)
+  struct Pending;
+  std::unique_ptr<Pending> pending_;  // the save begun and not completed
 };
 
 }  // namespace loom::train

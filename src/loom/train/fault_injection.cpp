@@ -43,9 +43,15 @@ void inject_disk_full(int rank, int64_t step, const char* kind, const std::strin
                                "LOOM_FAULT_KIND=", kind, ")"));
 }
 
+void inject_slow_write(int rank, int64_t step) {
+  if (fault_here(rank, step) && fault_kind() == "slow-write")
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 void maybe_inject_fault(int rank, int64_t step) {
   const std::string kind = fault_kind();
-  if (!fault_here(rank, step) || kind == "nan" || kind.find("disk-full") != std::string::npos)
+  if (!fault_here(rank, step) || kind == "nan" || kind == "slow-write" ||
+      kind.find("disk-full") != std::string::npos)
     return;
   TORCH_CHECK(kind != "torch-error", "LOOM_FAULT_KIND=torch-error on rank ", rank, " at step ",
               step);

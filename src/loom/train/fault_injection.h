@@ -4,7 +4,7 @@
 // at step s; with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps until
 // SIGTERM or SIGINT), so that the others' timeouts fire; with torch-error it fails a torch
 // check (an unexpected library error), with out-of-memory it throws std::bad_alloc; nan and
-// disk-full below. Only the first attempt of a
+// disk-full and slow-write below. Only the first attempt of a
 // job fails: under loom train --max-restarts the launcher sets LOOM_RESTART_COUNT, and a
 // restart (> 0) runs clean.
 #include <cstdint>
@@ -22,5 +22,9 @@ double injected_loss_scale(int rank, int64_t step, double scale);
 // (there): the copy of another host's rank file that rank r receives cannot. Throws the
 // Error a full disk would (naming `path`) when `kind` is the one asked for this rank and step.
 void inject_disk_full(int rank, int64_t step, const char* kind, const std::string& path);
+// LOOM_FAULT_KIND=slow-write: rank r's writer of the checkpoint of step s waits a second before
+// it serializes the state it was given (under output.async_save the next step trains
+// meanwhile, so a writer given the live state instead of a copy would write changed values).
+void inject_slow_write(int rank, int64_t step);
 
 }  // namespace loom::train

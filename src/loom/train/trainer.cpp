@@ -237,7 +237,8 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
   s.loss = sums[0] / (double(r.dp) * r.m);
   s.grad_norm = std::sqrt(sums[1]);
   s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
-  if (s.skipped && cfg.train.on_nan == config::NanPolicy::Stop)
+  if (s.skipped && cfg.train.on_nan == config::NanPolicy::Stop) {
+    checkpointer->complete_pending();  // the previous step's state is sound
     throw AgreedError(
         detail::concat(
             "step ", s.step, ": the loss is ", s.loss, " and the gradient norm ", s.grad_norm,
@@ -245,6 +246,7 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
             checkpointer->last_step() ? detail::concat("step ", checkpointer->last_step()) : "none",
             ") is kept; lower train.lr, or set --on-nan skip"),
         /*reporter=*/0);
+  }
   const double scale =
       cfg.train.clip > 0 ? std::min(1.0, cfg.train.clip / (s.grad_norm + 1e-6)) : 1.0;
   {
@@ -280,10 +282,13 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
 }
 
 // Calibration, evaluation and checkpoints, each on its own period (the last step evaluates
-// and checkpoints always). Returns the checkpoint folder written, or "".
+// and checkpoints always). Returns the folder of a checkpoint of this step written, or "" (none,
+// or one begun under output.async_save: completed at the next step's end, or by a save of the
+// same step: a stop signal's).
 std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics,
                                       TrainResult* res) {
   const int64_t done = step + 1;
+  checkpointer->complete_pending();  // the previous step's, written while this one trained
   if (calibration && done % cfg.output.calibrate_every == 0 && done < end) {
     const profile::Calibration::Times t = calibration->run(base);
     metrics.calibration(done, calibration->micro_batch(), t.alone, t.loaded);
@@ -307,8 +312,10 @@ std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& met
     const std::string text = sample_text(sc, done);
     if (is_root) metrics.message(detail::concat("sample at step ", done, ": ", text));
   }
-  if ((cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0) || last)
-    return checkpointer->save(done);
+  if ((cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0) || last) {
+    if (last || !cfg.output.async_save) return checkpointer->save(done);
+    checkpointer->begin_save(done);
+  }
   return "";
 }
 
@@ -325,6 +332,7 @@ bool Trainer::Impl::stop_if_signalled(int64_t step, const std::string& saved, Tr
 
 // After the steps: the timeline, the final parameters and the summary.
 void Trainer::Impl::finish(RunMetrics& metrics, TrainResult* res) {
+  checkpointer->complete_pending();  // a run stopped before its last step
   metrics.end_steps(res);
   if (parallel::MemoryReport::on())
     parallel::MemoryReport::write(

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# What a checkpoint costs the run, written at once or in the background (output.async_save):
+# the same run on RANKS local ranks (pp RANKS) with no checkpoint but the last ("none"), with one
+# every 2 steps written at once ("sync") and in the background ("async"), each round in a
+# rotated order and back (A B C C B A). Prints each run's wall time, the median of each, and
+# the extra time per save against "none" (the last step's save, the same in all, cancels).
+# usage: bench/async_save.sh [BUILD_DIR] [ROUNDS] [SAVES] [RANKS] [FOLDER]
+#   FOLDER: where the runs write (default: a temporary folder under $TMPDIR)
+set -euo pipefail
+build=${1:-build}
+rounds=${2:-2}
+saves=${3:-6}
+ranks=${4:-2}
+cd "$(dirname "$0")/.."
+loom=$PWD/$build/bin/loom
+tmp=$(mktemp -d)
+out=${5:-$tmp}
+trap 'rm -rf "$tmp" "$out/async-bench"' EXIT
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+# A GPT of 14.3M parameters: with AdamW each of 2 ranks' files holds half of them (its pipeline
+# stage) with their two moments, about 86 MB.
+cfg="$tmp/gpt.toml"
+cat >"$cfg" <<TOML
+[model]
+kind = "gpt"
+width = 384
+layers = 8
+heads = 6
+seq_len = 32
+vocab = 256
+[data]
+kind = "synthetic"
+synthetic_size = 512
+[train]
+steps = $((2 * saves + 1))
+global_batch = 8
+microbatches = 2
+optimizer = "adamw"
+eval_batches = 1
+seed = 1234
+[output]
+progress = false
+keep = 1
+TOML
+
+# run VARIANT: one run; its wall time (seconds) on stdout.
+run() {
+  local flags=() start
+  case $1 in
+    none) flags=(--output.checkpoint_every 0) ;;
+    sync) flags=(--output.checkpoint_every 2) ;;
+    async) flags=(--output.checkpoint_every 2 --output.async_save true) ;;
+  esac
+  rm -rf "$out/async-bench"
+  start=$(date +%s.%N)
+  "$loom" train --config "$cfg" --nproc "$ranks" --pp "$ranks" "${flags[@]}" \
+    --output.dir "$out/async-bench" >"$tmp/$1.log" 2>&1 || { cat "$tmp/$1.log" >&2; exit 1; }
+  python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$start" "$(date +%s.%N)"
+}
+
+variants=(none sync async)
+declare -A times=()
+for ((r = 0; r < rounds; r++)); do
+  order=()
+  for ((i = 0; i < 3; i++)); do order+=("${variants[(i + r) % 3]}"); done
+  for ((i = 2; i >= 0; i--)); do order+=("${order[i]}"); done
+  for v in "${order[@]}"; do
+    t=$(run "$v")
+    times[$v]+="$t "
+    echo "round $r $v: $t s" >&2
+  done
+done
+python3 - "$saves" "$ranks" "none=${times[none]}" "sync=${times[sync]}" "async=${times[async]}" <<'PY'
+import statistics, sys
+saves, ranks = int(sys.argv[1]), int(sys.argv[2])
+runs = {v: [float(x) for x in t.split()] for v, t in (a.split("=") for a in sys.argv[3:])}
+none = statistics.median(runs["none"])
+print(f"{ranks} ranks (pp {ranks}), {saves} saves besides the last")
+print("| variant | median | extra per save |")
+print("|---|---|---|")
+for v, t in runs.items():
+    print(f"| {v} | {statistics.median(t):.2f} s | {(statistics.median(t) - none) / saves:.3f} s |")
+print("runs: " + ", ".join(f"{v} {t}" for v, t in runs.items()))
+PY
