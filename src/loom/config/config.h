@@ -327,7 +327,7 @@ struct OutputConfig {
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
   int64_t keep = 2;              // complete checkpoints kept (the newest ones)
   int64_t host_copies = 1;       // run folders of their own: other hosts keeping each rank file
-  bool async_save = false;       // a checkpoint's files written while the next step trains
+  bool async_save = false;       // a checkpoint's files written while the next steps train
   bool overwrite = false;        // start afresh in a folder that holds another run
   bool progress = true;          // progress bar when stderr is a terminal
   std::string resume;            // checkpoint folder to resume from ("" = fresh start)

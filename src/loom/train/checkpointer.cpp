@@ -1,6 +1,7 @@
 #include "loom/train/checkpointer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <future>
@@ -303,7 +304,7 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
 
 // A save between begin_save() and complete_pending(). The writer thread serializes the copied
 // state (then `serialized` is set: `mine`, `bytes` and `failure` are its to read) and writes
-// this rank's file (then it ends: `write_failure` is its).
+// this rank's file (then `written` is set and it ends: `write_failure` is its).
 struct Checkpointer::Pending {
   int64_t step = 0;
   fs::path dir;
@@ -314,6 +315,7 @@ struct Checkpointer::Pending {
   std::string failure;
   std::string write_failure;
   std::promise<void> serialized;
+  std::atomic<bool> written = false;
   std::jthread writer;  // last: joined before the rest goes
 };
 
@@ -321,6 +323,13 @@ Checkpointer::~Checkpointer() = default;
 
 int64_t Checkpointer::pending_step() const {
   return pending_ ? pending_->step : 0;
+}
+
+bool Checkpointer::pending_written() {
+  if (!pending_) return false;
+  int32_t written = pending_->written ? 1 : 0;
+  world_.all_reduce(&written, 1, comm::DType::Int32, comm::ReduceOp::Min)->wait();
+  return written == 1;
 }
 
 std::string Checkpointer::save(int64_t steps_done) {
@@ -356,6 +365,7 @@ void Checkpointer::begin_save(int64_t steps_done) {
   } catch (const Error& e) {
     p->failure = e.what();
     p->serialized.set_value();
+    p->written = true;
     pending_ = std::move(p);
     return;
   }
@@ -371,13 +381,15 @@ void Checkpointer::begin_save(int64_t steps_done) {
     }
     chunks.clear();
     p->serialized.set_value();
-    if (!p->failure.empty()) return;
-    try {
-      inject_disk_full(rank, p->step, "disk-full", p->file);
-      write_file_atomic(p->file, p->bytes);
-    } catch (const std::exception& e) {
-      p->write_failure = reason(e);
+    if (p->failure.empty()) {
+      try {
+        inject_disk_full(rank, p->step, "disk-full", p->file);
+        write_file_atomic(p->file, p->bytes);
+      } catch (const std::exception& e) {
+        p->write_failure = reason(e);
+      }
     }
+    p->written = true;
   });
   pending_ = std::move(p);
 }

@@ -9,7 +9,8 @@
 // also kept on the next host, and a resume fetches what a host lacks (host_copies.h).
 // A save can also run in two parts (output.async_save): begin_save() copies the rank's state
 // and a thread serializes and writes it while training goes on; complete_pending() does the
-// rest (the agreement on the files, the copies to other hosts, the manifest).
+// rest (the agreement on the files, the copies to other hosts, the manifest) when the trainer
+// finds it written everywhere, or must have it.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -62,6 +63,9 @@ class Checkpointer {
   std::string complete_pending();
   // Step of the save begun and not completed; 0 when there is none.
   int64_t pending_step() const;
+  // Whether every rank's writer of the pending save has finished (so that completing it waits
+  // for nothing). Collective; false, without communicating, when none is pending.
+  bool pending_written();
   // Restores this rank's state from a checkpoint folder (or its parent with `latest`) written
   // with any layout (dp x pp x loops x dp-mode; slim only into slim with the same dp): this
   // rank reads the pieces its stages and shards hold. Returns the steps it had completed.

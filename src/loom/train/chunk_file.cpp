@@ -42,9 +42,17 @@ std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const to
       torch::from_blob(names.data(), {static_cast<int64_t>(names.size())}, torch::kUInt8).clone());
   ar.write("index_meta", meta);
   if (rng.defined()) ar.write("rng", rng);
-  std::ostringstream buf;
-  ar.save_to(buf);
-  return std::move(buf).str();
+  // Straight into one string sized for the archive (its records, their headers and padding):
+  // through a stream, the bytes were copied as it grew and again out of it (twice as slow).
+  size_t size = 1 << 20;
+  for (const auto& c : chunks) size += c.data.nbytes() + 512;
+  std::string out;
+  out.reserve(size);
+  ar.save_to([&out](const void* data, size_t n) {
+    out.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  return out;
 }
 
 torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& file,

@@ -283,12 +283,14 @@ StepSample Trainer::Impl::train_step(int64_t step, Clock::time_point* t0) {
 
 // Calibration, evaluation and checkpoints, each on its own period (the last step evaluates
 // and checkpoints always). Returns the folder of a checkpoint of this step written, or "" (none,
-// or one begun under output.async_save: completed at the next step's end, or by a save of the
-// same step: a stop signal's).
+// or one begun under output.async_save: completed at the end of a later step where every rank
+// has written its file, by the next save, or by a save of the same step: a stop signal's).
 std::string Trainer::Impl::after_step(int64_t step, int64_t end, RunMetrics& metrics,
                                       TrainResult* res) {
   const int64_t done = step + 1;
-  checkpointer->complete_pending();  // the previous step's, written while this one trained
+  // A save begun at an earlier step, once written on every rank (a write that outlasts a step
+  // goes on beside the next); a save due now completes it whatever.
+  if (checkpointer->pending_written()) checkpointer->complete_pending();
   if (calibration && done % cfg.output.calibrate_every == 0 && done < end) {
     const profile::Calibration::Times t = calibration->run(base);
     metrics.calibration(done, calibration->micro_batch(), t.alone, t.loaded);
