@@ -23,31 +23,8 @@ out=${6:-$tmp}
 trap 'rm -rf "$tmp" "$out/async-bench"' EXIT
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-# A GPT of 14.3M parameters: with AdamW each of 2 ranks' files holds half of them (its pipeline
-# stage) with their two moments, about 86 MB.
-cfg="$tmp/gpt.toml"
-cat >"$cfg" <<TOML
-[model]
-kind = "gpt"
-width = 384
-layers = 8
-heads = 6
-seq_len = 32
-vocab = 256
-[data]
-kind = "synthetic"
-synthetic_size = 512
-[train]
-steps = $((2 * saves + 1))
-global_batch = 8
-microbatches = 2
-optimizer = "adamw"
-eval_batches = 1
-seed = 1234
-[output]
-progress = false
-keep = 1
-TOML
+# bench/gpt_checkpoints.toml: with 2 ranks (pp 2) each rank file is about 86 MB, with one 172 MB.
+cfg=$PWD/bench/gpt_checkpoints.toml
 
 # run VARIANT: one run; its wall time (seconds) and peak memory (kB) on stdout.
 run() {
@@ -60,7 +37,7 @@ run() {
   rm -rf "$out/async-bench"
   start=$(date +%s.%N)
   /usr/bin/time -o "$tmp/rss" -f %M "$loom" train --config "$cfg" --nproc "$ranks" --comm "$comm" --pp "$ranks" \
-    "${flags[@]}" --output.dir "$out/async-bench" >"$tmp/$1.log" 2>&1 ||
+    --train.steps $((2 * saves + 1)) "${flags[@]}" --output.dir "$out/async-bench" >"$tmp/$1.log" 2>&1 ||
     { cat "$tmp/$1.log" >&2; exit 1; }
   python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$start" "$(date +%s.%N)"
   tail -1 "$tmp/rss"

@@ -25,32 +25,9 @@ esac
 # shellcheck source=bench/bed_lib.sh
 source bench/bed_lib.sh "$build" loomc "$rate" "$nhosts"
 
-# A GPT of 14.3M parameters (8 layers): with AdamW a rank file of pp 2 holds half of them (its
-# pipeline stage) with their two moments, about 86 MB; with 9 layers on pp 3, about 65 MB.
-cfg="$tmp/gpt.toml"
-cat >"$cfg" <<TOML
-[model]
-kind = "gpt"
-width = 384
-layers = $layers
-heads = 6
-seq_len = 32
-vocab = 256
-[data]
-kind = "synthetic"
-synthetic_size = 512
-[train]
-steps = $((2 * saves))
-global_batch = 8
-microbatches = 2
-optimizer = "adamw"
-eval_batches = 1
-seed = 1234
-[output]
-progress = false
-checkpoint_every = 2
-keep = 1
-TOML
+# bench/gpt_checkpoints.toml (14.3M parameters, 8 layers): a rank file of pp 2 holds half of
+# them with their two moments, about 86 MB; with 9 layers on pp 3, about 65 MB.
+cfg=$PWD/bench/gpt_checkpoints.toml
 
 # run VARIANT PORT: one run on every host; its wall time (seconds) on stdout.
 run() {
@@ -67,6 +44,7 @@ run() {
     fi
     on_host "$k" "$folder" "$loom" launch --nproc "$nproc" --nnodes "$nhosts" --node-rank "$k" \
       --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" \
+      --model.layers "$layers" --train.steps $((2 * saves)) --output.checkpoint_every 2 \
       "${layout[@]}" "${copies[@]}" --output.dir "$tmp/run/out" >"$tmp/$variant.$k.log" 2>&1 &
     pids+=($!)
   done

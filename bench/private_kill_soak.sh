@@ -25,33 +25,12 @@ export LOOM_COMM_TIMEOUT_S=10
 source bench/bed_lib.sh "$build" looms "$rate"
 steps=10
 
-# A GPT of 3.6M parameters: with AdamW a rank file holds its pipeline stage's half of them with
-# both moments, about 22 MB, so a save (own write, the copy, the manifests) takes a while.
-cfg="$tmp/gpt.toml"
-cat >"$cfg" <<TOML
-[model]
-kind = "gpt"
-width = 192
-layers = 8
-heads = 4
-seq_len = 32
-vocab = 256
-[data]
-kind = "synthetic"
-synthetic_size = 512
-[train]
-steps = $steps
-global_batch = 8
-microbatches = 2
-optimizer = "adamw"
-eval_batches = 1
-final_eval = false
-seed = 1234
-[output]
-progress = false
-checkpoint_every = 1
-keep = 2
-TOML
+# bench/gpt_checkpoints.toml at width 192, 4 heads: 3.6M parameters; with AdamW a rank file holds
+# its pipeline stage's half of them with both moments, about 22 MB, so a save (own write, the
+# copy, the manifests) takes a while.
+cfg=$PWD/bench/gpt_checkpoints.toml
+shape=(--model.width 192 --model.heads 4 --train.steps "$steps" --train.final_eval false
+  --output.checkpoint_every 1 --output.keep 2)
 
 # start NAME PORT [ARGS...]: both hosts' launchers in the background, host K's folder $tmp/NAME.hK
 # mounted at $tmp/run (pids in $pids).
@@ -63,7 +42,7 @@ start() {
   for k in 0 1; do
     # In a subshell whose own stderr (the shell's "Killed" line for a killed host) is dropped.
     (on_host "$k" "$tmp/$name.h$k" "$loom" launch --nproc 2 --nnodes 2 --node-rank "$k" \
-      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" --pp 2 --dp 2 \
+      --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" "${shape[@]}" --pp 2 --dp 2 \
       --output.dir "$tmp/run/out" "$@" >>"$tmp/$name.log$k" 2>&1; exit $?) 2>/dev/null &
     pids+=($!)
   done
