@@ -1,10 +1,12 @@
 #include "loom/launch/mpirun.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +52,20 @@ std::vector<pid_t> children_of(pid_t pid) {
   return kids;
 }
 
+// The CPUs this process may run on (its affinity: a cgroup's or taskset's limit), at least 1.
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 }  // namespace
+
+std::vector<std::string> binding_options(int nproc, int cpus) {
+  if (nproc > cpus) return {"--bind-to", "none"};
+  return {"--use-hwthread-cpus", "--map-by", "slot:PE=" + std::to_string(cpus / nproc)};
+}
 
 Outcome run_mpirun(const Options& o) {
   const std::string count = std::to_string(o.attempt);
@@ -72,6 +87,7 @@ Outcome run_mpirun(const Options& o) {
   // rather than train on, orphaned. (A SIGTERM to mpirun would give them 1 s.)
   setenv("LOOM_LAUNCHER_PID", std::to_string(::getpid()).c_str(), 1);
   cmd.insert(cmd.end(), {"-x", "LOOM_LAUNCHER_PID"});
+  for (std::string& b : binding_options(o.nproc, usable_cpus())) cmd.push_back(std::move(b));
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.insert(cmd.end(), o.command.begin(), o.command.end());
   std::vector<char*> argv;
