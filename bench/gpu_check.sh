@@ -14,7 +14,8 @@
 #   (b) equivalence: 3 AdamW steps of a small GPT with pp=2 (two ranks sharing the GPU, so Gloo
 #       through host memory: NCCL refuses two ranks on one GPU) and dp=2 in every dp-mode, and
 #       a head tied to the embedding on a pipeline, parameters against one process on the GPU
-#       (slim and quant, which are not meant to equal it, against the same run on the CPU).
+#       (slim and quant, which are not meant to equal it, against the same run on the CPU); a
+#       checkpoint written in the background resumed.
 # Results: $OUT/gpu_check.txt (OUT defaults to runs/gpu-check).
 # A dry run without a GPU: LOOM_CHECK_DEVICE=cpu LOOM_BIN=build/bin/loom LOOM_CHECK_SMALL=1
 # [LOOM_CHECK_CLUSTER=clusters/h200.toml: (c) from that file instead of a profile].
@@ -228,6 +229,13 @@ for mode in slim quant; do
     run "dp2-$mode-cpu" cpu 2 --dp 2 --microbatches 4 --dp-mode "$mode" &&
     compare "dp=2 $mode, $device vs cpu" "dp2-$mode" "dp2-$mode-cpu" 1e-4
 done
+# Checkpoints written in the background (output.async_save: the state copied to host memory
+# before the next step changes it): step 2's, resumed for step 3, ends where the run whose
+# checkpoints were written at once ends.
+run pp2-async "$device" 2 --pp 2 --microbatches 8 --checkpoint-every 1 --output.async_save true &&
+  run pp2-async-resumed "$device" 2 --pp 2 --microbatches 8 \
+    --resume "$out/b-pp2-async/checkpoint/step-000002" &&
+  compare "pp=2, step 2's checkpoint written in the background, resumed" pp2-async-resumed pp2 1e-5
 # A checkpoint written on the GPU resumes on the CPU (one step more).
 if run resume-on-cpu cpu 1 --microbatches 8 --steps 4 --resume "$out/b-one/checkpoint"; then
   pass=$((pass + 1)); say "(b) PASS the GPU run's checkpoint resumed on the CPU for a 4th step"
