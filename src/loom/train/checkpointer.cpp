@@ -321,10 +321,6 @@ struct Checkpointer::Pending {
 
 Checkpointer::~Checkpointer() = default;
 
-int64_t Checkpointer::pending_step() const {
-  return pending_ ? pending_->step : 0;
-}
-
 bool Checkpointer::pending_written() {
   if (!pending_) return false;
   int32_t written = pending_->written ? 1 : 0;
@@ -396,10 +392,9 @@ void Checkpointer::begin_save(int64_t steps_done) {
 
 std::string Checkpointer::complete_pending() {
   if (!pending_) return "";
-  const std::unique_ptr<Pending> p =
-      std::move(pending_);  // gone (its writer joined) however this ends
+  // Gone (its writer joined) however this ends.
+  const std::unique_ptr<Pending> p = std::move(pending_);
   const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
-  const std::string name = step_name(p->step);
   p->serialized.get_future().wait();
   std::string failure = p->failure;
   // Without copies to other hosts the own write is part of what the ranks agree on; with them
@@ -450,37 +445,40 @@ std::string Checkpointer::complete_pending() {
       manifest_failed = true;
     }
   }
-  if (failed >= 0) {
-    if (p->writer.joinable()) p->writer.join();  // (a failed serialization elsewhere)
-    // Nothing of a checkpoint that will not exist stays behind to fill the disk: the manifests
-    // first (so the folder never looks complete), every rank's part and copies, then the folder.
-    // Not when it may be the intact one (the step this run resumed from, written again).
-    if (p->step != previous_) {
-      std::error_code ec;
-      if (writes_manifests()) {
-        fs::remove(p->dir / "manifest.json", ec);
-        fs::remove(p->dir / "config.toml", ec);
-      }
-      fs::remove(p->file, ec);
-      for (const std::string& f : received) fs::remove(f, ec);
-      world_.barrier()->wait();
-      fs::remove(p->dir, ec);  // only if empty: with a shared file system, one rank removes it
-    }
-    const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
-    const std::string tail =
-        detail::concat("checkpoint ", name, " not written, the last one (", kept, ") is intact");
-    // Every rank ends here; the one whose write failed names the file and the reason.
-    if (!failure.empty()) throw AgreedError(detail::concat(failure, "; ", tail), failed);
-    throw AgreedError(detail::concat("rank ", failed, " could not write ",
-                                     manifest_failed ? "the manifest" : "its part", "; ", tail),
-                      failed);
-  }
+  if (failed >= 0) abandon(*p, received, failed, failure, manifest_failed);
   previous_ = p->step;
   if (metrics_) metrics_->copy_new_lines();
   // Nodes need not share a file system: every rank removes its own file from the step
   // folders its host's writer no longer keeps (on a shared one they are gone already).
   if (!writes_manifests()) prune_own(root, static_cast<size_t>(cfg_.output.keep), world_.rank());
   return p->dir.string();
+}
+
+void Checkpointer::abandon(Pending& p, const std::vector<std::string>& received, int failed,
+                           const std::string& failure, bool manifest_failed) {
+  if (p.writer.joinable()) p.writer.join();  // (a failed serialization elsewhere)
+  // Nothing of a checkpoint that will not exist stays behind to fill the disk: the manifests
+  // first (so the folder never looks complete), every rank's part and copies, then the folder.
+  // Not when it may be the intact one (the step this run resumed from, written again).
+  if (p.step != previous_) {
+    std::error_code ec;
+    if (writes_manifests()) {
+      fs::remove(p.dir / "manifest.json", ec);
+      fs::remove(p.dir / "config.toml", ec);
+    }
+    fs::remove(p.file, ec);
+    for (const std::string& f : received) fs::remove(f, ec);
+    world_.barrier()->wait();
+    fs::remove(p.dir, ec);  // only if empty: with a shared file system, one rank removes it
+  }
+  const std::string kept = previous_ ? "step " + std::to_string(previous_) : "none";
+  const std::string tail = detail::concat("checkpoint ", step_name(p.step),
+                                          " not written, the last one (", kept, ") is intact");
+  // Every rank ends here; the one whose write failed names the file and the reason.
+  if (!failure.empty()) throw AgreedError(detail::concat(failure, "; ", tail), failed);
+  throw AgreedError(detail::concat("rank ", failed, " could not write ",
+                                   manifest_failed ? "the manifest" : "its part", "; ", tail),
+                    failed);
 }
 
 Manifest Checkpointer::this_run() const {

@@ -61,8 +61,6 @@ class Checkpointer {
   void begin_save(int64_t steps_done);
   // The rest of the pending save: the folder written, or "" when none is pending. Collective.
   std::string complete_pending();
-  // Step of the save begun and not completed; 0 when there is none.
-  int64_t pending_step() const;
   // Whether every rank's writer of the pending save has finished (so that completing it waits
   // for nothing). Collective; false, without communicating, when none is pending.
   bool pending_written();
@@ -79,7 +77,12 @@ class Checkpointer {
   int64_t last_step() const { return previous_; }
 
  private:
+  struct Pending;
   Manifest this_run() const;  // without files and step
+  // A save that failed on rank `failed` (its reason `failure`, when this rank knows it): what
+  // it wrote is removed, then every rank throws the same AgreedError. Collective.
+  [[noreturn]] void abandon(Pending& p, const std::vector<std::string>& received, int failed,
+                            const std::string& failure, bool manifest_failed);
   bool writes_manifests() const { return groups_[world_.rank()] == world_.rank(); }
   const config::Config& cfg_;
   Resolved r_;
@@ -94,7 +97,6 @@ class Checkpointer {
   std::vector<FileCopy> copies_;            // each save's rank files carried to the next host
   std::unique_ptr<MetricsCopies> metrics_;  // with copies_: metrics.jsonl on every host
   int64_t previous_ = 0;  // step of the newest checkpoint this run wrote or loaded (0: none)
-  struct Pending;
   std::unique_ptr<Pending> pending_;  // the save begun and not completed
 };
 
