@@ -33,13 +33,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One line for what a writer thread caught (torch's exceptions carry a backtrace).
-std::string reason(const std::exception& e) {
-  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-  std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
-  return why.substr(0, why.find('\n'));
-}
-
 std::string rank_file(int rank) {
   char file[32];
   std::snprintf(file, sizeof file, "rank-%05d.pt", rank);
@@ -303,15 +296,14 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
 }
 
 // A save between begin_save() and complete_pending(). The writer thread serializes the copied
-// state (then `serialized` is set: `mine`, `bytes` and `failure` are its to read) and writes
+// state (then `serialized` is set: `bytes`, `crc` and `failure` are its to read) and writes
 // this rank's file (then `written` is set and it ends: `write_failure` is its).
 struct Checkpointer::Pending {
   int64_t step = 0;
   fs::path dir;
   std::string file;
-  // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
-  std::vector<int64_t> mine;
   std::string bytes;
+  uint32_t crc = 0;
   std::string failure;
   std::string write_failure;
   std::promise<void> serialized;
@@ -340,13 +332,6 @@ void Checkpointer::begin_save(int64_t steps_done) {
   p->step = steps_done;
   p->dir = fs::path(cfg_.output.dir) / "checkpoint" / step_name(steps_done);
   p->file = (p->dir / rank_file(world_.rank())).string();
-  p->mine.assign(3 + r_.loops, -1);
-  p->mine[1] = 0;
-  p->mine[2] = syncs_.begin()->second->dp_rank();
-  {
-    int k = 3;
-    for (const auto& [s, st] : stages_) p->mine[k++] = s;
-  }
   // The state is copied here, before the next step changes it; serialized in memory by the
   // thread: the bytes written are the bytes checksummed, and a failing disk is reported by the
   // system call that failed (ENOSPC, EIO), naming the file.
@@ -370,10 +355,9 @@ void Checkpointer::begin_save(int64_t steps_done) {
     try {
       inject_slow_write(rank, p->step);
       p->bytes = chunks_to_bytes(chunks, rng);
-      p->mine[0] = static_cast<int64_t>(p->bytes.size());
-      p->mine[1] = crc32_of(p->bytes);
+      p->crc = crc32_of(p->bytes);
     } catch (const std::exception& e) {
-      p->failure = reason(e);
+      p->failure = exception_line(e);
     }
     chunks.clear();
     p->serialized.set_value();
@@ -382,7 +366,7 @@ void Checkpointer::begin_save(int64_t steps_done) {
         inject_disk_full(rank, p->step, "disk-full", p->file);
         write_file_atomic(p->file, p->bytes);
       } catch (const std::exception& e) {
-        p->write_failure = reason(e);
+        p->write_failure = exception_line(e);
       }
     }
     p->written = true;
@@ -403,9 +387,16 @@ std::string Checkpointer::complete_pending() {
     p->writer.join();
     failure = p->write_failure;
   }
-  std::vector<int64_t> mine = p->mine;
-  if (!failure.empty()) mine[0] = -1;
-  const int per = static_cast<int>(mine.size());
+  // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
+  const int per = 3 + r_.loops;
+  std::vector<int64_t> mine(per, -1);
+  mine[0] = failure.empty() ? static_cast<int64_t>(p->bytes.size()) : -1;
+  mine[1] = p->crc;
+  mine[2] = syncs_.begin()->second->dp_rank();
+  {
+    int k = 3;
+    for (const auto& [s, st] : stages_) mine[k++] = s;
+  }
   std::vector<int64_t> all(per * world_.size());
   world_.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
   int failed = -1;  // the first rank that could not write its part (or its copy of another's)

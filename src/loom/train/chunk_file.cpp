@@ -55,6 +55,13 @@ std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const to
   return out;
 }
 
+std::string exception_line(const std::exception& e) {
+  // A torch error's what() carries a C++ backtrace: its message alone.
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
+  return why.substr(0, why.find('\n'));
+}
+
 torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& file,
                                 parallel::ChunkSet& set, bool keep_replicas) {
   torch::serialize::InputArchive ar;
@@ -85,12 +92,8 @@ torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& fil
     }
     ar.try_read("rng", rng);
   } catch (const std::exception& e) {
-    // A torch error's what() carries a C++ backtrace: its message alone, on one line.
-    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-    std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
-    why = why.substr(0, why.find('\n'));
-    LOOM_USAGE("checkpoint file '", file, "' is not a loom checkpoint file of this format (", why,
-               "); resume from another checkpoint");
+    LOOM_USAGE("checkpoint file '", file, "' is not a loom checkpoint file of this format (",
+               exception_line(e), "); resume from another checkpoint");
   }
   for (auto& c : chunks) set.add(std::move(c));
   return rng;

@@ -18,6 +18,9 @@ std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const to
 torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& file,
                                 parallel::ChunkSet& set, bool keep_replicas = true);
 
+// What `e` says, on one line (a torch error's message without its C++ backtrace).
+std::string exception_line(const std::exception& e);
+
 // Reads files[i] of the checkpoint in `dir`, checks its size and CRC-32 against the manifest
 // (UsageError naming the file otherwise), adds its chunks to `set` (without the per-replica
 // ones unless keep_replicas) and returns its RNG state.
