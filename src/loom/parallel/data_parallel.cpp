@@ -23,7 +23,7 @@ void DataParallel::put_flat(ChunkWriter& w, const std::string& key, int replica,
   for (size_t i = 0; i < l.slots.size(); ++i) {
     const auto& s = l.slots[i];
     auto t = torch::from_blob(const_cast<float*>(flat) + s.offset, {s.numel}, torch::kFloat32);
-    w.put(key + "/" + checkpoint_name(named[i]), replica, 0, s.shape, t);
+    w.put_copy(key + "/" + checkpoint_name(named[i]), replica, 0, s.shape, t);
   }
 }
 

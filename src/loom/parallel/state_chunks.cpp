@@ -37,7 +37,29 @@ int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, int64_t count,
 void ChunkWriter::put(const std::string& name, int replica, int64_t begin,
                       std::vector<int64_t> shape, const torch::Tensor& data) {
   torch::Tensor flat = data.detach().reshape({-1});
-  flat = flat.is_cpu() ? flat.clone() : flat.to(torch::kCPU);  // a copy either way, made once
+  if (!flat.is_cpu()) {
+    flat = flat.to(torch::kCPU);
+  } else if (!borrow_) {
+    flat = flat.clone();
+  } else if (flat.storage_offset() != 0 ||
+             flat.storage().nbytes() != static_cast<size_t>(flat.nbytes())) {
+    // A file stores a tensor's whole storage: a piece of a larger one (a ZeRO shard's slice,
+    // one of a flat buffer's parameters) becomes a tensor over exactly its memory, holding the
+    // larger one alive until it is written.
+    flat = torch::from_blob(
+        flat.data_ptr(), {flat.numel()}, [keep = flat](void*) {}, flat.options());
+  }
+  add(name, replica, begin, std::move(shape), std::move(flat));
+}
+
+void ChunkWriter::put_copy(const std::string& name, int replica, int64_t begin,
+                           std::vector<int64_t> shape, const torch::Tensor& data) {
+  torch::Tensor flat = data.detach().reshape({-1});
+  add(name, replica, begin, std::move(shape), flat.is_cpu() ? flat.clone() : flat.to(torch::kCPU));
+}
+
+void ChunkWriter::add(const std::string& name, int replica, int64_t begin,
+                      std::vector<int64_t> shape, torch::Tensor flat) {
   LOOM_CHECK(begin >= 0 && begin + flat.numel() <= numel_of(shape), "chunk of '", name,
              "' outside its tensor");
   chunks_.push_back({name, replica, begin, std::move(shape), std::move(flat)});

@@ -22,17 +22,28 @@ struct Chunk {
   int replica = -1;
   int64_t begin = 0;
   std::vector<int64_t> shape;
-  torch::Tensor data;  // 1-D, contiguous, on the CPU
+  torch::Tensor data;  // 1-D, contiguous, on the CPU, exactly its storage (what a file holds)
 };
 
 class ChunkWriter {
  public:
-  // Copies `data` (any shape; its elements in order).
+  // borrow: `put` keeps CPU tensors' memory instead of copying it (a synchronous save, whose
+  // state does not change until its chunks are written); otherwise every chunk is a copy.
+  explicit ChunkWriter(bool borrow = false) : borrow_(borrow) {}
+  // `data` (any shape; its elements in order), copied or borrowed.
   void put(const std::string& name, int replica, int64_t begin, std::vector<int64_t> shape,
            const torch::Tensor& data);
+  // Like put(), but always copied: `data`'s memory is valid only during the call (a tensor
+  // over a buffer it does not own).
+  void put_copy(const std::string& name, int replica, int64_t begin, std::vector<int64_t> shape,
+                const torch::Tensor& data);
   std::vector<Chunk>& chunks() { return chunks_; }
 
  private:
+  void add(const std::string& name, int replica, int64_t begin, std::vector<int64_t> shape,
+           torch::Tensor flat);
+
+  bool borrow_;
   std::vector<Chunk> chunks_;
 };
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <tuple>
@@ -296,13 +297,15 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
 }
 
 // A save between begin_save() and complete_pending(). The writer thread serializes the copied
-// state (then `serialized` is set: `bytes`, `crc` and `failure` are its to read) and writes
-// this rank's file (then `written` is set and it ends: `write_failure` is its).
+// state onto this rank's file (then `serialized` is set: `size`, `crc`, `bytes` and `failure`
+// are its to read) and makes the file durable (then `written` is set and it ends:
+// `write_failure` is its).
 struct Checkpointer::Pending {
   int64_t step = 0;
   fs::path dir;
   std::string file;
-  std::string bytes;
+  std::string bytes;  // the file's, to send to other hosts (empty without copies)
+  int64_t size = 0;
   uint32_t crc = 0;
   std::string failure;
   std::string write_failure;
@@ -321,21 +324,21 @@ bool Checkpointer::pending_written() {
 }
 
 std::string Checkpointer::save(int64_t steps_done) {
-  begin_save(steps_done);
+  begin_save(steps_done, /*borrow=*/true);
   return complete_pending();
 }
 
-void Checkpointer::begin_save(int64_t steps_done) {
+void Checkpointer::begin_save(int64_t steps_done, bool borrow) {
   if (pending_ && pending_->step == steps_done) return;
   complete_pending();
   auto p = std::make_unique<Pending>();
   p->step = steps_done;
   p->dir = fs::path(cfg_.output.dir) / "checkpoint" / step_name(steps_done);
   p->file = (p->dir / rank_file(world_.rank())).string();
-  // The state is copied here, before the next step changes it; serialized in memory by the
-  // thread: the bytes written are the bytes checksummed, and a failing disk is reported by the
-  // system call that failed (ENOSPC, EIO), naming the file.
-  parallel::ChunkWriter w;
+  // The state is copied here (unless borrowed), before the next step changes it; serialized
+  // by the thread: the bytes written are the bytes checksummed, and a failing disk is reported
+  // by the system call that failed (ENOSPC, EIO), naming the file.
+  parallel::ChunkWriter w(borrow);
   torch::Tensor rng;
   try {
     std::error_code ec;
@@ -351,26 +354,32 @@ void Checkpointer::begin_save(int64_t steps_done) {
     return;
   }
   const int rank = world_.rank();
-  p->writer = std::jthread([rank, p = p.get(), chunks = std::move(w.chunks()), rng]() mutable {
-    try {
-      inject_slow_write(rank, p->step);
-      p->bytes = chunks_to_bytes(chunks, rng);
-      p->crc = crc32_of(p->bytes);
-    } catch (const std::exception& e) {
-      p->failure = exception_line(e);
-    }
-    chunks.clear();
-    p->serialized.set_value();
-    if (p->failure.empty()) {
-      try {
-        inject_disk_full(rank, p->step, "disk-full", p->file);
-        write_file_atomic(p->file, p->bytes);
-      } catch (const std::exception& e) {
-        p->write_failure = exception_line(e);
-      }
-    }
-    p->written = true;
-  });
+  const bool keep = !copies_.empty();
+  p->writer =
+      std::jthread([rank, keep, p = p.get(), chunks = std::move(w.chunks()), rng]() mutable {
+        std::optional<AtomicFile> file;
+        try {
+          inject_slow_write(rank, p->step);
+          inject_disk_full(rank, p->step, "disk-full", p->file);
+          file.emplace(p->file);
+          const FileSum sum = write_chunks(*file, chunks, rng, keep ? &p->bytes : nullptr);
+          p->size = sum.bytes;
+          p->crc = sum.crc32;
+        } catch (const std::exception& e) {
+          p->failure = exception_line(e);
+        }
+        chunks.clear();
+        p->serialized.set_value();
+        if (p->failure.empty()) {
+          try {
+            file->commit();  // durable beside the copies to other hosts
+          } catch (const std::exception& e) {
+            p->write_failure = exception_line(e);
+          }
+        }
+        file.reset();  // a file not committed goes
+        p->written = true;
+      });
   pending_ = std::move(p);
 }
 
@@ -385,12 +394,12 @@ std::string Checkpointer::complete_pending() {
   // it runs beside the copies.
   if (copies_.empty() && p->writer.joinable()) {
     p->writer.join();
-    failure = p->write_failure;
+    if (failure.empty()) failure = p->write_failure;
   }
   // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
   const int per = 3 + r_.loops;
   std::vector<int64_t> mine(per, -1);
-  mine[0] = failure.empty() ? static_cast<int64_t>(p->bytes.size()) : -1;
+  mine[0] = failure.empty() ? p->size : -1;
   mine[1] = p->crc;
   mine[2] = syncs_.begin()->second->dp_rank();
   {

@@ -8,7 +8,8 @@
 // folders are their own, each host's lowest rank writes the manifests too, each rank file is
 // also kept on the next host, and a resume fetches what a host lacks (host_copies.h).
 // A save can also run in two parts (output.async_save): begin_save() copies the rank's state
-// and a thread serializes and writes it while training goes on; complete_pending() does the
+// and a thread serializes and writes it while training goes on (as the file's bytes are made:
+// the whole file is never in memory but to be sent to another host); complete_pending() does the
 // rest (the agreement on the files, the copies to other hosts, the manifest) when the trainer
 // finds it written everywhere, or must have it.
 #include <cstdint>
@@ -57,8 +58,9 @@ class Checkpointer {
   std::string save(int64_t steps_done);
   // The first part of save(): this rank's state is copied (training may change it from here
   // on) and a thread serializes and writes it. A pending save of another step is completed
-  // first. Collective (through that completion only).
-  void begin_save(int64_t steps_done);
+  // first. Collective (through that completion only). borrow: not copied (save(): the state
+  // does not change until the save completes).
+  void begin_save(int64_t steps_done, bool borrow = false);
   // The rest of the pending save: the folder written, or "" when none is pending. Collective.
   std::string complete_pending();
   // Whether every rank's writer of the pending save has finished (so that completing it waits

@@ -1,6 +1,10 @@
 #include "loom/train/chunk_file.h"
 
+#include <cerrno>
+#include <cstring>
+#include <exception>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "loom/common/error.h"
@@ -19,7 +23,8 @@ std::string chunk_key(size_t i) {
 
 }  // namespace
 
-std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const torch::Tensor& rng) {
+FileSum write_chunks(AtomicFile& file, const std::vector<parallel::Chunk>& chunks,
+                     const torch::Tensor& rng, std::string* keep) {
   torch::serialize::OutputArchive ar;
   std::string names;
   torch::Tensor meta =
@@ -42,17 +47,31 @@ std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const to
       torch::from_blob(names.data(), {static_cast<int64_t>(names.size())}, torch::kUInt8).clone());
   ar.write("index_meta", meta);
   if (rng.defined()) ar.write("rng", rng);
-  // Straight into one string sized for the archive (its records, their headers and padding):
-  // through a stream, the bytes were copied as it grew and again out of it (twice as slow).
-  size_t size = 1 << 20;
-  for (const auto& c : chunks) size += c.data.nbytes() + 512;
-  std::string out;
-  out.reserve(size);
-  ar.save_to([&out](const void* data, size_t n) {
-    out.append(static_cast<const char*>(data), n);
+  if (keep) {  // sized once for the archive (its records, their headers and padding)
+    size_t size = 1 << 20;
+    for (const auto& c : chunks) size += c.data.nbytes() + 512;
+    keep->reserve(size);
+  }
+  // The archive's pieces go onto the file as they come (a record's data straight from its
+  // tensor). The writer calls this from C code: a failure is kept and thrown after it returns.
+  FileSum sum;
+  std::exception_ptr failure;
+  ar.save_to([&](const void* data, size_t n) {
+    if (failure) return n;
+    const std::string_view piece(static_cast<const char*>(data), n);
+    try {
+      file.write(piece);
+      if (keep) keep->append(piece);
+    } catch (...) {
+      failure = std::current_exception();
+      return n;
+    }
+    sum.crc32 = crc32_of(piece, sum.crc32);
+    sum.bytes += static_cast<int64_t>(n);
     return n;
   });
-  return out;
+  if (failure) std::rethrow_exception(failure);
+  return sum;
 }
 
 std::string exception_line(const std::exception& e) {
@@ -62,13 +81,16 @@ std::string exception_line(const std::exception& e) {
   return why.substr(0, why.find('\n'));
 }
 
-torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& file,
-                                parallel::ChunkSet& set, bool keep_replicas) {
+namespace {
+
+// The chunks of the archive at `file` into `set` (records read one by one as they are taken).
+torch::Tensor chunks_from_file(const std::string& file, parallel::ChunkSet& set,
+                               bool keep_replicas) {
   torch::serialize::InputArchive ar;
   torch::Tensor names_t, meta, rng;
   std::vector<parallel::Chunk> chunks;
   try {
-    ar.load_from(bytes.data(), bytes.size());
+    ar.load_from(file);
     ar.read("index_names", names_t);
     ar.read("index_meta", meta);
     if (meta.dim() != 2 || meta.size(1) != kMetaCols || meta.scalar_type() != torch::kInt64)
@@ -99,18 +121,34 @@ torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& fil
   return rng;
 }
 
+// The CRC-32 of the file's bytes, read a few MB at a time.
+uint32_t crc32_of_file(const std::string& f) {
+  std::ifstream in(f, std::ios::binary);
+  std::string buf(4 << 20, '\0');
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    crc = crc32_of(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), crc);
+  }
+  if (!in.eof())
+    LOOM_USAGE("checkpoint file '", f, "' is unreadable (", std::strerror(errno),
+               "); resume from another checkpoint");
+  return crc;
+}
+
+}  // namespace
+
 torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, size_t i,
                                    parallel::ChunkSet& set, bool keep_replicas) {
   const Manifest::File& want = m.files.at(i);
   const std::string f = (std::filesystem::path(dir) / want.name).string();
   check_file_size(m, dir, i);
-  const std::string bytes = read_file(f);
-  const uint32_t crc = crc32_of(bytes);
-  if (static_cast<int64_t>(bytes.size()) != want.bytes || crc != want.crc32)
-    LOOM_USAGE("checkpoint file '", f, "' does not match its manifest (", bytes.size(),
-               " bytes, CRC-32 ", crc, "; the manifest says ", want.bytes, " bytes, CRC-32 ",
-               want.crc32, "): it is damaged or from another run; resume from another checkpoint");
-  return chunks_from_bytes(bytes, f, set, keep_replicas);
+  const uint32_t crc = crc32_of_file(f);
+  if (crc != want.crc32)
+    LOOM_USAGE("checkpoint file '", f, "' does not match its manifest (CRC-32 ", crc,
+               "; the manifest says ", want.crc32,
+               "): it is damaged or from another run; resume from another checkpoint");
+  return chunks_from_file(f, set, keep_replicas);
 }
 
 }  // namespace loom::train

@@ -7,23 +7,31 @@
 #include <string>
 #include <vector>
 
+#include "loom/common/files.h"
 #include "loom/parallel/state_chunks.h"
 #include "loom/train/checkpoint.h"
 
 namespace loom::train {
 
-std::string chunks_to_bytes(const std::vector<parallel::Chunk>& chunks, const torch::Tensor& rng);
-// Adds the file's chunks to `set`; returns its RNG state (undefined when it has none).
-// UsageError naming `file` when the bytes are not such a file.
-torch::Tensor chunks_from_bytes(const std::string& bytes, const std::string& file,
-                                parallel::ChunkSet& set, bool keep_replicas = true);
+// What went into a file: its size and CRC-32.
+struct FileSum {
+  int64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+// Serializes `chunks` and `rng` onto `file` as the archive is produced (the whole file is never
+// in memory; the caller commits it), and into `*keep` too when given. Error naming the file
+// when a write fails.
+FileSum write_chunks(AtomicFile& file, const std::vector<parallel::Chunk>& chunks,
+                     const torch::Tensor& rng, std::string* keep = nullptr);
 
 // What `e` says, on one line (a torch error's message without its C++ backtrace).
 std::string exception_line(const std::exception& e);
 
 // Reads files[i] of the checkpoint in `dir`, checks its size and CRC-32 against the manifest
 // (UsageError naming the file otherwise), adds its chunks to `set` (without the per-replica
-// ones unless keep_replicas) and returns its RNG state.
+// ones unless keep_replicas) and returns its RNG state (undefined when it has none). The file
+// is read piece by piece, never whole into memory; UsageError naming it when it is not such a
+// file.
 torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, size_t i,
                                    parallel::ChunkSet& set, bool keep_replicas = true);
 

@@ -26,12 +26,15 @@ void write_consolidated(const CheckpointContents& c, const std::string& out) {
   AtomicFolder folder(out, "choose another --out");
   std::vector<parallel::Chunk> chunks;
   for (const auto& [key, t] : c.tensors) chunks.push_back(t);
-  const std::string bytes = chunks_to_bytes(chunks, torch::Tensor());
   Manifest m = c.manifest;
-  Manifest::File f{"consolidated.pt", static_cast<int64_t>(bytes.size()), crc32_of(bytes), -1, {}};
+  Manifest::File f{"consolidated.pt", 0, 0, -1, {}};
+  AtomicFile file(folder.file(f.name));
+  const FileSum sum = write_chunks(file, chunks, torch::Tensor());
+  file.commit();
+  f.bytes = sum.bytes;
+  f.crc32 = sum.crc32;
   for (int s = 0; s < m.pp * m.loops; ++s) f.stages.push_back(s);
   m.files = {f};
-  write_file_atomic(folder.file(f.name), bytes);
   // The run's settings go along, for a resume to say what it changes.
   if (const fs::path config = fs::path(c.dir) / "config.toml"; fs::exists(config, ec))
     write_file_atomic(folder.file("config.toml"), read_file(config.string()));

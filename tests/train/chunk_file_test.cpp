@@ -1,0 +1,162 @@
+// Checkpoint files of chunks (train/chunk_file.h, parallel/state_chunks.h): a synchronous
+// save's chunks borrow the state instead of copying it, the file is written as it is
+// serialized, and either way the file is the same bytes.
+#include "loom/train/chunk_file.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "loom/common/error.h"
+#include "loom/common/files.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using loom::parallel::ChunkSet;
+using loom::parallel::ChunkWriter;
+using loom::train::FileSum;
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("chunk_file_test." + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A stage's state as a save finds it: a flat buffer whose pieces are parameters (and a ZeRO
+// shard's slices), a tensor of its own, an int64 counter.
+void put_state(ChunkWriter& w, const torch::Tensor& flat, const torch::Tensor& own) {
+  w.put("param/a", -1, 0, {2, 3}, flat.slice(0, 0, 6).view({2, 3}));
+  w.put("param/b", -1, 2, {10}, flat.slice(0, 6, 14));  // elements [2, 10) of b
+  w.put("adamw.exp_avg/c", 0, 0, {4}, own);
+  w.put("optimizer.step", -1, 0, {1}, torch::tensor({int64_t{7}}, torch::kInt64));
+}
+
+FileSum write(const fs::path& path, ChunkWriter& w) {
+  loom::AtomicFile file(path.string());
+  const FileSum sum = loom::train::write_chunks(file, w.chunks(), torch::tensor({1.0f, 2.0f}));
+  file.commit();
+  return sum;
+}
+
+TEST(ChunkWriter, BorrowedChunksAreExactlyTheirPieceOfTheState) {
+  const torch::Tensor flat = torch::arange(16, torch::kFloat32);
+  const torch::Tensor own = torch::ones({4});
+  ChunkWriter borrowed(/*borrow=*/true), copied;
+  put_state(borrowed, flat, own);
+  put_state(copied, flat, own);
+  const auto& b = borrowed.chunks();
+  ASSERT_EQ(b.size(), 4u);
+  // The slice's memory, not a copy, in a tensor whose storage is that memory only (a file
+  // stores a tensor's whole storage).
+  EXPECT_EQ(b[1].data.data_ptr<float>(), flat.data_ptr<float>() + 6);
+  EXPECT_EQ(b[1].data.storage().nbytes(), 8 * sizeof(float));
+  EXPECT_EQ(b[0].data.storage().nbytes(), 6 * sizeof(float));
+  EXPECT_EQ(b[2].data.data_ptr<float>(), own.data_ptr<float>());  // a tensor of its own: itself
+  for (const auto& c : copied.chunks()) {
+    EXPECT_NE(c.data.data_ptr(), flat.data_ptr());
+    EXPECT_NE(c.data.data_ptr(), own.data_ptr());
+  }
+  // The borrowed piece keeps the state it came from alive.
+  torch::Tensor kept = b[1].data;
+  borrowed.chunks().clear();
+  EXPECT_FLOAT_EQ(kept[0].item<float>(), 6.0f);
+}
+
+TEST(ChunkWriter, PutCopyCopiesEvenWhenBorrowing) {
+  std::vector<float> buffer{1, 2, 3};
+  ChunkWriter w(/*borrow=*/true);
+  w.put_copy("slim.core/a", -1, 0, {3}, torch::from_blob(buffer.data(), {3}, torch::kFloat32));
+  buffer.assign(3, 0.0f);
+  EXPECT_FLOAT_EQ(w.chunks()[0].data[2].item<float>(), 3.0f);
+}
+
+TEST(ChunkFile, BorrowedAndCopiedStateWriteTheSameBytes) {
+  TempDir dir;
+  const torch::Tensor flat = torch::randn({16});
+  const torch::Tensor own = torch::randn({4});
+  ChunkWriter borrowed(true), copied;
+  put_state(borrowed, flat, own);
+  put_state(copied, flat, own);
+  const FileSum a = write(dir.path / "rank-00000.pt", borrowed);
+  const FileSum b = write(dir.path / "copied.pt", copied);
+  const std::string bytes = loom::read_file((dir.path / "rank-00000.pt").string());
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.crc32, b.crc32);
+  EXPECT_EQ(a.bytes, static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ(a.crc32, loom::train::crc32_of(bytes));
+  EXPECT_EQ(bytes, loom::read_file((dir.path / "copied.pt").string()));
+  // `keep`: the same bytes in memory.
+  std::string kept;
+  loom::AtomicFile again((dir.path / "kept.pt").string());
+  EXPECT_EQ(
+      loom::train::write_chunks(again, borrowed.chunks(), torch::tensor({1.0f, 2.0f}), &kept).crc32,
+      a.crc32);
+  EXPECT_EQ(kept, bytes);
+
+  // Read back (checked against its size and CRC-32), every value where it was.
+  loom::train::Manifest m;
+  m.files = {{"rank-00000.pt", a.bytes, a.crc32, 0, {0}}};
+  ChunkSet set;
+  const torch::Tensor rng = loom::train::read_checkpoint_file(dir.path.string(), m, 0, set);
+  EXPECT_TRUE(rng.equal(torch::tensor({1.0f, 2.0f})));
+  torch::Tensor out = torch::empty({6});
+  ASSERT_TRUE(set.get("param/a", -1, 0, out));
+  EXPECT_TRUE(out.equal(flat.slice(0, 0, 6)));
+  out = torch::empty({8});
+  ASSERT_TRUE(set.get("param/b", -1, 2, out));
+  EXPECT_TRUE(out.equal(flat.slice(0, 6, 14)));
+  out = torch::empty({4});
+  ASSERT_TRUE(set.get("adamw.exp_avg/c", 0, 0, out));
+  EXPECT_TRUE(out.equal(own));
+
+  // A file whose CRC-32 is not the manifest's is refused, naming it.
+  m.files[0].crc32 ^= 1;
+  ChunkSet none;
+  try {
+    loom::train::read_checkpoint_file(dir.path.string(), m, 0, none);
+    ADD_FAILURE() << "a wrong CRC-32 was accepted";
+  } catch (const loom::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank-00000.pt' does not match its manifest"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ChunkFile, AWriteThatFailsMidFileThrowsNamingTheFile) {
+  // A file size limit below the archive's size fails a write() in the middle of it (EFBIG),
+  // inside the serializer's callback: the failure comes out of write_chunks (not through the
+  // serializer's C code) and the temporary file goes.
+  TempDir dir;
+  ChunkWriter w;
+  put_state(w, torch::zeros({16}), torch::zeros({4}));
+  w.put("param/big", -1, 0, {4096}, torch::zeros({4096}));
+  const fs::path path = dir.path / "rank-00000.pt";
+  struct sigaction ignore {
+  }, before{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &before), 0);
+  rlimit was{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &was), 0);
+  rlimit small = was;
+  small.rlim_cur = 8192;  // past the first records, inside the 16 KB of param/big
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string what;
+  try {
+    loom::AtomicFile file(path.string());
+    loom::train::write_chunks(file, w.chunks(), torch::Tensor());
+    file.commit();
+  } catch (const loom::Error& e) {
+    what = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &was);
+  ::sigaction(SIGXFSZ, &before, nullptr);
+  EXPECT_NE(what.find("cannot write '" + path.string() + "': File too large"), std::string::npos)
+      << what;
+  EXPECT_TRUE(fs::is_empty(dir.path));
+}
+
+}  // namespace
