@@ -8,20 +8,29 @@
 # (`--output.host_copies 2`, "copies2"). Each round runs the variants in a rotated order and
 # back (A B C C B A). Prints each run's wall time, the median of each variant, the extra time
 # per save against the shared folder, and what the copies' bytes take at RATE (each host sends
-# its ranks' files to K hosts over its one link).
-# Needs root. usage: bench/host_copies.sh [BUILD_DIR] [RATE|none] [ROUNDS] [SAVES] [HOSTS]
+# its ranks' files to K hosts over its one link). With ASYNC = async each variant also runs with
+# its checkpoints written in the background ("<variant>+async", `--output.async_save true`:
+# the copies too), its extra time against "shared+async".
+# PERIOD: steps between saves (default 2; the run trains SAVES x PERIOD steps).
+# Needs root. usage: bench/host_copies.sh [BUILD_DIR] [RATE|none] [ROUNDS] [SAVES] [HOSTS] [ASYNC]
+#   [PERIOD]
 set -euo pipefail
 build=${1:-build}
 rate=${2:-1gbit}
 rounds=${3:-2}
 saves=${4:-6}
 nhosts=${5:-2}
+async=${6:-}
+period=${7:-2}
 cd "$(dirname "$0")/.."
 case $nhosts in
   2) nproc=2 layers=8 layout=(--pp 2 --dp 2) variants=(shared copies1) ;;
   3) nproc=1 layers=9 layout=(--pp 3) variants=(shared copies1 copies2) ;;
   *) echo "bench/host_copies.sh: HOSTS is 2 or 3, not '$nhosts'" >&2; exit 2 ;;
 esac
+if [[ $async == async ]]; then
+  for v in "${variants[@]}"; do variants+=("$v+async"); done
+fi
 # shellcheck source=bench/bed_lib.sh
 source bench/bed_lib.sh "$build" loomc "$rate" "$nhosts"
 
@@ -31,10 +40,11 @@ cfg=$PWD/bench/gpt_checkpoints.toml
 
 # run VARIANT PORT: one run on every host; its wall time (seconds) on stdout.
 run() {
-  local variant=$1 port=$2 k start pids=() copies=()
+  local variant=${1%+async} port=$2 k start pids=() copies=()
   rm -rf "$tmp/run" "$tmp"/h[0-9]
   mkdir -p "$tmp/run"
   [[ $variant == copies* ]] && copies=(--output.host_copies "${variant#copies}")
+  [[ $1 == *+async ]] && copies+=(--output.async_save true)
   start=$(date +%s.%N)
   for ((k = 0; k < nhosts; k++)); do
     local folder=""
@@ -44,7 +54,7 @@ run() {
     fi
     on_host "$k" "$folder" "$loom" launch --nproc "$nproc" --nnodes "$nhosts" --node-rank "$k" \
       --master-addr "$master" --master-port "$port" -- "$loom" train --config "$cfg" \
-      --model.layers "$layers" --train.steps $((2 * saves)) --output.checkpoint_every 2 \
+      --model.layers "$layers" --train.steps $((period * saves)) --output.checkpoint_every "$period" \
       "${layout[@]}" "${copies[@]}" --output.dir "$tmp/run/out" >"$tmp/$variant.$k.log" 2>&1 &
     pids+=($!)
   done
@@ -65,7 +75,7 @@ for ((r = 0; r < rounds; r++)); do
     echo "round $r $v: $t s" >&2
   done
 done
-last="out/checkpoint/step-$(printf %06d $((2 * saves)))/manifest.json"  # of the last run
+last="out/checkpoint/step-$(printf %06d $((period * saves)))/manifest.json"  # of the last run
 [[ -f $tmp/run/$last ]] || last=../h0/$last
 bytes=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['files'][0]['bytes'])" \
   "$tmp/run/$last")
@@ -77,14 +87,17 @@ rate, saves, size, hosts, nproc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]
 runs = {v: [float(x) for x in t.split()] for v, t in (a.split("=") for a in sys.argv[6:])}
 m = re.fullmatch(r"(\d+)(k|m|g)bit", rate)
 bits = int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else float("inf")
-shared = statistics.median(runs["shared"])
+shared = {"": statistics.median(runs["shared"])}
+if "shared+async" in runs:
+    shared["+async"] = statistics.median(runs["shared+async"])
 print(f"{hosts} hosts x {nproc} ranks, rank file {size / 1e6:.1f} MB, {saves} saves, link {rate}")
 print("| variant | median | extra per save | copies at the rate |")
 print("|---|---|---|---|")
 for v, t in runs.items():
-    k = int(v[len("copies"):]) if v.startswith("copies") else 0
+    base, mode = (v[:-len("+async")], "+async") if v.endswith("+async") else (v, "")
+    k = int(base[len("copies"):]) if base.startswith("copies") else 0
     wire = k * nproc * size * 8 / bits  # each host's ranks' files to k hosts, every host at once
-    extra = (statistics.median(t) - shared) / saves
+    extra = (statistics.median(t) - shared[mode]) / saves
     print(f"| {v} | {statistics.median(t):.2f} s | {extra:.2f} s | {wire:.2f} s |")
 print("runs: " + ", ".join(f"{v} {t}" for v, t in runs.items()))
 PY

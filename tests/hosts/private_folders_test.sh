@@ -15,7 +15,8 @@
 #  - a rank file lost on both hosts: one line naming it, exit 2 on both;
 #  - a copy that cannot be written fails the save: one line, the last checkpoint intact; so
 #    does a rank's own write, at once or in the background (output.async_save); a save in the
-#    background leaves both hosts the same files as one written at once;
+#    background leaves both hosts the same files as one written at once, its copies made while
+#    the next steps train;
 #  - three hosts of one rank, pp 3, `--output.host_copies 2`: every host holds every rank file;
 #    two disks lost at once (hosts 1 and 2), the run resumes from host 0's copies, to the same
 #    loss as with no disk lost.
@@ -191,9 +192,20 @@ save_fails copyfail 29627 copy-disk-full rank-00000.pt "a copy that cannot be wr
 save_fails ownfail 29628 disk-full rank-00002.pt "a rank's own write that fails beside its copy"
 save_fails asyncfail 29630 disk-full rank-00002.pt "a background write (output.async_save)" \
   --steps 6 --output.async_save true
-# Written in the background (step 2, completed after step 3), each host holds the manifest and
-# the four rank files, the bytes of the first run's (written at once).
-private async 29631 --pp 2 --dp 2 --output.dir "$tmp/run/async" --output.async_save true
+# Written in the background, each host holds the manifest and the four rank files, the bytes
+# of the first run's (written at once). The copies run in the background too: with rank 0's
+# held 3 s, steps 3 and 4 train before they start (the save completes when step 4's begins).
+LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=2 LOOM_FAULT_KIND=slow-copy \
+  private async 29631 --pp 2 --dp 2 --output.dir "$tmp/run/async" --output.async_save true \
+  --steps 4 --output.progress true
+copies_line=$(grep -n -m1 "the copies of step 2 start now" "$tmp/async.0" | cut -d: -f1)
+trained_line=$(grep -n -m1 "^step 4/4" "$tmp/async.0" | cut -d: -f1)
+if [[ -n $copies_line && -n $trained_line && $trained_line -lt $copies_line ]]; then
+  ok "copies in the background: step 4 trained while rank 0's copies of step 2 were held"
+else
+  cat "$tmp/async.0"
+  fail "copies in the background: step 4 at line ${trained_line:-none}, copies at ${copies_line:-none}"
+fi
 crcs() { grep -o '"crc32": *[0-9]*' "$1/checkpoint/step-000002/manifest.json" | tr -d ' \n'; }
 if [[ ${rcs[*]} == "0 0" ]] && [[ -n $(crcs "$tmp/out.h0") && $(crcs "$tmp/h0/async") == "$(crcs "$tmp/out.h0")" &&
       $(crcs "$tmp/h1/async") == "$(crcs "$tmp/out.h0")" ]] &&

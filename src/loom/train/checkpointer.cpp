@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <map>
 #include <optional>
 #include <regex>
@@ -288,18 +287,21 @@ Checkpointer::Checkpointer(const config::Config& cfg, const Resolved& r, comm::B
       optimizers_(optimizers) {
   groups_ = folder_groups(world_.size(), say_if_not_shared(world_, cfg_.output.dir));
   copies_ = copies_to_next_group(groups_, static_cast<int>(cfg_.output.host_copies));
-  if (!copies_.empty())
+  if (!copies_.empty()) {
     metrics_ = std::make_unique<MetricsCopies>(
         world_, (fs::path(cfg_.output.dir) / "metrics.jsonl").string(), writes_manifests());
+    copies_world_ = world_.host_world().split(0, world_.rank(), "checkpoint copies");
+  }
   remove_debris(fs::path(cfg_.output.dir) / "checkpoint", world_.rank() == 0);
   remove_temporary_files(cfg_.output.dir);
   world_.barrier()->wait();  // no rank writes a checkpoint while rank 0 may still remove debris
 }
 
 // A save between begin_save() and complete_pending(). The writer thread serializes the copied
-// state onto this rank's file (then `serialized` is set: `size`, `crc`, `bytes` and `failure`
-// are its to read) and makes the file durable (then `written` is set and it ends:
-// `write_failure` is its).
+// (or borrowed) state onto this rank's file and makes it durable; on hosts without a shared
+// folder it also does what the ranks' writers do together over their own communicator: the
+// exchange of the files' sizes and checksums, the copies to other hosts and the agreement on
+// their outcome. Then `written` is set and it ends; the rest is its to write until then.
 struct Checkpointer::Pending {
   int64_t step = 0;
   fs::path dir;
@@ -307,12 +309,41 @@ struct Checkpointer::Pending {
   std::string bytes;  // the file's, to send to other hosts (empty without copies)
   int64_t size = 0;
   uint32_t crc = 0;
-  std::string failure;
-  std::string write_failure;
-  std::promise<void> serialized;
+  std::string failure;  // this rank's, in one line ("": none)
+  // With copies to other hosts: every rank's row (exchange_row()), the first rank that failed
+  // (-1: none) and the copies this rank received.
+  std::vector<int64_t> all;
+  int failed = -1;
+  std::vector<std::string> received;
   std::atomic<bool> written = false;
   std::jthread writer;  // last: joined before the rest goes
 };
+
+std::vector<int64_t> Checkpointer::exchange_row(const Pending& p) const {
+  // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
+  std::vector<int64_t> row(3 + r_.loops, -1);
+  row[0] = p.failure.empty() ? p.size : -1;
+  row[1] = p.crc;
+  row[2] = syncs_.begin()->second->dp_rank();
+  int k = 3;
+  for (const auto& [s, st] : stages_) row[k++] = s;
+  return row;
+}
+
+namespace {
+
+// Every rank's exchange row over `net`; *failed: the first rank whose row says it failed.
+std::vector<int64_t> exchange(comm::Backend& net, const std::vector<int64_t>& mine, int* failed) {
+  const size_t per = mine.size();
+  std::vector<int64_t> all(per * net.size());
+  net.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
+  *failed = -1;
+  for (int q = 0; q < net.size() && *failed < 0; ++q)
+    if (all[per * q] < 0) *failed = q;
+  return all;
+}
+
+}  // namespace
 
 Checkpointer::~Checkpointer() = default;
 
@@ -347,40 +378,68 @@ void Checkpointer::begin_save(int64_t steps_done, bool borrow) {
     for (const auto& [s, y] : syncs_) parallel::save_stage_state(*y, *optimizers_.at(s), w);
     rng = at::detail::getDefaultCPUGenerator().get_state();
   } catch (const Error& e) {
-    p->failure = e.what();
-    p->serialized.set_value();
-    p->written = true;
-    pending_ = std::move(p);
-    return;
+    p->failure = e.what();  // the thread still takes part in the writers' exchange
+    w.chunks().clear();
   }
-  const int rank = world_.rank();
-  const bool keep = !copies_.empty();
-  p->writer =
-      std::jthread([rank, keep, p = p.get(), chunks = std::move(w.chunks()), rng]() mutable {
-        std::optional<AtomicFile> file;
-        try {
-          inject_slow_write(rank, p->step);
-          inject_disk_full(rank, p->step, "disk-full", p->file);
-          file.emplace(p->file);
-          const FileSum sum = write_chunks(*file, chunks, rng, keep ? &p->bytes : nullptr);
-          p->size = sum.bytes;
-          p->crc = sum.crc32;
-        } catch (const std::exception& e) {
-          p->failure = exception_line(e);
-        }
-        chunks.clear();
-        p->serialized.set_value();
-        if (p->failure.empty()) {
-          try {
-            file->commit();  // durable beside the copies to other hosts
-          } catch (const std::exception& e) {
-            p->write_failure = exception_line(e);
-          }
-        }
-        file.reset();  // a file not committed goes
-        p->written = true;
-      });
+  std::vector<int64_t> row = exchange_row(*p);
+  p->writer = std::jthread([this, p = p.get(), chunks = std::move(w.chunks()), rng,
+                            row = std::move(row), run = this_run()]() mutable {
+    const int rank = world_.rank();
+    std::optional<AtomicFile> file;
+    if (p->failure.empty()) {
+      try {
+        inject_slow_write(rank, p->step);
+        inject_disk_full(rank, p->step, "disk-full", p->file);
+        file.emplace(p->file);
+        const FileSum sum = write_chunks(*file, chunks, rng, copies_world_ ? &p->bytes : nullptr);
+        p->size = sum.bytes;
+        p->crc = sum.crc32;
+      } catch (const std::exception& e) {
+        p->failure = exception_line(e);
+      }
+    }
+    chunks.clear();
+    if (copies_world_) {
+      copy_to_hosts(*p, std::move(row), run, file);
+    } else if (p->failure.empty()) {
+      try {
+        file->commit();
+      } catch (const std::exception& e) {
+        p->failure = exception_line(e);
+      }
+    }
+    file.reset();  // a file not committed goes
+    p->written = true;
+  });
   pending_ = std::move(p);
+}
+
+void Checkpointer::copy_to_hosts(Pending& p, std::vector<int64_t> row, Manifest run,
+                                 std::optional<AtomicFile>& file) {
+  comm::Backend& net = *copies_world_;
+  row[0] = p.failure.empty() ? p.size : -1;
+  row[1] = p.crc;
+  p.all = exchange(net, row, &p.failed);
+  if (p.failed < 0) {
+    const Manifest m = saved_manifest(std::move(run), p.all, static_cast<int>(row.size()), p.step);
+    const int rank = world_.rank();
+    inject_slow_copy(rank, p.step);
+    p.failure = run_copies(
+        net, copies_, m.files, p.dir.string(), [&](int) { return in_memory(p.bytes); },
+        [&](const std::string& path) { inject_disk_full(rank, p.step, "copy-disk-full", path); });
+    for (const FileCopy& c : copies_)
+      if (c.to == rank) p.received.push_back((p.dir / m.files[c.file].name).string());
+    if (p.failure.empty()) {  // durable after the copies: the disk had their time to catch up
+      try {
+        file->commit();
+      } catch (const std::exception& e) {
+        p.failure = exception_line(e);
+      }
+    }
+    const std::vector<int> broken = ranks_where(net, !p.failure.empty());
+    if (!broken.empty()) p.failed = broken.front();
+  }
+  p.bytes = std::string();
 }
 
 std::string Checkpointer::complete_pending() {
@@ -388,46 +447,15 @@ std::string Checkpointer::complete_pending() {
   // Gone (its writer joined) however this ends.
   const std::unique_ptr<Pending> p = std::move(pending_);
   const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
-  p->serialized.get_future().wait();
+  if (p->writer.joinable()) p->writer.join();
   std::string failure = p->failure;
-  // Without copies to other hosts the own write is part of what the ranks agree on; with them
-  // it runs beside the copies.
-  if (copies_.empty() && p->writer.joinable()) {
-    p->writer.join();
-    if (failure.empty()) failure = p->write_failure;
-  }
-  // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
-  const int per = 3 + r_.loops;
-  std::vector<int64_t> mine(per, -1);
-  mine[0] = failure.empty() ? p->size : -1;
-  mine[1] = p->crc;
-  mine[2] = syncs_.begin()->second->dp_rank();
-  {
-    int k = 3;
-    for (const auto& [s, st] : stages_) mine[k++] = s;
-  }
-  std::vector<int64_t> all(per * world_.size());
-  world_.all_gather(mine.data(), all.data(), per, comm::DType::Int64)->wait();
-  int failed = -1;  // the first rank that could not write its part (or its copy of another's)
-  for (int q = 0; q < world_.size() && failed < 0; ++q)
-    if (all[per * q] < 0) failed = q;
-  const Manifest m = failed < 0 ? saved_manifest(this_run(), all, per, p->step) : Manifest{};
-  // Hosts with run folders of their own: each rank's file also on the next host.
-  std::vector<std::string> received;
-  if (failed < 0 && !copies_.empty()) {
-    failure = run_copies(
-        world_, copies_, m.files, p->dir.string(), [&](int) { return in_memory(p->bytes); },
-        [&](const std::string& path) {
-          inject_disk_full(world_.rank(), p->step, "copy-disk-full", path);
-        });
-    if (p->writer.joinable()) p->writer.join();  // the own write done
-    if (!p->write_failure.empty()) failure = p->write_failure;
-    for (const FileCopy& c : copies_)
-      if (c.to == world_.rank()) received.push_back((p->dir / m.files[c.file].name).string());
-    const std::vector<int> broken = ranks_where(world_, !failure.empty());
-    if (!broken.empty()) failed = broken.front();
-  }
-  p->bytes = std::string();
+  // With copies to other hosts the writers exchanged their rows (and copied the files).
+  int failed = p->failed;  // the first rank that could not write its part (or its copy)
+  const std::vector<int64_t> all =
+      copies_world_ ? p->all : exchange(world_, exchange_row(*p), &failed);
+  const Manifest m =
+      failed < 0 ? saved_manifest(this_run(), all, 3 + r_.loops, p->step) : Manifest{};
+  const std::vector<std::string>& received = p->received;
   bool manifest_failed = false;
   if (failed < 0) {
     if (writes_manifests()) {
@@ -456,7 +484,6 @@ std::string Checkpointer::complete_pending() {
 
 void Checkpointer::abandon(Pending& p, const std::vector<std::string>& received, int failed,
                            const std::string& failure, bool manifest_failed) {
-  if (p.writer.joinable()) p.writer.join();  // (a failed serialization elsewhere)
   // Nothing of a checkpoint that will not exist stays behind to fill the disk: the manifests
   // first (so the folder never looks complete), every rank's part and copies, then the folder.
   // Not when it may be the intact one (the step this run resumed from, written again).

@@ -9,17 +9,21 @@
 // also kept on the next host, and a resume fetches what a host lacks (host_copies.h).
 // A save can also run in two parts (output.async_save): begin_save() copies the rank's state
 // and a thread serializes and writes it while training goes on (as the file's bytes are made:
-// the whole file is never in memory but to be sent to another host); complete_pending() does the
-// rest (the agreement on the files, the copies to other hosts, the manifest) when the trainer
-// finds it written everywhere, or must have it.
+// the whole file is never in memory but to be sent to another host); on hosts without a shared
+// folder the ranks' threads also exchange the files' sizes and checksums and copy the files to
+// other hosts, over a communicator of their own. complete_pending() does the rest (the
+// agreement on the files where the threads did not make it, the manifest) when the trainer
+// finds every rank's thread done, or must have it.
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "loom/comm/backend.h"
+#include "loom/common/files.h"
 #include "loom/config/config.h"
 #include "loom/model/partition.h"
 #include "loom/train/checkpoint.h"
@@ -81,6 +85,13 @@ class Checkpointer {
  private:
   struct Pending;
   Manifest this_run() const;  // without files and step
+  // This rank's row of a save's exchange (checkpoint.cpp's saved_manifest reads it).
+  std::vector<int64_t> exchange_row(const Pending& p) const;
+  // The writer's part on hosts without a shared folder (over copies_world_, with the other
+  // ranks' writers): the exchange, the copies of the rank files, `file` made durable, the
+  // agreement on the outcome.
+  void copy_to_hosts(Pending& p, std::vector<int64_t> row, Manifest run,
+                     std::optional<AtomicFile>& file);
   // A save that failed on rank `failed` (its reason `failure`, when this rank knows it): what
   // it wrote is removed, then every rank throws the same AgreedError. Collective.
   [[noreturn]] void abandon(Pending& p, const std::vector<std::string>& received, int failed,
@@ -96,7 +107,10 @@ class Checkpointer {
   // By world rank, the lowest rank that sees the same run folder (shared_folder.h): each
   // group's lowest rank writes the manifests into its folder.
   std::vector<int> groups_;
-  std::vector<FileCopy> copies_;            // each save's rank files carried to the next host
+  std::vector<FileCopy> copies_;  // each save's rank files carried to the next host
+  // With copies_: the writers' own communicator (the same ranks), so that a save's exchange
+  // and copies run beside the training's collectives.
+  std::unique_ptr<comm::Backend> copies_world_;
   std::unique_ptr<MetricsCopies> metrics_;  // with copies_: metrics.jsonl on every host
   int64_t previous_ = 0;  // step of the newest checkpoint this run wrote or loaded (0: none)
   std::unique_ptr<Pending> pending_;  // the save begun and not completed

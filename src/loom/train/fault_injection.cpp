@@ -48,9 +48,21 @@ void inject_slow_write(int rank, int64_t step) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+void inject_slow_copy(int rank, int64_t step) {
+  if (!fault_here(rank, step) || fault_kind() != "slow-copy") return;
+  const auto say = [&](const char* what) {
+    std::fprintf(stderr, "[rank %d] LOOM_FAULT_KIND=slow-copy: the copies of step %lld %s\n", rank,
+                 static_cast<long long>(step), what);
+    std::fflush(stderr);
+  };
+  say("start in 3 s");
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  say("start now");
+}
+
 void maybe_inject_fault(int rank, int64_t step) {
   const std::string kind = fault_kind();
-  if (!fault_here(rank, step) || kind == "nan" || kind == "slow-write" ||
+  if (!fault_here(rank, step) || kind == "nan" || kind.rfind("slow-", 0) == 0 ||
       kind.find("disk-full") != std::string::npos)
     return;
   TORCH_CHECK(kind != "torch-error", "LOOM_FAULT_KIND=torch-error on rank ", rank, " at step ",

@@ -4,7 +4,7 @@
 // at step s; with LOOM_FAULT_KIND=hang the rank stops communicating instead (sleeps until
 // SIGTERM or SIGINT), so that the others' timeouts fire; with torch-error it fails a torch
 // check (an unexpected library error), with out-of-memory it throws std::bad_alloc; nan and
-// disk-full and slow-write below. Only the first attempt of a
+// disk-full, slow-write and slow-copy below. Only the first attempt of a
 // job fails: under loom train --max-restarts the launcher sets LOOM_RESTART_COUNT, and a
 // restart (> 0) runs clean.
 #include <cstdint>
@@ -26,5 +26,10 @@ void inject_disk_full(int rank, int64_t step, const char* kind, const std::strin
 // it serializes the state it was given (under output.async_save the next step trains
 // meanwhile, so a writer given the live state instead of a copy would write changed values).
 void inject_slow_write(int rank, int64_t step);
+// LOOM_FAULT_KIND=slow-copy: on hosts without a shared folder, rank r's writer of the checkpoint
+// of step s starts its copies to other hosts 3 s late, saying so on stderr before and after
+// (the other ranks' copies wait for its files; with output.async_save the steps after s train
+// meanwhile).
+void inject_slow_copy(int rank, int64_t step);
 
 }  // namespace loom::train
