@@ -487,10 +487,11 @@ const std::vector<Field>& schema() {
        "many hosts with their disks)",
        int_range(1)},
       {LOOM_FIELD(output, async_save),
-       "write a checkpoint's files in the background while the next steps train (the state is "
-       "copied first: the rank holds a second copy of it meanwhile); the checkpoint is complete "
-       "(its manifest written) after the first step that ends with every rank's file written, "
-       "at the latest when the next checkpoint begins; the last step's is written at once",
+       "write a checkpoint's files in the background while the next steps train, and on hosts "
+       "without a shared folder their copies to other hosts (the state is copied first: the "
+       "rank holds a second copy of it meanwhile); the checkpoint is complete (its manifest "
+       "written) after the first step that ends with every rank's file written and copied, at "
+       "the latest when the next checkpoint begins; the last step's is written at once",
        {}},
       {LOOM_FIELD(output, overwrite),
        "start a new run in a folder that holds another run, "
