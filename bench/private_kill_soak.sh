@@ -13,12 +13,15 @@
 # random moment of the resume that fetches its files back (often inside the fetch: temporary
 # files of an arriving copy left behind), before the resume that must end where the reference
 # did.
+# SAVES async: checkpoints written in the background (output.async_save: the copies too).
 # Needs root. usage: bench/private_kill_soak.sh [BUILD_DIR] [ROUNDS] [RATE|none] [kill|lost]
+#   [SAVES]
 set -uo pipefail
 build=${1:-build}
 rounds=${2:-10}
 rate=${3:-none}
 mode=${4:-kill}
+saves=${5:-sync}
 cd "$(dirname "$0")/.." || exit 1
 export LOOM_COMM_TIMEOUT_S=10
 # shellcheck source=bench/bed_lib.sh
@@ -31,6 +34,7 @@ steps=10
 cfg=$PWD/bench/gpt_checkpoints.toml
 shape=(--model.width 192 --model.heads 4 --train.steps "$steps" --train.final_eval false
   --output.checkpoint_every 1 --output.keep 2)
+[[ $saves == async ]] && shape+=(--output.async_save true)
 
 # start NAME PORT [ARGS...]: both hosts' launchers in the background, host K's folder $tmp/NAME.hK
 # mounted at $tmp/run (pids in $pids).

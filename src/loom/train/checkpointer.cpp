@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -315,6 +316,9 @@ struct Checkpointer::Pending {
   std::vector<int64_t> all;
   int failed = -1;
   std::vector<std::string> received;
+  // What stopped the writers' communication (a peer gone, a timeout), rethrown on the training
+  // thread by complete_pending() as if it had communicated itself.
+  std::exception_ptr broken;
   std::atomic<bool> written = false;
   std::jthread writer;  // last: joined before the rest goes
 };
@@ -400,7 +404,11 @@ void Checkpointer::begin_save(int64_t steps_done, bool borrow) {
     }
     chunks.clear();
     if (copies_world_) {
-      copy_to_hosts(*p, std::move(row), run, file);
+      try {
+        copy_to_hosts(*p, std::move(row), run, file);
+      } catch (...) {
+        p->broken = std::current_exception();
+      }
     } else if (p->failure.empty()) {
       try {
         file->commit();
@@ -448,6 +456,7 @@ std::string Checkpointer::complete_pending() {
   const std::unique_ptr<Pending> p = std::move(pending_);
   const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
   if (p->writer.joinable()) p->writer.join();
+  if (p->broken) std::rethrow_exception(p->broken);
   std::string failure = p->failure;
   // With copies to other hosts the writers exchanged their rows (and copied the files).
   int failed = p->failed;  // the first rank that could not write its part (or its copy)
