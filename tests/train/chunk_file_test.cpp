@@ -1,6 +1,7 @@
 // Checkpoint files of chunks (train/chunk_file.h, parallel/state_chunks.h): a synchronous
 // save's chunks borrow the state instead of copying it, the file is written as it is
-// serialized, and either way the file is the same bytes.
+// serialized, and either way the file is the same bytes; a whole checkpoint is assembled
+// piece by piece as its files are read.
 #include "loom/train/chunk_file.h"
 
 #include <gtest/gtest.h>
@@ -157,6 +158,46 @@ TEST(ChunkFile, AWriteThatFailsMidFileThrowsNamingTheFile) {
   EXPECT_NE(what.find("cannot write '" + path.string() + "': File too large"), std::string::npos)
       << what;
   EXPECT_TRUE(fs::is_empty(dir.path));
+}
+
+TEST(WholeTensors, AssemblesPiecesAsTheyArriveAndKeepsOnlyWhatIsAsked) {
+  loom::parallel::WholeTensors wholes(
+      [](const std::string& name) { return name.rfind("param/", 0) == 0; });
+  const torch::Tensor b = torch::arange(10, torch::kFloat32);
+  // A ZeRO shard's pieces from two files, out of order, one piece arriving twice.
+  wholes.add({"param/b", -1, 6, {2, 5}, b.slice(0, 6, 10).clone()});
+  wholes.add({"adamw.exp_avg/b", -1, 0, {2, 5}, torch::zeros({10})});
+  wholes.add({"param/b", -1, 0, {2, 5}, b.slice(0, 0, 6).clone()});
+  wholes.add({"param/b", -1, 4, {2, 5}, b.slice(0, 4, 8).clone()});
+  wholes.add({"param/c", 1, 0, {3}, torch::ones({3})});
+  const auto got = wholes.take();
+  ASSERT_EQ(got.size(), 2u);  // the optimizer's state not kept
+  const auto& whole = got.at({"param/b", -1});
+  EXPECT_EQ(whole.begin, 0);
+  EXPECT_EQ(whole.shape, (std::vector<int64_t>{2, 5}));
+  EXPECT_TRUE(whole.data.equal(b));
+  EXPECT_TRUE(got.at({"param/c", 1}).data.equal(torch::ones({3})));
+}
+
+TEST(WholeTensors, SaysWhichElementsNoFileHeld) {
+  loom::parallel::WholeTensors wholes;
+  wholes.add({"param/b", 0, 0, {10}, torch::zeros({3})});
+  wholes.add({"param/b", 0, 7, {10}, torch::zeros({3})});
+  try {
+    wholes.take();
+    ADD_FAILURE() << "a tensor with a gap was taken";
+  } catch (const loom::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("lacks elements [3, 7) of 'param/b' (replica 0)"),
+              std::string::npos)
+        << e.what();
+  }
+  loom::parallel::WholeTensors tail;
+  tail.add({"param/b", -1, 0, {10}, torch::zeros({8})});
+  EXPECT_THROW(tail.take(), loom::UsageError);  // [8, 10) missing at the end
+  loom::parallel::WholeTensors shapes;
+  shapes.add({"param/b", -1, 0, {10}, torch::zeros({5})});
+  EXPECT_THROW(shapes.add({"param/b", -1, 5, {2, 5}, torch::zeros({5})}), loom::UsageError);
+  EXPECT_THROW(shapes.add({"param/b", -1, 8, {10}, torch::zeros({5})}), loom::UsageError);
 }
 
 }  // namespace

@@ -112,14 +112,38 @@ bool ChunkSet::get(const std::string& name, int replica, int64_t begin, torch::T
   return true;
 }
 
-std::map<std::pair<std::string, int>, Chunk> ChunkSet::consolidate() const {
+void WholeTensors::add(Chunk c) {
+  if (keep_ && !keep_(c.name)) return;
+  auto [it, fresh] = wholes_.try_emplace({c.name, c.replica});
+  Whole& w = it->second;
+  if (fresh)
+    w.tensor = {c.name, c.replica, 0, c.shape, torch::empty({numel_of(c.shape)}, c.data.options())};
+  else if (w.tensor.shape != c.shape)
+    LOOM_USAGE("checkpoint holds tensor '", c.name, "' in two different shapes; it is corrupt");
+  const int64_t end = c.begin + c.data.numel();
+  if (c.begin < 0 || end > w.tensor.data.numel())
+    LOOM_USAGE("checkpoint holds elements [", c.begin, ", ", end, ") of '", c.name, "', which has ",
+               w.tensor.data.numel(), "; it is corrupt");
+  w.tensor.data.slice(0, c.begin, end).copy_(c.data);
+  w.held.emplace_back(c.begin, end);
+}
+
+std::map<std::pair<std::string, int>, Chunk> WholeTensors::take() {
   std::map<std::pair<std::string, int>, Chunk> out;
-  for (const auto& [key, v] : by_key_) {
-    Chunk whole{key.first, key.second, 0, v.front().shape, {}};
-    whole.data = torch::empty({numel_of(whole.shape)}, v.front().data.options());
-    get(key.first, key.second, 0, whole.data);
-    out.emplace(key, std::move(whole));
+  for (auto& [key, w] : wholes_) {
+    std::sort(w.held.begin(), w.held.end());
+    const int64_t total = w.tensor.data.numel();
+    int64_t pos = 0;  // every element before it held
+    auto next = w.held.begin();
+    for (; next != w.held.end() && next->first <= pos; ++next) pos = std::max(pos, next->second);
+    if (pos != total)
+      LOOM_USAGE("checkpoint lacks elements [", pos, ", ",
+                 next == w.held.end() ? total : next->first, ") of '", key.first, "'",
+                 key.second >= 0 ? detail::concat(" (replica ", key.second, ")") : "",
+                 "; a rank file is missing from it");
+    out.emplace(key, std::move(w.tensor));
   }
+  wholes_.clear();
   return out;
 }
 

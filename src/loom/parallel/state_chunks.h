@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -58,23 +59,50 @@ class ChunkReader {
   bool has(const std::string& name, int replica) const;
 };
 
-// Chunks in memory.
-class ChunkSet : public ChunkReader {
+// Where a checkpoint file's chunks go as it is read.
+class ChunkSink {
  public:
-  void add(Chunk c);
+  virtual ~ChunkSink() = default;
+  virtual void add(Chunk c) = 0;
+};
+
+// Chunks in memory.
+class ChunkSet : public ChunkReader, public ChunkSink {
+ public:
+  void add(Chunk c) override;
   bool get(const std::string& name, int replica, int64_t begin, torch::Tensor out) const override;
   // Like get(), but false (instead of UsageError) when the range is not fully covered.
   bool covers(const std::string& name, int replica, int64_t begin, int64_t count) const;
   // The shape of a tensor it holds chunks of; nullptr when it holds none.
   const std::vector<int64_t>* shape(const std::string& name, int replica) const;
-  // Every logical tensor whole, keyed by (name, replica); UsageError if one has gaps.
-  std::map<std::pair<std::string, int>, Chunk> consolidate() const;
   size_t size() const { return count_; }
 
  private:
   const std::vector<Chunk>* find(const std::string& name, int replica) const;
   std::map<std::pair<std::string, int>, std::vector<Chunk>> by_key_;  // sorted by begin
   size_t count_ = 0;
+};
+
+// Logical tensors made whole as their chunks arrive (each chunk copied into place and
+// dropped: what they take is the tensors' size, whatever the files), keeping those whose name
+// `keep` accepts (all without it).
+class WholeTensors : public ChunkSink {
+ public:
+  explicit WholeTensors(std::function<bool(const std::string&)> keep = {})
+      : keep_(std::move(keep)) {}
+  // UsageError when a chunk contradicts an earlier one's shape or lies outside its tensor.
+  void add(Chunk c) override;
+  // Every tensor kept, by (name, replica); UsageError naming the first part of one that no
+  // chunk held.
+  std::map<std::pair<std::string, int>, Chunk> take();
+
+ private:
+  struct Whole {
+    Chunk tensor;                                   // begin 0, every element
+    std::vector<std::pair<int64_t, int64_t>> held;  // [begin, end) of the chunks copied in
+  };
+  std::function<bool(const std::string&)> keep_;
+  std::map<std::pair<std::string, int>, Whole> wholes_;
 };
 
 }  // namespace loom::parallel

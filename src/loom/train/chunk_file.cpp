@@ -84,7 +84,7 @@ std::string exception_line(const std::exception& e) {
 namespace {
 
 // The chunks of the archive at `file` into `set` (records read one by one as they are taken).
-torch::Tensor chunks_from_file(const std::string& file, parallel::ChunkSet& set,
+torch::Tensor chunks_from_file(const std::string& file, parallel::ChunkSink& set,
                                bool keep_replicas) {
   torch::serialize::InputArchive ar;
   torch::Tensor names_t, meta, rng;
@@ -139,7 +139,7 @@ uint32_t crc32_of_file(const std::string& f) {
 }  // namespace
 
 torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, size_t i,
-                                   parallel::ChunkSet& set, bool keep_replicas) {
+                                   parallel::ChunkSink& set, bool keep_replicas) {
   const Manifest::File& want = m.files.at(i);
   const std::string f = (std::filesystem::path(dir) / want.name).string();
   check_file_size(m, dir, i);

@@ -33,6 +33,6 @@ std::string exception_line(const std::exception& e);
 // is read piece by piece, never whole into memory; UsageError naming it when it is not such a
 // file.
 torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, size_t i,
-                                   parallel::ChunkSet& set, bool keep_replicas = true);
+                                   parallel::ChunkSink& set, bool keep_replicas = true);
 
 }  // namespace loom::train

@@ -9,13 +9,14 @@
 namespace loom::train {
 namespace fs = std::filesystem;
 
-CheckpointContents read_whole_checkpoint(const std::string& path) {
+CheckpointContents read_whole_checkpoint(const std::string& path,
+                                         const std::function<bool(const std::string&)>& keep) {
   CheckpointContents c;
   c.manifest = read_manifest(path, &c.dir);
-  parallel::ChunkSet set;
+  parallel::WholeTensors wholes(keep);
   for (size_t i = 0; i < c.manifest.files.size(); ++i)
-    read_checkpoint_file(c.dir, c.manifest, i, set);
-  c.tensors = set.consolidate();
+    read_checkpoint_file(c.dir, c.manifest, i, wholes);
+  c.tensors = wholes.take();
   return c;
 }
 

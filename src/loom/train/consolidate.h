@@ -1,6 +1,7 @@
 #pragma once
 // A whole checkpoint in memory, every file checked against its manifest: what
 // `loom checkpoint info` prints and `loom checkpoint convert` writes as one file.
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -18,8 +19,10 @@ struct CheckpointContents {
 };
 
 // path: a step folder, or a checkpoint folder with `latest`. UsageError (one line) when a
-// file is missing, damaged or incomplete.
-CheckpointContents read_whole_checkpoint(const std::string& path);
+// file is missing, damaged or incomplete. keep: the tensors wanted, by name (all without it);
+// read file by file, each file's chunks copied into the tensors and dropped.
+CheckpointContents read_whole_checkpoint(const std::string& path,
+                                         const std::function<bool(const std::string&)>& keep = {});
 
 // Writes <out>/consolidated.pt (every tensor whole) and <out>/manifest.json, which any layout
 // can resume from (--resume <out>). UsageError when <out> holds files already.

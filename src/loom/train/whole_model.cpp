@@ -57,7 +57,9 @@ std::map<std::string, torch::Tensor> named_parameters(const model::Model& m) {
 }
 
 WholeModel load_whole_model(const std::string& path, torch::Device device) {
-  const CheckpointContents c = read_whole_checkpoint(path);
+  // The parameters only: not the optimizer's state beside them (twice their size with AdamW).
+  const CheckpointContents c = read_whole_checkpoint(
+      path, [](const std::string& name) { return name.rfind("param/", 0) == 0; });
   WholeModel w;
   w.config = c.manifest.model;
   w.step = c.manifest.step;
