@@ -29,9 +29,9 @@ std::string exception_line(const std::exception& e);
 
 // Reads files[i] of the checkpoint in `dir`, checks its size and CRC-32 against the manifest
 // (UsageError naming the file otherwise), adds its chunks to `set` (without the per-replica
-// ones unless keep_replicas) and returns its RNG state (undefined when it has none). The file
-// is read piece by piece, never whole into memory; UsageError naming it when it is not such a
-// file.
+// ones unless keep_replicas) and returns its RNG state (undefined when it has none). The file's
+// bytes are never held whole (checksummed a few MB at a time, then its records read from it);
+// UsageError naming it when it is not such a file.
 torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, size_t i,
                                    parallel::ChunkSink& set, bool keep_replicas = true);
 
