@@ -34,28 +34,32 @@ int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, int64_t count,
 
 }  // namespace
 
+namespace {
+
+// `data` as a chunk's flat tensor: on the CPU, exactly its storage; a copy unless `borrow`.
+torch::Tensor flat_of(const torch::Tensor& data, bool borrow) {
+  torch::Tensor flat = data.detach().reshape({-1});
+  if (!flat.is_cpu()) return flat.to(torch::kCPU);
+  if (!borrow) return flat.clone();
+  if (flat.storage_offset() == 0 && flat.storage().nbytes() == static_cast<size_t>(flat.nbytes()))
+    return flat;
+  // A file stores a tensor's whole storage: a piece of a larger one (a ZeRO shard's slice, one
+  // of a flat buffer's parameters) becomes a tensor over exactly its memory, holding the
+  // larger one alive until it is written.
+  return torch::from_blob(
+      flat.data_ptr(), {flat.numel()}, [keep = flat](void*) {}, flat.options());
+}
+
+}  // namespace
+
 void ChunkWriter::put(const std::string& name, int replica, int64_t begin,
                       std::vector<int64_t> shape, const torch::Tensor& data) {
-  torch::Tensor flat = data.detach().reshape({-1});
-  if (!flat.is_cpu()) {
-    flat = flat.to(torch::kCPU);
-  } else if (!borrow_) {
-    flat = flat.clone();
-  } else if (flat.storage_offset() != 0 ||
-             flat.storage().nbytes() != static_cast<size_t>(flat.nbytes())) {
-    // A file stores a tensor's whole storage: a piece of a larger one (a ZeRO shard's slice,
-    // one of a flat buffer's parameters) becomes a tensor over exactly its memory, holding the
-    // larger one alive until it is written.
-    flat = torch::from_blob(
-        flat.data_ptr(), {flat.numel()}, [keep = flat](void*) {}, flat.options());
-  }
-  add(name, replica, begin, std::move(shape), std::move(flat));
+  add(name, replica, begin, std::move(shape), flat_of(data, borrow_));
 }
 
 void ChunkWriter::put_copy(const std::string& name, int replica, int64_t begin,
                            std::vector<int64_t> shape, const torch::Tensor& data) {
-  torch::Tensor flat = data.detach().reshape({-1});
-  add(name, replica, begin, std::move(shape), flat.is_cpu() ? flat.clone() : flat.to(torch::kCPU));
+  add(name, replica, begin, std::move(shape), flat_of(data, /*borrow=*/false));
 }
 
 void ChunkWriter::add(const std::string& name, int replica, int64_t begin,
