@@ -1,7 +1,8 @@
 // Checkpoint files of chunks (train/chunk_file.h, parallel/state_chunks.h): a synchronous
 // save's chunks borrow the state instead of copying it, the file is written as it is
 // serialized, and either way the file is the same bytes; a whole checkpoint is assembled
-// piece by piece as its files are read.
+// piece by piece as its files are read; a resume under another layout keeps of each file only
+// what its stages ask for.
 #include "loom/train/chunk_file.h"
 
 #include <gtest/gtest.h>
@@ -198,6 +199,76 @@ TEST(WholeTensors, SaysWhichElementsNoFileHeld) {
   shapes.add({"param/b", -1, 0, {10}, torch::zeros({5})});
   EXPECT_THROW(shapes.add({"param/b", -1, 5, {2, 5}, torch::zeros({5})}), loom::UsageError);
   EXPECT_THROW(shapes.add({"param/b", -1, 8, {10}, torch::zeros({5})}), loom::UsageError);
+}
+
+TEST(ChunkName, SplitsKeyParameterAndTensorParallelPart) {
+  using loom::parallel::parse_chunk_name;
+  const auto split = parse_chunk_name("adamw.exp_avg/blocks.3.qkv.weight#tp1of2");
+  EXPECT_EQ(split.key, "adamw.exp_avg");
+  EXPECT_EQ(split.param, "blocks.3.qkv.weight");
+  EXPECT_EQ(split.part, 1);
+  EXPECT_EQ(split.parts, 2);
+  const auto whole = parse_chunk_name("param/ln_f.weight");
+  EXPECT_EQ(whole.param, "ln_f.weight");
+  EXPECT_EQ(whole.part, -1);
+  const auto counter = parse_chunk_name("optimizer.step");
+  EXPECT_EQ(counter.key, "optimizer.step");
+  EXPECT_TRUE(counter.param.empty());
+}
+
+// A resume under another layout keeps of each file only what its stages ask for.
+TEST(ChunkFilter, KeepsTheWantedElementsOfShardsAndTheStagesOtherTensorsWhole) {
+  ChunkSet set;
+  loom::parallel::ChunkFilter f(set);
+  f.want_range("param/a", 7, 9);
+  f.want_range("param/a", 2, 5);
+  f.want_range("param/a", 4, 6);  // overlaps [2, 5): [2, 6)
+  f.want_param("a");
+  const torch::Tensor a = torch::arange(10, torch::kFloat32);
+  f.add({"param/a", -1, 0, {10}, a.clone()});  // a file with all of a: [2, 6) and [7, 9) kept
+  ASSERT_EQ(set.size(), 2u);
+  torch::Tensor got = torch::empty({4});
+  ASSERT_TRUE(set.get("param/a", -1, 2, got));
+  EXPECT_TRUE(got.equal(a.slice(0, 2, 6)));
+  EXPECT_FALSE(set.covers("param/a", -1, 6, 1));
+  EXPECT_TRUE(set.covers("param/a", -1, 7, 2));
+  EXPECT_FALSE(set.covers("param/a", -1, 0, 1));
+  // A chunk wholly wanted passes as it is.
+  const torch::Tensor inside = a.slice(0, 7, 9).clone();
+  f.add({"param/a", 0, 7, {10}, inside});
+  EXPECT_EQ(set.size(), 3u);
+  // Another parameter under a key with ranges: not this rank's shard; under any other key the
+  // stage's parameters whole (any tensor-parallel part), other parameters not; plain names kept.
+  f.add({"param/b", -1, 0, {10}, a.clone()});
+  f.add({"quant.residual/a#tp1of2", 0, 0, {10}, a.clone()});
+  f.add({"quant.residual/b", 0, 0, {10}, a.clone()});
+  f.add({"optimizer.step", -1, 0, {1}, torch::ones({1}, torch::kInt64)});
+  EXPECT_EQ(set.size(), 5u);
+  EXPECT_FALSE(set.has("param/b", -1));
+  EXPECT_TRUE(set.covers("quant.residual/a#tp1of2", 0, 0, 10));
+  EXPECT_FALSE(set.has("quant.residual/b", 0));
+  EXPECT_TRUE(set.has("optimizer.step", -1));
+}
+
+// The piece a filter keeps does not share the file's memory.
+TEST(ChunkFilter, KeptPiecesAreCopiesOfExactlyTheirElements) {
+  struct Keep : loom::parallel::ChunkSink {
+    std::vector<loom::parallel::Chunk> got;
+    void add(loom::parallel::Chunk c) override { got.push_back(std::move(c)); }
+  } keep;
+  loom::parallel::ChunkFilter f(keep);
+  f.want_range("param/a", 2, 5);
+  f.want_range("param/a", 7, 9);
+  const torch::Tensor file = torch::arange(10, torch::kFloat32);
+  f.add({"param/a", -1, 4, {10}, file.slice(0, 4, 10).clone()});
+  ASSERT_EQ(keep.got.size(), 2u);
+  EXPECT_EQ(keep.got[0].begin, 4);
+  EXPECT_EQ(keep.got[0].data.storage().nbytes(), 4u);
+  EXPECT_TRUE(keep.got[0].data.equal(file.slice(0, 4, 5)));
+  EXPECT_EQ(keep.got[1].begin, 7);
+  EXPECT_EQ(keep.got[1].data.storage().nbytes(), 8u);
+  EXPECT_TRUE(keep.got[1].data.equal(file.slice(0, 7, 9)));
+  EXPECT_EQ(keep.got[1].shape, (std::vector<int64_t>{10}));
 }
 
 }  // namespace

@@ -79,4 +79,16 @@ void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader
   mode.after_load();
 }
 
+void want_stage_state(const DataParallel& mode, const StageOptimizer& opt, ChunkFilter& f,
+                      bool shards) {
+  const auto& named = mode.stage().params();
+  for (const auto& p : named) f.want_param(p.name);
+  if (!shards) return;
+  std::vector<std::string> keys = opt.state_keys();
+  keys.push_back("param");
+  for (const auto& p : mode.pieces())
+    for (const auto& key : keys)
+      f.want_range(key + "/" + checkpoint_name(named[p.param]), p.begin, p.begin + p.length);
+}
+
 }  // namespace loom::parallel

@@ -20,5 +20,11 @@ void save_stage_state(DataParallel& mode, const StageOptimizer& opt, ChunkWriter
 // this stage needs.
 void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader& r,
                       int saved_replicas = 0);
+// Tells `f` what load_stage_state() and the mode will ask for: the elements of the parameters
+// and optimizer state this stage's shard holds (`shards`; false when the checkpoint's
+// tensor-parallel parts must be joined whole first: then whole tensors), every other tensor of
+// the stage's parameters whole.
+void want_stage_state(const DataParallel& mode, const StageOptimizer& opt, ChunkFilter& f,
+                      bool shards);
 
 }  // namespace loom::parallel

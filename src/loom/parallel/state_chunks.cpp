@@ -1,6 +1,7 @@
 #include "loom/parallel/state_chunks.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "loom/common/error.h"
 
@@ -114,6 +115,63 @@ bool ChunkSet::get(const std::string& name, int replica, int64_t begin, torch::T
                name, "'", replica >= 0 ? detail::concat(" (replica ", replica, ")") : "",
                "; a rank file is missing from it");
   return true;
+}
+
+ChunkName parse_chunk_name(const std::string& name) {
+  ChunkName n;
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) {
+    n.key = name;
+    return n;
+  }
+  n.key = name.substr(0, slash);
+  const size_t hash = name.find("#tp", slash);
+  n.param = name.substr(slash + 1, hash == std::string::npos ? hash : hash - slash - 1);
+  if (hash != std::string::npos &&
+      std::sscanf(name.c_str() + hash, "#tp%dof%d", &n.part, &n.parts) != 2) {
+    n.part = -1;
+    n.parts = 1;
+  }
+  return n;
+}
+
+void ChunkFilter::want_range(const std::string& name, int64_t begin, int64_t end) {
+  ranged_keys_.insert(parse_chunk_name(name).key);
+  if (begin >= end) return;
+  auto& v = ranges_[name];
+  v.emplace_back(begin, end);
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& r : v) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  v = std::move(merged);
+}
+
+void ChunkFilter::want_param(const std::string& param) {
+  params_.insert(param);
+}
+
+void ChunkFilter::add(Chunk c) {
+  const ChunkName n = parse_chunk_name(c.name);
+  if (n.param.empty()) return to_.add(std::move(c));
+  auto r = ranges_.find(c.name);
+  if (r == ranges_.end()) {
+    if (!ranged_keys_.count(n.key) && params_.count(n.param)) to_.add(std::move(c));
+    return;
+  }
+  const int64_t end = c.begin + c.data.numel();
+  for (const auto& [b, e] : r->second) {
+    const int64_t from = std::max(b, c.begin), to = std::min(e, end);
+    if (from >= to) continue;
+    if (from == c.begin && to == end) return to_.add(std::move(c));
+    // A copy: a view would hold the whole chunk's memory, the file's.
+    to_.add(
+        {c.name, c.replica, from, c.shape, c.data.slice(0, from - c.begin, to - c.begin).clone()});
+  }
 }
 
 void WholeTensors::add(Chunk c) {

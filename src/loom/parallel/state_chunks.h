@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,35 @@ class ChunkSet : public ChunkReader, public ChunkSink {
   const std::vector<Chunk>* find(const std::string& name, int replica) const;
   std::map<std::pair<std::string, int>, std::vector<Chunk>> by_key_;  // sorted by begin
   size_t count_ = 0;
+};
+
+// The parts of a chunk's name: "<key>/<param>[#tp<part>of<parts>]" ("adamw.exp_avg/blocks.3.qkv
+// .weight#tp1of2": part 1 of 2 of a tensor-parallel split); key is the whole name and param
+// empty for a name without '/' ("optimizer.step"); part -1 for a whole parameter.
+struct ChunkName {
+  std::string key, param;
+  int part = -1, parts = 1;
+};
+ChunkName parse_chunk_name(const std::string& name);
+
+// Passes on only the chunks a reader will ask for, as a checkpoint file's chunks arrive, so
+// that a rank resuming under another layout keeps its own stages' state and not every file's
+// it read: of a tensor whose elements it names ranges of (the pieces of a ZeRO shard), only
+// those elements (a copy: the file's memory goes with the file); every tensor of a parameter
+// it names under any other key, whole; names without a key always. Nothing else.
+class ChunkFilter : public ChunkSink {
+ public:
+  explicit ChunkFilter(ChunkSink& to) : to_(to) {}
+  // Elements [begin, end) of `name`; any other tensor of its key is then not wanted.
+  void want_range(const std::string& name, int64_t begin, int64_t end);
+  // Every tensor of parameter `param` (any tensor-parallel part) under a key with no ranges.
+  void want_param(const std::string& param);
+  void add(Chunk c) override;
+
+ private:
+  ChunkSink& to_;
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges_;  // sorted, disjoint
+  std::set<std::string> ranged_keys_, params_;
 };
 
 // Logical tensors made whole as their chunks arrive (each chunk copied into place and

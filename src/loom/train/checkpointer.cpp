@@ -43,6 +43,7 @@ std::string rank_file(int rank) {
 // A checkpoint's chunks, read file by file as the stages ask for them: the files most likely to
 // hold what this rank needs first (its own, then its replica's), the next one only when a
 // request is not covered yet. Under the layout that wrote it, a rank reads its own file only.
+// Of each file it keeps what wanted() lets through (the stages' own state).
 class CheckpointReader : public parallel::ChunkReader {
  public:
   // run_tp: this run's tensor-parallel degree (the checkpoint's is in the manifest).
@@ -59,11 +60,13 @@ class CheckpointReader : public parallel::ChunkReader {
   }
   // The RNG state of the first file read (undefined before, or if it has none).
   const torch::Tensor& first_rng() const { return first_rng_; }
+  // What to keep of the files: to be told before the first get().
+  parallel::ChunkFilter& wanted() { return wanted_; }
 
  private:
   bool read(const std::string& name, int replica, int64_t begin, torch::Tensor& out) const {
     while (!set_.covers(name, replica, begin, out.numel()) && next_ < files_.size()) {
-      torch::Tensor rng = read_checkpoint_file(dir_, m_, files_[next_], set_, keep_replicas_);
+      torch::Tensor rng = read_checkpoint_file(dir_, m_, files_[next_], wanted_, keep_replicas_);
       if (next_++ == 0) first_rng_ = rng;
     }
     return set_.get(name, replica, begin, out);
@@ -95,23 +98,17 @@ class CheckpointReader : public parallel::ChunkReader {
   }
   // This run's part `name` from the checkpoint's parts; undefined when it has none.
   torch::Tensor recut(const std::string& name, int replica) const {
-    const size_t slash = name.find('/'), hash = name.find("#tp");
-    if (slash == std::string::npos) return {};
-    const std::string key = name.substr(0, slash + 1);
-    const std::string param =
-        name.substr(slash + 1, hash == std::string::npos ? hash : hash - slash - 1);
-    int part = 0, parts = 1;
-    if (hash != std::string::npos &&
-        std::sscanf(name.c_str() + hash, "#tp%dof%d", &part, &parts) != 2)
-      return {};
+    const parallel::ChunkName n = parallel::parse_chunk_name(name);
+    if (n.param.empty()) return {};
     std::vector<torch::Tensor> saved;
     for (int i = 0; i < m_.tp; ++i) {
-      const std::string n =
-          m_.tp == 1 ? key + param : detail::concat(key, param, "#tp", i, "of", m_.tp);
-      saved.push_back(whole(n, replica));
+      const std::string prefix = n.key + "/" + n.param;
+      saved.push_back(
+          whole(m_.tp == 1 ? prefix : detail::concat(prefix, "#tp", i, "of", m_.tp), replica));
       if (!saved.back().defined()) return {};
     }
-    return model::tp_shard(param, model::tp_unshard(param, saved), part, parts);
+    return model::tp_shard(n.param, model::tp_unshard(n.param, saved), std::max(n.part, 0),
+                           n.parts);
   }
 
   std::string dir_;
@@ -120,6 +117,7 @@ class CheckpointReader : public parallel::ChunkReader {
   bool keep_replicas_;
   int run_tp_;
   mutable parallel::ChunkSet set_;
+  mutable parallel::ChunkFilter wanted_{set_};
   mutable size_t next_ = 0;
   mutable torch::Tensor first_rng_;
   mutable std::map<std::pair<std::string, int>, torch::Tensor> recut_;  // from_other_tp()
@@ -563,6 +561,8 @@ int64_t Checkpointer::load(const std::string& path) {
   // Per-replica state (quant's residual) belongs to a replica of the same dp only; the models
   // of a per-replica mode's replicas are all read when their mean is taken.
   CheckpointReader reader(dir, saved, files, saved.dp == run.dp || replicas > 0, run.tp);
+  for (const auto& [s, y] : syncs_)
+    parallel::want_stage_state(*y, *optimizers_.at(s), reader.wanted(), saved.tp == run.tp);
   for (const auto& [s, y] : syncs_)
     parallel::load_stage_state(*y, *optimizers_.at(s), reader, replicas);
   if (same && reader.first_rng().defined()) {
