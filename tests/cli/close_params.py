@@ -4,17 +4,14 @@
 # A mode that keeps a model per replica (slim) is compared by its replica 0.
 import sys
 
-import torch
+import chunk_records
 
 
 def params(folder):
-    m = torch.jit.load(folder + "/consolidated.pt")
-    t = dict(m.named_buffers())
-    t.update(dict(m.named_parameters()))
-    names = bytes(t["index_names"].tolist()).decode().split("\n")[:-1]
-    meta = t["index_meta"]
-    replica = -1 if any(meta[i][0] < 0 for i, n in enumerate(names) if n.startswith("param/")) else 0
-    return {n: t[f"c{i}"] for i, n in enumerate(names) if n.startswith("param/") and meta[i][0] == replica}
+    chunks, _ = chunk_records.read(folder + "/consolidated.pt")
+    replica = -1 if any(r < 0 for n, r, _ in chunks if n.startswith("param/")) else 0
+    return {n: chunk_records.tensor(*chunks[(n, r, b)]) for n, r, b in chunks
+            if n.startswith("param/") and r == replica}
 
 
 a, b, tol = params(sys.argv[1]), params(sys.argv[2]), float(sys.argv[3])

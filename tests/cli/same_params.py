@@ -1,29 +1,20 @@
 # usage: same_params.py REF_STEP_DIR STEP_DIR...: exits 0 when every rank file of each STEP_DIR
-# holds the same tensors (parameters, rng) as REF's, bit for bit. The files themselves differ
-# (torch writes a random serialization id), so they are compared tensor by tensor.
+# holds the same chunks (parameters, optimizer state, rng) as REF's, bit for bit, compared
+# chunk by chunk (chunk_records.py).
 import pathlib
 import sys
 
-import torch
-
-
-def tensors(module, prefix=""):
-    out = {prefix + n: t for n, t in module.named_buffers(recurse=False)}
-    out.update({prefix + n: t for n, t in module.named_parameters(recurse=False)})
-    for n, child in module.named_children():
-        out.update(tensors(child, prefix + n + "."))
-    return out
-
+import chunk_records
 
 ref = pathlib.Path(sys.argv[1])
 bad = 0
 for other in map(pathlib.Path, sys.argv[2:]):
     for f in sorted(ref.glob("rank-*.pt")):
-        a = tensors(torch.jit.load(str(f)))
-        b = tensors(torch.jit.load(str(other / f.name)))
-        diff = [k for k in a if k not in b or not torch.equal(a[k], b[k])]
-        if not a or diff or len(a) != len(b):
-            print(f"{other / f.name}: differs from {f} in {diff[:3] or 'the names'}")
+        a, a_rng = chunk_records.read(f)
+        b, b_rng = chunk_records.read(other / f.name)
+        diff = [k[0] for k in a if a[k] != b.get(k)]
+        if not a or diff or len(a) != len(b) or a_rng != b_rng:
+            print(f"{other / f.name}: differs from {f} in {diff[:3] or 'the names or rng'}")
             bad += 1
 print(f"compared {len(sys.argv) - 2} runs, {bad} rank files differ")
 sys.exit(1 if bad else 0)

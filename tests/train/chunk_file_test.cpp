@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "loom/common/error.h"
 #include "loom/common/files.h"
@@ -37,9 +38,14 @@ void put_state(ChunkWriter& w, const torch::Tensor& flat, const torch::Tensor& o
   w.put("optimizer.step", -1, 0, {1}, torch::tensor({int64_t{7}}, torch::kInt64));
 }
 
+// An RNG state as a generator gives it: bytes.
+torch::Tensor rng_state() {
+  return torch::tensor({1, 2, 250}, torch::kUInt8);
+}
+
 FileSum write(const fs::path& path, ChunkWriter& w) {
   loom::AtomicFile file(path.string());
-  const FileSum sum = loom::train::write_chunks(file, w.chunks(), torch::tensor({1.0f, 2.0f}));
+  const FileSum sum = loom::train::write_chunks(file, w.chunks(), rng_state());
   file.commit();
   return sum;
 }
@@ -94,9 +100,7 @@ TEST(ChunkFile, BorrowedAndCopiedStateWriteTheSameBytes) {
   // `keep`: the same bytes in memory.
   std::string kept;
   loom::AtomicFile again((dir.path / "kept.pt").string());
-  EXPECT_EQ(
-      loom::train::write_chunks(again, borrowed.chunks(), torch::tensor({1.0f, 2.0f}), &kept).crc32,
-      a.crc32);
+  EXPECT_EQ(loom::train::write_chunks(again, borrowed.chunks(), rng_state(), &kept).crc32, a.crc32);
   EXPECT_EQ(kept, bytes);
 
   // Read back (checked against its size and CRC-32), every value where it was.
@@ -104,7 +108,7 @@ TEST(ChunkFile, BorrowedAndCopiedStateWriteTheSameBytes) {
   m.files = {{"rank-00000.pt", a.bytes, a.crc32, 0, {0}}};
   ChunkSet set;
   const torch::Tensor rng = loom::train::read_checkpoint_file(dir.path.string(), m, 0, set);
-  EXPECT_TRUE(rng.equal(torch::tensor({1.0f, 2.0f})));
+  EXPECT_TRUE(rng.equal(rng_state()));
   torch::Tensor out = torch::empty({6});
   ASSERT_TRUE(set.get("param/a", -1, 0, out));
   EXPECT_TRUE(out.equal(flat.slice(0, 0, 6)));
@@ -159,6 +163,67 @@ TEST(ChunkFile, AWriteThatFailsMidFileThrowsNamingTheFile) {
   EXPECT_NE(what.find("cannot write '" + path.string() + "': File too large"), std::string::npos)
       << what;
   EXPECT_TRUE(fs::is_empty(dir.path));
+}
+
+// A file's chunks stay in it until asked for: what a reader gets is what the file holds then.
+TEST(ChunkFile, ElementsAreReadFromTheFileWhenAsked) {
+  TempDir dir;
+  const torch::Tensor flat = torch::arange(16, torch::kFloat32), own = torch::ones({4});
+  ChunkWriter w;
+  put_state(w, flat, own);
+  const FileSum sum = write(dir.path / "rank-00000.pt", w);
+  loom::train::Manifest m;
+  m.files = {{"rank-00000.pt", sum.bytes, sum.crc32, 0, {0}}};
+  ChunkSet set;
+  loom::train::read_checkpoint_file(dir.path.string(), m, 0, set);
+  // After the index was read, b's elements [2, 10) (flat's [6, 14)) change in the file.
+  std::string bytes = loom::read_file((dir.path / "rank-00000.pt").string());
+  const torch::Tensor b = flat.slice(0, 6, 14).contiguous();
+  const size_t at = bytes.find(std::string(static_cast<const char*>(b.data_ptr()), b.nbytes()));
+  ASSERT_NE(at, std::string::npos);
+  const torch::Tensor changed = torch::full({8}, -3.0f);
+  bytes.replace(at, b.nbytes(), static_cast<const char*>(changed.data_ptr()), changed.nbytes());
+  std::ofstream((dir.path / "rank-00000.pt").string(), std::ios::binary) << bytes;
+  torch::Tensor out = torch::empty({3});
+  ASSERT_TRUE(set.get("param/b", -1, 5, out));  // a part: elements [5, 8)
+  EXPECT_TRUE(out.equal(torch::full({3}, -3.0f)));
+  out = torch::empty({6}, torch::kFloat64);  // converted to the asker's dtype
+  ASSERT_TRUE(set.get("param/a", -1, 0, out));
+  EXPECT_TRUE(out.equal(flat.slice(0, 0, 6).to(torch::kFloat64)));
+  torch::Tensor step = torch::empty({1}, torch::kInt64);
+  ASSERT_TRUE(set.get("optimizer.step", -1, 0, step));
+  EXPECT_EQ(step.item<int64_t>(), 7);
+}
+
+// Files of format 1 (torch archives, written before 2026-12-07) still resume.
+TEST(ChunkFile, ReadsFilesOfTheFormerFormat) {
+  TempDir dir;
+  const torch::Tensor a = torch::randn({2, 3}), step = torch::tensor({int64_t{5}});
+  torch::serialize::OutputArchive ar;
+  ar.write("c0", a.reshape({-1}));
+  ar.write("c1", step);
+  const std::string names = "param/a\noptimizer.step\n";
+  ar.write("index_names", torch::tensor(std::vector<uint8_t>(names.begin(), names.end())));
+  torch::Tensor meta = torch::zeros({2, 12}, torch::kInt64);  // replica, begin, numel, ndim, dims
+  meta[0][0] = -1, meta[0][2] = 6, meta[0][3] = 2, meta[0][4] = 2, meta[0][5] = 3;
+  meta[1][0] = -1, meta[1][2] = 1, meta[1][3] = 1, meta[1][4] = 1;
+  ar.write("index_meta", meta);
+  ar.write("rng", rng_state());
+  const std::string path = (dir.path / "rank-00000.pt").string();
+  ar.save_to(path);
+  const std::string bytes = loom::read_file(path);
+  loom::train::Manifest m;
+  m.files = {
+      {"rank-00000.pt", static_cast<int64_t>(bytes.size()), loom::train::crc32_of(bytes), 0, {0}}};
+  ChunkSet set;
+  EXPECT_TRUE(loom::train::read_checkpoint_file(dir.path.string(), m, 0, set).equal(rng_state()));
+  torch::Tensor out = torch::empty({6});
+  ASSERT_TRUE(set.get("param/a", -1, 0, out));
+  EXPECT_TRUE(out.equal(a.reshape({-1})));
+  EXPECT_EQ(*set.shape("param/a", -1), (std::vector<int64_t>{2, 3}));
+  torch::Tensor got = torch::empty({1}, torch::kInt64);
+  ASSERT_TRUE(set.get("optimizer.step", -1, 0, got));
+  EXPECT_EQ(got.item<int64_t>(), 5);
 }
 
 TEST(WholeTensors, AssemblesPiecesAsTheyArriveAndKeepsOnlyWhatIsAsked) {

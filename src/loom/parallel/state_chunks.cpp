@@ -22,12 +22,11 @@ int64_t fill(const std::vector<Chunk>& chunks, int64_t begin, int64_t count,
   int64_t pos = begin;
   for (const Chunk& c : chunks) {
     if (pos >= stop) break;
-    const int64_t end = c.begin + c.data.numel();
+    const int64_t end = c.begin + c.numel();
     if (c.begin > pos) break;  // a gap
     if (end <= pos) continue;  // wholly before (a duplicate from another file)
     const int64_t to = std::min(end, stop);
-    if (out)
-      out->slice(0, pos - begin, to - begin).copy_(c.data.slice(0, pos - c.begin, to - c.begin));
+    if (out) c.read(pos - c.begin, out->slice(0, pos - begin, to - begin));
     pos = to;
   }
   return pos - begin;
@@ -68,6 +67,11 @@ void ChunkWriter::add(const std::string& name, int replica, int64_t begin,
   LOOM_CHECK(begin >= 0 && begin + flat.numel() <= numel_of(shape), "chunk of '", name,
              "' outside its tensor");
   chunks_.push_back({name, replica, begin, std::move(shape), std::move(flat)});
+}
+
+void Chunk::read(int64_t at, torch::Tensor out) const {
+  if (!data.defined()) return stored->read(at, out);
+  out.copy_(data.slice(0, at, at + out.numel()));
 }
 
 bool ChunkReader::has(const std::string& name, int replica) const {
@@ -163,11 +167,12 @@ void ChunkFilter::add(Chunk c) {
     if (!ranged_keys_.count(n.key) && params_.count(n.param)) to_.add(std::move(c));
     return;
   }
-  const int64_t end = c.begin + c.data.numel();
+  const int64_t end = c.begin + c.numel();
   for (const auto& [b, e] : r->second) {
     const int64_t from = std::max(b, c.begin), to = std::min(e, end);
     if (from >= to) continue;
-    if (from == c.begin && to == end) return to_.add(std::move(c));
+    // Whole: wanted as it is, or still in its file (where what is not asked is never read).
+    if ((from == c.begin && to == end) || !c.data.defined()) return to_.add(std::move(c));
     // A copy: a view would hold the whole chunk's memory, the file's.
     to_.add(
         {c.name, c.replica, from, c.shape, c.data.slice(0, from - c.begin, to - c.begin).clone()});
@@ -179,14 +184,15 @@ void WholeTensors::add(Chunk c) {
   auto [it, fresh] = wholes_.try_emplace({c.name, c.replica});
   Whole& w = it->second;
   if (fresh)
-    w.tensor = {c.name, c.replica, 0, c.shape, torch::empty({numel_of(c.shape)}, c.data.options())};
+    w.tensor = {c.name, c.replica, 0, c.shape,
+                torch::empty({numel_of(c.shape)}, torch::TensorOptions().dtype(c.dtype()))};
   else if (w.tensor.shape != c.shape)
     LOOM_USAGE("checkpoint holds tensor '", c.name, "' in two different shapes; it is corrupt");
-  const int64_t end = c.begin + c.data.numel();
+  const int64_t end = c.begin + c.numel();
   if (c.begin < 0 || end > w.tensor.data.numel())
     LOOM_USAGE("checkpoint holds elements [", c.begin, ", ", end, ") of '", c.name, "', which has ",
                w.tensor.data.numel(), "; it is corrupt");
-  w.tensor.data.slice(0, c.begin, end).copy_(c.data);
+  c.read(0, w.tensor.data.slice(0, c.begin, end));
   w.held.emplace_back(c.begin, end);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,7 +18,17 @@
 
 namespace loom::parallel {
 
-// Elements [begin, begin + data.numel()) of the flattened logical tensor `name` (of `shape`),
+// A chunk's elements still in its file, read when asked (train/chunk_file.h).
+class StoredElements {
+ public:
+  virtual ~StoredElements() = default;
+  virtual int64_t numel() const = 0;
+  virtual torch::ScalarType dtype() const = 0;
+  // Elements [at, at + out.numel()) into `out` (1-D, contiguous; converted to its dtype).
+  virtual void read(int64_t at, torch::Tensor out) const = 0;
+};
+
+// Elements [begin, begin + numel()) of the flattened logical tensor `name` (of `shape`),
 // as replica `replica` of the data-parallel group holds them; -1: the same on every replica.
 struct Chunk {
   std::string name;
@@ -25,6 +36,13 @@ struct Chunk {
   int64_t begin = 0;
   std::vector<int64_t> shape;
   torch::Tensor data;  // 1-D, contiguous, on the CPU, exactly its storage (what a file holds)
+  // Instead of `data` (undefined then): the elements where a file holds them.
+  std::shared_ptr<const StoredElements> stored{};
+
+  int64_t numel() const { return data.defined() ? data.numel() : stored->numel(); }
+  torch::ScalarType dtype() const { return data.defined() ? data.scalar_type() : stored->dtype(); }
+  // Its elements [at, at + out.numel()) into `out` (1-D, contiguous), from memory or the file.
+  void read(int64_t at, torch::Tensor out) const;
 };
 
 class ChunkWriter {

@@ -1,7 +1,9 @@
 #pragma once
 // The bytes of one checkpoint file: the chunks of state_chunks.h (an index of names, ranges,
-// replicas and shapes, then one tensor per chunk) and the writer's RNG state, as a torch
-// archive (readable from Python with torch.jit.load).
+// replicas, shapes and dtypes, then each chunk's elements) and the writer's RNG state, as
+// records of a zip (torch's PyTorchStreamWriter: uncompressed, 64-byte aligned; the records are
+// listed in chunk_file.cpp; tests/cli/same_params.py reads them from Python). A reader reads the
+// index and then only the elements it asks for, where the file holds them.
 #include <torch/torch.h>
 
 #include <string>
@@ -29,9 +31,10 @@ std::string exception_line(const std::exception& e);
 
 // Reads files[i] of the checkpoint in `dir`, checks its size and CRC-32 against the manifest
 // (UsageError naming the file otherwise), adds its chunks to `set` (without the per-replica
-// ones unless keep_replicas) and returns its RNG state (undefined when it has none). The file's
-// bytes are never held whole (checksummed a few MB at a time, then its records read from it);
-// UsageError naming it when it is not such a file.
+// ones unless keep_replicas) and returns its RNG state (undefined when it has none). The
+// chunks stay in the file (Chunk::stored, holding it open) until their elements are read;
+// a file of format 1 (a torch archive, before 2026-12-07) is read whole. UsageError naming
+// the file when it is not such a file.
 torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, size_t i,
                                    parallel::ChunkSink& set, bool keep_replicas = true);
 
