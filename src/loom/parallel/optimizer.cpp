@@ -92,7 +92,7 @@ int64_t StageOptimizer::steps() const {
   return static_cast<const torch::optim::AdamWParamState&>(*it->second).step();
 }
 
-void StageOptimizer::set_state(const std::vector<State>& states, int64_t steps) {
+void StageOptimizer::set_state(std::vector<State> states, int64_t steps) {
   LOOM_CHECK_EQ(states.size(), params_.size(), "optimizer state for the wrong tensor count");
   auto& st = opt_->state();
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -101,12 +101,12 @@ void StageOptimizer::set_state(const std::vector<State>& states, int64_t steps) 
     if (is_adamw()) {
       auto a = std::make_unique<torch::optim::AdamWParamState>();
       a->step(steps);
-      a->exp_avg(s.at(kExpAvg).detach().clone().view_as(params_[i]));
-      a->exp_avg_sq(s.at(kExpAvgSq).detach().clone().view_as(params_[i]));
+      a->exp_avg(s.at(kExpAvg).detach().view_as(params_[i]));
+      a->exp_avg_sq(s.at(kExpAvgSq).detach().view_as(params_[i]));
       st[key] = std::move(a);
     } else {
       auto m = std::make_unique<torch::optim::SGDParamState>();
-      m->momentum_buffer(s.at(kMomentum).detach().clone().view_as(params_[i]));
+      m->momentum_buffer(s.at(kMomentum).detach().view_as(params_[i]));
       st[key] = std::move(m);
     }
   }

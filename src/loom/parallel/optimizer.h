@@ -33,8 +33,9 @@ class StageOptimizer {
   std::vector<std::string> state_keys() const;
   // AdamW's step counter (bias correction); 0 for SGD.
   int64_t steps() const;
-  // Replaces the state (the tensors are copied); states.size() == the optimized tensors.
-  void set_state(const std::vector<State>& states, int64_t steps);
+  // Replaces the state with `states`' tensors (taken, not copied: a resume holds the moments
+  // once); states.size() == the optimized tensors, each tensor shaped and placed as its own.
+  void set_state(std::vector<State> states, int64_t steps);
 
  private:
   bool is_adamw() const;

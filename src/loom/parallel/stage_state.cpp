@@ -74,7 +74,7 @@ void load_stage_state(DataParallel& mode, StageOptimizer& opt, const ChunkReader
                      "'; it was written with another optimizer");
       }
     }
-    opt.set_state(state, steps.item<int64_t>());
+    opt.set_state(std::move(state), steps.item<int64_t>());
   }
   mode.after_load();
 }
