@@ -85,7 +85,7 @@ class ChunkSink {
   virtual void add(Chunk c) = 0;
 };
 
-// Chunks in memory.
+// Chunks, in memory or still in their files (read where a get() asks).
 class ChunkSet : public ChunkReader, public ChunkSink {
  public:
   void add(Chunk c) override;
@@ -114,8 +114,9 @@ ChunkName parse_chunk_name(const std::string& name);
 // Passes on only the chunks a reader will ask for, as a checkpoint file's chunks arrive, so
 // that a rank resuming under another layout keeps its own stages' state and not every file's
 // it read: of a tensor whose elements it names ranges of (the pieces of a ZeRO shard), only
-// those elements (a copy: the file's memory goes with the file); every tensor of a parameter
-// it names under any other key, whole; names without a key always. Nothing else.
+// those elements (of a chunk in memory, a copy: the file's memory goes with the file; a chunk
+// still in its file passes whole, since only what is asked is read); every tensor of a
+// parameter it names under any other key, whole; names without a key always. Nothing else.
 class ChunkFilter : public ChunkSink {
  public:
   explicit ChunkFilter(ChunkSink& to) : to_(to) {}
