@@ -24,7 +24,8 @@ class StoredElements {
   virtual ~StoredElements() = default;
   virtual int64_t numel() const = 0;
   virtual torch::ScalarType dtype() const = 0;
-  // Elements [at, at + out.numel()) into `out` (1-D, contiguous; converted to its dtype).
+  // Elements [at, at + out.numel()) into `out` (1-D, contiguous, on any device; converted to
+  // its dtype).
   virtual void read(int64_t at, torch::Tensor out) const = 0;
 };
 

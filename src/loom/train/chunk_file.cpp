@@ -192,7 +192,10 @@ class StoredRecord : public parallel::StoredElements {
     LOOM_CHECK(out.is_contiguous() && at >= 0 && at + out.numel() <= numel_,
                "read outside a stored chunk");
     const size_t size = c10::elementSize(dtype_);
-    torch::Tensor to = out.scalar_type() == dtype_ ? out : torch::empty({out.numel()}, dtype_);
+    // Straight into `out` where it is host memory of the file's dtype; otherwise (a GPU's
+    // tensor, another dtype) through host memory.
+    const bool direct = out.is_cpu() && out.scalar_type() == dtype_;
+    torch::Tensor to = direct ? out : torch::empty({out.numel()}, dtype_);
     file_->read_at(offset_ + static_cast<uint64_t>(at) * size, to.data_ptr(),
                    static_cast<size_t>(out.numel()) * size);
     if (!to.is_same(out)) out.copy_(to);
