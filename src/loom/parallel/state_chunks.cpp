@@ -69,7 +69,7 @@ void ChunkWriter::add(const std::string& name, int replica, int64_t begin,
   chunks_.push_back({name, replica, begin, std::move(shape), std::move(flat)});
 }
 
-void Chunk::read(int64_t at, torch::Tensor out) const {
+void Chunk::read(int64_t at, const torch::Tensor& out) const {
   if (!data.defined()) return stored->read(at, out);
   out.copy_(data.slice(0, at, at + out.numel()));
 }

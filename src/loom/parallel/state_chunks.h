@@ -26,7 +26,7 @@ class StoredElements {
   virtual torch::ScalarType dtype() const = 0;
   // Elements [at, at + out.numel()) into `out` (1-D, contiguous, on any device; converted to
   // its dtype).
-  virtual void read(int64_t at, torch::Tensor out) const = 0;
+  virtual void read(int64_t at, const torch::Tensor& out) const = 0;
 };
 
 // Elements [begin, begin + numel()) of the flattened logical tensor `name` (of `shape`),
@@ -43,7 +43,7 @@ struct Chunk {
   int64_t numel() const { return data.defined() ? data.numel() : stored->numel(); }
   torch::ScalarType dtype() const { return data.defined() ? data.scalar_type() : stored->dtype(); }
   // Its elements [at, at + out.numel()) into `out` (1-D, contiguous), from memory or the file.
-  void read(int64_t at, torch::Tensor out) const;
+  void read(int64_t at, const torch::Tensor& out) const;
 };
 
 class ChunkWriter {

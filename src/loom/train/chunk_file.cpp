@@ -188,7 +188,7 @@ class StoredRecord : public parallel::StoredElements {
       : file_(std::move(file)), offset_(offset), numel_(numel), dtype_(dtype) {}
   int64_t numel() const override { return numel_; }
   torch::ScalarType dtype() const override { return dtype_; }
-  void read(int64_t at, torch::Tensor out) const override {
+  void read(int64_t at, const torch::Tensor& out) const override {
     LOOM_CHECK(out.is_contiguous() && at >= 0 && at + out.numel() <= numel_,
                "read outside a stored chunk");
     const size_t size = c10::elementSize(dtype_);
