@@ -5,6 +5,7 @@
 // what its stages ask for.
 #include "loom/train/chunk_file.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -224,6 +225,57 @@ TEST(ChunkFile, ReadsFilesOfTheFormerFormat) {
   torch::Tensor got = torch::empty({1}, torch::kInt64);
   ASSERT_TRUE(set.get("optimizer.step", -1, 0, got));
   EXPECT_EQ(got.item<int64_t>(), 5);
+}
+
+// A file that is not a loom checkpoint file (though it matches its manifest) is one line
+// naming it and why: not a zip, a format this loom does not know, a damaged index.
+TEST(ChunkFile, FilesOfNoKnownFormatAreNamed) {
+  TempDir dir;
+  auto refusal = [&](const std::string& bytes) {
+    const std::string path = (dir.path / "rank-00000.pt").string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    loom::train::Manifest m;
+    m.files = {{"rank-00000.pt",
+                static_cast<int64_t>(bytes.size()),
+                loom::train::crc32_of(bytes),
+                0,
+                {0}}};
+    ChunkSet set;
+    try {
+      loom::train::read_checkpoint_file(dir.path.string(), m, 0, set);
+    } catch (const loom::UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto zip = [](const std::string& format, const std::string& meta) {
+    std::string bytes;
+    caffe2::serialize::PyTorchStreamWriter w([&](const void* p, size_t n) {
+      bytes.append(static_cast<const char*>(p), n);
+      return n;
+    });
+    w.writeRecord("loom_chunks", format.data(), format.size());
+    w.writeRecord("index_names", "param/a\n", 8);
+    w.writeRecord("index_meta", meta.data(), meta.size());
+    w.writeEndOfFile();
+    return bytes;
+  };
+  EXPECT_NE(refusal("not a zip at all").find("rank-00000.pt' is not a loom checkpoint file"),
+            std::string::npos);
+  EXPECT_NE(refusal(zip("3", "")).find("is of format 3, this loom reads 2 and 1"),
+            std::string::npos);
+  const std::string bad_index = refusal(zip("2", std::string(12, '\0')));
+  EXPECT_NE(bad_index.find("is not a loom checkpoint file of this format (bad index)"),
+            std::string::npos)
+      << bad_index;
+  // An index row whose chunk record is missing.
+  std::vector<int64_t> row(13, 0);
+  row[0] = -1, row[2] = 4, row[3] = static_cast<int64_t>(torch::kFloat32), row[4] = 1, row[5] = 4;
+  const std::string missing =
+      refusal(zip("2", std::string(reinterpret_cast<const char*>(row.data()), 13 * 8)));
+  EXPECT_NE(missing.find("is not a loom checkpoint file of this format ("), std::string::npos)
+      << missing;
 }
 
 TEST(WholeTensors, AssemblesPiecesAsTheyArriveAndKeepsOnlyWhatIsAsked) {
