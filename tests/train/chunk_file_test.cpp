@@ -276,6 +276,11 @@ TEST(ChunkFile, FilesOfNoKnownFormatAreNamed) {
       refusal(zip("2", std::string(reinterpret_cast<const char*>(row.data()), 13 * 8)));
   EXPECT_NE(missing.find("is not a loom checkpoint file of this format ("), std::string::npos)
       << missing;
+  // A chunk reaching past its tensor's end (5 elements of a tensor of 4).
+  row[2] = 5;
+  const std::string past =
+      refusal(zip("2", std::string(reinterpret_cast<const char*>(row.data()), 13 * 8)));
+  EXPECT_NE(past.find("(bad index)"), std::string::npos) << past;
 }
 
 TEST(WholeTensors, AssemblesPiecesAsTheyArriveAndKeepsOnlyWhatIsAsked) {

@@ -253,6 +253,15 @@ torch::Tensor chunks_from_file(const std::string& file, parallel::ChunkSink& set
       c.replica = static_cast<int>(row[0]);
       c.begin = row[1];
       c.shape.assign(row + 5, row + 5 + row[4]);
+      // The chunk lies inside its tensor (whose size cannot overflow: at most 2^56 elements).
+      int64_t total = 1;
+      for (int64_t d : c.shape) {
+        if (d < 0 || (d > 0 && total > (int64_t{1} << 56) / d))
+          throw std::runtime_error("bad index");
+        total *= d;
+      }
+      if (c.begin < 0 || c.begin > total || row[2] > total - c.begin)
+        throw std::runtime_error("bad index");
       const auto dtype = static_cast<torch::ScalarType>(row[3]);
       const std::string record = record_of(i);
       if (zip->getRecordSize(record) != static_cast<size_t>(row[2]) * c10::elementSize(dtype))
