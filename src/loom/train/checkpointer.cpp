@@ -100,9 +100,9 @@ class CheckpointReader : public parallel::ChunkReader {
   torch::Tensor recut(const std::string& name, int replica) const {
     const parallel::ChunkName n = parallel::parse_chunk_name(name);
     if (n.param.empty()) return {};
+    const std::string prefix = n.key + "/" + n.param;
     std::vector<torch::Tensor> saved;
     for (int i = 0; i < m_.tp; ++i) {
-      const std::string prefix = n.key + "/" + n.param;
       saved.push_back(
           whole(m_.tp == 1 ? prefix : detail::concat(prefix, "#tp", i, "of", m_.tp), replica));
       if (!saved.back().defined()) return {};

@@ -113,7 +113,6 @@ namespace {
 // A format-1 file's chunks into `set`: a torch archive, whose tensors are all read when it is
 // opened.
 torch::Tensor legacy_chunks(const std::string& file, parallel::ChunkSink& set, bool keep_replicas) {
-  constexpr int64_t kMetaCols = kLegacyMetaCols;
   torch::serialize::InputArchive ar;
   torch::Tensor names_t, meta, rng;
   std::vector<parallel::Chunk> chunks;
@@ -121,7 +120,7 @@ torch::Tensor legacy_chunks(const std::string& file, parallel::ChunkSink& set, b
     ar.load_from(file);
     ar.read("index_names", names_t);
     ar.read("index_meta", meta);
-    if (meta.dim() != 2 || meta.size(1) != kMetaCols || meta.scalar_type() != torch::kInt64)
+    if (meta.dim() != 2 || meta.size(1) != kLegacyMetaCols || meta.scalar_type() != torch::kInt64)
       throw std::runtime_error("bad index");
     const std::string names(reinterpret_cast<const char*>(names_t.data_ptr<uint8_t>()),
                             static_cast<size_t>(names_t.numel()));
@@ -198,7 +197,7 @@ class StoredRecord : public parallel::StoredElements {
     torch::Tensor to = direct ? out : torch::empty({out.numel()}, dtype_);
     file_->read_at(offset_ + static_cast<uint64_t>(at) * size, to.data_ptr(),
                    static_cast<size_t>(out.numel()) * size);
-    if (!to.is_same(out)) out.copy_(to);
+    if (!direct) out.copy_(to);
   }
 
  private:
