@@ -167,6 +167,29 @@ train --output.dir "$tmp/B" --seed 99 || fail "second run"
 cp -r "$ck" "$tmp/foreign"
 cp "$tmp/B/checkpoint/step-000004/rank-00000.pt" "$tmp/foreign/rank-00000.pt"
 refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2" --resume "$tmp/foreign"
+# A byte among the elements (mid-file) damaged: a resume checks each MiB of elements it reads
+# against the file's index (whose CRC-32 the manifest holds), so it is found when read, under
+# the same layout and under another (2 ranks, each reading its part; the one that finds it
+# stops both, in one line).
+cp -r "$ck" "$tmp/deep"
+python3 - "$tmp/deep/rank-00000.pt" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(os.path.getsize(sys.argv[1]) // 2)
+    b = f.read(1)[0]
+    f.seek(-1, 1)
+    f.write(bytes([b ^ 0x40]))
+PY
+refused damaged_elements "rank-00000.pt' does not match its manifest (bytes " -- \
+  --output.dir "$tmp/o13" --resume "$tmp/deep"
+train --nproc 2 --output.dir "$tmp/o14" --resume "$tmp/deep"
+rc=$?
+if [[ $rc -eq 2 && $(grep -vc "resharding checkpoint" "$tmp/stderr") -eq 1 ]] &&
+    grep -qF "rank-00000.pt' does not match its manifest (bytes " "$tmp/stderr"; then
+  ok "damaged_elements on 2 ranks: $(grep error "$tmp/stderr")"
+else
+  fail "damaged_elements on 2 ranks: rc=$rc, $(cat "$tmp/stderr")"
+fi
 # A rank file cut short or missing: found before any rank starts (on 2 ranks, a rank that
 # finds it prints MPI_Abort's banner of 8 lines).
 cp -r "$ck" "$tmp/cut"

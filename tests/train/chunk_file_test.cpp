@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "loom/common/error.h"
 #include "loom/common/files.h"
@@ -194,6 +195,89 @@ TEST(ChunkFile, ElementsAreReadFromTheFileWhenAsked) {
   torch::Tensor step = torch::empty({1}, torch::kInt64);
   ASSERT_TRUE(set.get("optimizer.step", -1, 0, step));
   EXPECT_EQ(step.item<int64_t>(), 7);
+}
+
+// A file is checked as it is read: its index (against the manifest) when it is opened, then
+// each MiB block of elements a read touches (against the index); a read of a part reads
+// little more than that part.
+TEST(ChunkFile, WhatIsReadIsCheckedAndNothingElseIsRead) {
+  TempDir dir;
+  constexpr int64_t kBlock = int64_t{1} << 20, kFloats = kBlock / 4;
+  const torch::Tensor big = torch::randn({int64_t{3} * kFloats - 5});  // 3 blocks, the last short
+  const torch::Tensor small = torch::arange(10, torch::kFloat32);
+  ChunkWriter w(/*borrow=*/true);
+  w.put("param/big", -1, 0, {big.numel()}, big);
+  w.put("param/small", -1, 0, {10}, small);
+  const FileSum sum = write(dir.path / "rank-00000.pt", w);
+  const std::string path = (dir.path / "rank-00000.pt").string();
+  const std::string bytes = loom::read_file(path);
+  // The file's CRC-32, joined from its blocks' while it was written, is its bytes'.
+  EXPECT_EQ(sum.crc32, loom::train::crc32_of(bytes));
+  loom::train::Manifest m;
+  m.files = {{"rank-00000.pt", sum.bytes, sum.crc32, 0, {0}, sum.index_crc32}};
+  auto open = [&](ChunkSet& set, loom::train::FileCheck check) {
+    loom::train::read_checkpoint_file(dir.path.string(), m, 0, set, true, check);
+  };
+  auto what = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const loom::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+
+  ChunkSet set;
+  int64_t before = loom::train::checkpoint_bytes_read();
+  open(set, loom::train::FileCheck::kWhatIsRead);
+  const int64_t index_bytes = loom::train::checkpoint_bytes_read() - before;
+  EXPECT_LT(index_bytes, 64 << 10);  // the zip's directory and the index, not the elements
+  // Parts: inside a block, across a block's end, the short last block, all of it.
+  for (auto [at, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {3, 7}, {kFloats - 2, 5}, {2 * kFloats + 1, kFloats - 6}, {0, big.numel()}}) {
+    torch::Tensor out = torch::empty({n});
+    before = loom::train::checkpoint_bytes_read();
+    ASSERT_TRUE(set.get("param/big", -1, at, out));
+    EXPECT_TRUE(out.equal(big.slice(0, at, at + n))) << at;
+    const int64_t blocks = (at + n - 1) / kFloats - at / kFloats + 1;
+    EXPECT_LE(loom::train::checkpoint_bytes_read() - before, blocks * kBlock) << at;
+  }
+
+  // One byte of the big chunk's third block flipped: reads of the first block still pass, a
+  // read that touches the third is refused naming the file, the bytes and the chunk.
+  std::string damaged = bytes;
+  const size_t at = bytes.find(std::string(static_cast<const char*>(big.data_ptr()), 64));
+  ASSERT_NE(at, std::string::npos);
+  damaged[at + 2 * kBlock + 100] ^= 0x10;
+  std::ofstream(path, std::ios::binary) << damaged;
+  ChunkSet after;
+  open(after, loom::train::FileCheck::kWhatIsRead);
+  torch::Tensor out = torch::empty({100});
+  ASSERT_TRUE(after.get("param/big", -1, 0, out));
+  EXPECT_TRUE(out.equal(big.slice(0, 0, 100)));
+  const std::string refused = what([&] { after.get("param/big", -1, 2 * kFloats + 50, out); });
+  EXPECT_NE(refused.find("rank-00000.pt' does not match its manifest (bytes 2097152 to 3145708 "
+                         "of 'param/big': CRC-32 "),
+            std::string::npos)
+      << refused;
+  // Checked whole (what `loom checkpoint info` asks), the same file is refused at once.
+  ChunkSet whole;
+  const std::string at_once = what([&] { open(whole, loom::train::FileCheck::kWholeFile); });
+  EXPECT_NE(at_once.find("rank-00000.pt' does not match its manifest (CRC-32 "), std::string::npos)
+      << at_once;
+
+  // A damaged index (a chunk's shape) is refused when the file is opened.
+  damaged = bytes;
+  const std::string names = "param/big\nparam/small\n";
+  const size_t meta = bytes.find(names);
+  ASSERT_NE(meta, std::string::npos);
+  damaged[meta + 3] ^= 0x01;  // a name changed: "parbm/big"
+  std::ofstream(path, std::ios::binary) << damaged;
+  ChunkSet none;
+  const std::string index = what([&] { open(none, loom::train::FileCheck::kWhatIsRead); });
+  EXPECT_NE(index.find("rank-00000.pt' does not match its manifest (the CRC-32 of its index is "),
+            std::string::npos)
+      << index;
 }
 
 // Files of format 1 (torch archives, written before 2026-12-07) still resume.

@@ -150,7 +150,9 @@ std::string manifest_to_json(const Manifest& m) {
     const Manifest::File& f = m.files[r];
     os << (r ? ",\n   " : "\n   ") << "{\"rank\": " << r << ", \"file\": " << quoted(f.name)
        << ", \"bytes\": " << f.bytes << ", \"crc32\": " << f.crc32 << ", \"dp_rank\": " << f.dp_rank
-       << ", \"stages\": " << list(f.stages) << "}";
+       << ", \"stages\": " << list(f.stages);
+    if (f.index_crc32) os << ", \"index_crc32\": " << *f.index_crc32;
+    os << "}";
   }
   os << "]}\n";
   return os.str();
@@ -291,6 +293,8 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
     file.crc32 = static_cast<uint32_t>(j.integer(e, "crc32", 0, 0xffffffffLL, entry));
     file.dp_rank = static_cast<int>(j.integer(e, "dp_rank", -1, m.dp - 1, entry));
     file.stages = j.integers(e, "stages", 0, stages - 1, entry);
+    if (e.contains("index_crc32"))
+      file.index_crc32 = static_cast<uint32_t>(j.integer(e, "index_crc32", 0, 0xffffffffLL, entry));
     m.files.push_back(std::move(file));
   }
   // A model far larger than the files (a width edited by hand) would be built before anything
@@ -397,6 +401,10 @@ uint32_t crc32_of(std::string_view bytes, uint32_t previous) {
     bytes.remove_prefix(n);
   }
   return static_cast<uint32_t>(crc);
+}
+
+uint32_t crc32_joined(uint32_t first, uint32_t second, int64_t second_bytes) {
+  return static_cast<uint32_t>(::crc32_combine64(first, second, second_bytes));
 }
 
 }  // namespace loom::train

@@ -12,6 +12,7 @@
 // the run before any of its tensors is used, and a run with another layout knows which files hold
 // its blocks.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ struct Manifest {
     uint32_t crc32 = 0;
     int dp_rank = -1;         // -1: every replica (consolidated)
     std::vector<int> stages;  // the stages whose state it holds
+    // The CRC-32 of its index (chunk_file.h), which holds the CRC-32 of each MiB of its
+    // elements: a resume checks what it reads, not the whole file. Absent in manifests
+    // written before 2026-12-07 (the whole file is checked then).
+    std::optional<uint32_t> index_crc32{};
   };
   int64_t step = 0;  // steps completed
   int world = 1, dp = 1, pp = 1, tp = 1, loops = 1;
@@ -62,6 +67,15 @@ std::string check_resumable(const Manifest& saved, const Manifest& run, const st
 // copy cut short): found with a stat before any rank starts (the CRC-32 is checked on loading).
 void check_file_size(const Manifest& m, const std::string& step_dir, size_t i);
 
+// What of a file is checked against its manifest: what is read (its index when it is opened,
+// each MiB of elements as it is read: a rank that needs a part of a file reads that part), or
+// the whole file before anything of it is used. Files whose manifest has no index CRC-32
+// (written before 2026-12-07) are checked whole either way.
+enum class FileCheck { kWhatIsRead, kWholeFile };
+
 // The CRC-32 of `bytes` following bytes whose CRC-32 is `previous` (0: none before).
 uint32_t crc32_of(std::string_view bytes, uint32_t previous = 0);
+// The CRC-32 of two runs of bytes, one after the other, from theirs (`second_bytes`: the
+// length of the second), without reading them again.
+uint32_t crc32_joined(uint32_t first, uint32_t second, int64_t second_bytes);
 }  // namespace loom::train

@@ -26,6 +26,7 @@
 #include "loom/train/fault_injection.h"
 #include "loom/train/host_copies.h"
 #include "loom/train/metrics_copies.h"
+#include "loom/train/report.h"
 #include "loom/train/resume_check.h"
 #include "loom/train/shared_folder.h"
 
@@ -33,6 +34,9 @@ namespace loom::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A save's exchange row: bytes, crc32, index crc32, dp rank, then the stages.
+constexpr int kRowHead = 4;
 
 std::string rank_file(int rank) {
   char file[32];
@@ -226,9 +230,10 @@ Manifest saved_manifest(Manifest m, const std::vector<int64_t>& all, int per, in
     Manifest::File file{rank_file(static_cast<int>(q)),
                         f[0],
                         static_cast<uint32_t>(f[1]),
-                        static_cast<int>(f[2]),
-                        {}};
-    for (int k = 3; k < per; ++k)
+                        static_cast<int>(f[3]),
+                        {},
+                        static_cast<uint32_t>(f[2])};
+    for (int k = kRowHead; k < per; ++k)
       if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
     m.files.push_back(std::move(file));
   }
@@ -308,6 +313,7 @@ struct Checkpointer::Pending {
   std::string bytes;  // the file's, to send to other hosts (empty without copies)
   int64_t size = 0;
   uint32_t crc = 0;
+  uint32_t index_crc = 0;
   std::string failure;  // this rank's, in one line ("": none)
   // With copies to other hosts: every rank's row (exchange_row()), the first rank that failed
   // (-1: none) and the copies this rank received.
@@ -322,12 +328,14 @@ struct Checkpointer::Pending {
 };
 
 std::vector<int64_t> Checkpointer::exchange_row(const Pending& p) const {
-  // bytes (-1: this rank failed), crc32, dp rank, the stages (loops of them, -1 padded)
-  std::vector<int64_t> row(3 + r_.loops, -1);
+  // bytes (-1: this rank failed), crc32, index crc32, dp rank, the stages (loops of them, -1
+  // padded)
+  std::vector<int64_t> row(kRowHead + r_.loops, -1);
   row[0] = p.failure.empty() ? p.size : -1;
   row[1] = p.crc;
-  row[2] = syncs_.begin()->second->dp_rank();
-  int k = 3;
+  row[2] = p.index_crc;
+  row[3] = syncs_.begin()->second->dp_rank();
+  int k = kRowHead;
   for (const auto& [s, st] : stages_) row[k++] = s;
   return row;
 }
@@ -396,6 +404,7 @@ void Checkpointer::begin_save(int64_t steps_done, bool borrow) {
         const FileSum sum = write_chunks(*file, chunks, rng, copies_world_ ? &p->bytes : nullptr);
         p->size = sum.bytes;
         p->crc = sum.crc32;
+        p->index_crc = sum.index_crc32;
       } catch (const std::exception& e) {
         p->failure = exception_line(e);
       }
@@ -425,6 +434,7 @@ void Checkpointer::copy_to_hosts(Pending& p, std::vector<int64_t> row, Manifest 
   comm::Backend& net = *copies_world_;
   row[0] = p.failure.empty() ? p.size : -1;
   row[1] = p.crc;
+  row[2] = p.index_crc;
   p.all = exchange(net, row, &p.failed);
   if (p.failed < 0) {
     const Manifest m = saved_manifest(std::move(run), p.all, static_cast<int>(row.size()), p.step);
@@ -461,7 +471,7 @@ std::string Checkpointer::complete_pending() {
   const std::vector<int64_t> all =
       copies_world_ ? p->all : exchange(world_, exchange_row(*p), &failed);
   const Manifest m =
-      failed < 0 ? saved_manifest(this_run(), all, 3 + r_.loops, p->step) : Manifest{};
+      failed < 0 ? saved_manifest(this_run(), all, kRowHead + r_.loops, p->step) : Manifest{};
   const std::vector<std::string>& received = p->received;
   bool manifest_failed = false;
   if (failed < 0) {
@@ -515,6 +525,15 @@ void Checkpointer::abandon(Pending& p, const std::vector<std::string>& received,
                     failed);
 }
 
+void Checkpointer::report_reads(const Manifest& saved, int64_t read) {
+  world_.all_reduce(&read, 1, comm::DType::Int64, comm::ReduceOp::Sum)->wait();
+  int64_t held = 0;
+  for (const Manifest::File& f : saved.files) held += f.bytes;
+  log::info0(detail::concat("the ranks read ", human_bytes(double(read)), " of the checkpoint's ",
+                            human_bytes(double(held)), " (", saved.files.size(),
+                            saved.files.size() == 1 ? " file)" : " files)"));
+}
+
 Manifest Checkpointer::this_run() const {
   Manifest m = describe_run(cfg_, r_, world_.size());
   m.blocks = cut_.blocks;
@@ -560,11 +579,16 @@ int64_t Checkpointer::load(const std::string& path) {
   if (metrics_) metrics_->align(saved.step);
   // Per-replica state (quant's residual) belongs to a replica of the same dp only; the models
   // of a per-replica mode's replicas are all read when their mean is taken.
+  const int64_t read_before = checkpoint_bytes_read();
   CheckpointReader reader(dir, saved, files, saved.dp == run.dp || replicas > 0, run.tp);
-  for (const auto& [s, y] : syncs_)
-    parallel::want_stage_state(*y, *optimizers_.at(s), reader.wanted(), saved.tp == run.tp);
-  for (const auto& [s, y] : syncs_)
-    parallel::load_stage_state(*y, *optimizers_.at(s), reader, replicas);
+  // The files are checked as they are read: a rank that finds one damaged stops every rank.
+  agreed_check(world_, [&] {
+    for (const auto& [s, y] : syncs_)
+      parallel::want_stage_state(*y, *optimizers_.at(s), reader.wanted(), saved.tp == run.tp);
+    for (const auto& [s, y] : syncs_)
+      parallel::load_stage_state(*y, *optimizers_.at(s), reader, replicas);
+  });
+  report_reads(saved, checkpoint_bytes_read() - read_before);
   if (same && reader.first_rng().defined()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     gen.set_state(reader.first_rng());

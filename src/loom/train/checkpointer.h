@@ -85,6 +85,9 @@ class Checkpointer {
  private:
   struct Pending;
   Manifest this_run() const;  // without files and step
+  // Says (rank 0) how many bytes of the checkpoint's files the ranks read to resume: `read`,
+  // this rank's.
+  void report_reads(const Manifest& saved, int64_t read);
   // This rank's row of a save's exchange (checkpoint.cpp's saved_manifest reads it).
   std::vector<int64_t> exchange_row(const Pending& p) const;
   // The writer's part on hosts without a shared folder (over copies_world_, with the other

@@ -10,12 +10,13 @@ namespace loom::train {
 namespace fs = std::filesystem;
 
 CheckpointContents read_whole_checkpoint(const std::string& path,
-                                         const std::function<bool(const std::string&)>& keep) {
+                                         const std::function<bool(const std::string&)>& keep,
+                                         FileCheck check) {
   CheckpointContents c;
   c.manifest = read_manifest(path, &c.dir);
   parallel::WholeTensors wholes(keep);
   for (size_t i = 0; i < c.manifest.files.size(); ++i)
-    read_checkpoint_file(c.dir, c.manifest, i, wholes);
+    read_checkpoint_file(c.dir, c.manifest, i, wholes, true, check);
   c.tensors = wholes.take();
   return c;
 }
@@ -34,6 +35,7 @@ void write_consolidated(const CheckpointContents& c, const std::string& out) {
   file.commit();
   f.bytes = sum.bytes;
   f.crc32 = sum.crc32;
+  f.index_crc32 = sum.index_crc32;
   for (int s = 0; s < m.pp * m.loops; ++s) f.stages.push_back(s);
   m.files = {f};
   // The run's settings go along, for a resume to say what it changes.

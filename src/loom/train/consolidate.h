@@ -20,9 +20,11 @@ struct CheckpointContents {
 
 // path: a step folder, or a checkpoint folder with `latest`. UsageError (one line) when a
 // file is missing, damaged or incomplete. keep: the tensors wanted, by name (all without it);
-// read file by file, each file's chunks copied into the tensors and dropped.
+// read file by file, each file's chunks copied into the tensors and dropped. check: every
+// file whole (what `info` says), or only what the kept tensors need (chunk_file.h).
 CheckpointContents read_whole_checkpoint(const std::string& path,
-                                         const std::function<bool(const std::string&)>& keep = {});
+                                         const std::function<bool(const std::string&)>& keep = {},
+                                         FileCheck check = FileCheck::kWholeFile);
 
 // Writes <out>/consolidated.pt (every tensor whole) and <out>/manifest.json, which any layout
 // can resume from (--resume <out>). UsageError when <out> holds files already.

@@ -59,7 +59,8 @@ std::map<std::string, torch::Tensor> named_parameters(const model::Model& m) {
 WholeModel load_whole_model(const std::string& path, torch::Device device) {
   // The parameters only: not the optimizer's state beside them (twice their size with AdamW).
   const CheckpointContents c = read_whole_checkpoint(
-      path, [](const std::string& name) { return name.rfind("param/", 0) == 0; });
+      path, [](const std::string& name) { return name.rfind("param/", 0) == 0; },
+      FileCheck::kWhatIsRead);
   WholeModel w;
   w.config = c.manifest.model;
   w.step = c.manifest.step;
