@@ -7,7 +7,7 @@ echo "== $build/bin/cpu_gemm"
 "$build/bin/cpu_gemm" || echo "(cpu_gemm failed)"
 for b in bench/ddp_compare.sh bench/schedules.sh bench/zero_bench.sh bench/slim_fashion.sh bench/predict_vs_measure.sh bench/tp_compare.sh \
          bench/light_dp.sh bench/schedule_ab.sh bench/time_sharing_ab.sh bench/tied_ab.sh \
-         bench/host_copies.sh bench/async_save.sh; do
+         bench/host_copies.sh bench/async_save.sh bench/resume_memory.sh bench/resume_reads.sh; do
   [[ -x $b ]] || continue
   echo "== $b"
   bash "$b" "$build" || echo "($b failed)"
