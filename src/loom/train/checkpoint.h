@@ -8,9 +8,9 @@
 // is written to a temporary name, flushed to the disk (fsync) and renamed, and its folder flushed,
 // so a crash never leaves a half-written checkpoint that looks complete. The manifest describes
 // what the files hold (mesh, modes, model shape, optimizer, loom version, the partition into
-// stages) and carries each file's size, CRC-32, dp rank and stages: a checkpoint is checked against
-// the run before any of its tensors is used, and a run with another layout knows which files hold
-// its blocks.
+// stages) and carries each file's size, CRC-32, dp rank, stages and index CRC-32: a checkpoint is
+// checked against the run before any of its tensors is used, each file as it is read
+// (chunk_file.h), and a run with another layout knows which files hold its blocks.
 #include <cstdint>
 #include <optional>
 #include <string>
