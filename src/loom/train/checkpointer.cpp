@@ -227,12 +227,8 @@ Manifest saved_manifest(Manifest m, const std::vector<int64_t>& all, int per, in
   m.step = steps_done;
   for (size_t q = 0; q * per < all.size(); ++q) {
     const int64_t* f = &all[per * q];
-    Manifest::File file{rank_file(static_cast<int>(q)),
-                        f[0],
-                        static_cast<uint32_t>(f[1]),
-                        static_cast<int>(f[3]),
-                        {},
-                        static_cast<uint32_t>(f[2])};
+    Manifest::File file{rank_file(static_cast<int>(q)), f[0], static_cast<uint32_t>(f[1]),
+                        static_cast<int>(f[3]),         {},   static_cast<uint32_t>(f[2])};
     for (int k = kRowHead; k < per; ++k)
       if (f[k] >= 0) file.stages.push_back(static_cast<int>(f[k]));
     m.files.push_back(std::move(file));

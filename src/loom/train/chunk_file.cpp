@@ -210,8 +210,13 @@ class OpenFile : public caffe2::serialize::ReadAdapterInterface {
  public:
   explicit OpenFile(std::string path) : path_(std::move(path)) {
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) unreadable(std::strerror(errno));
     struct stat st {};
-    if (fd_ < 0 || ::fstat(fd_, &st) != 0) unreadable(std::strerror(errno));
+    if (::fstat(fd_, &st) != 0) {
+      const int why = errno;
+      ::close(fd_);
+      unreadable(std::strerror(why));
+    }
     size_ = static_cast<size_t>(st.st_size);
   }
   ~OpenFile() override { ::close(fd_); }
@@ -315,8 +320,8 @@ class StoredRecord : public parallel::StoredElements {
     const uint32_t want = (*sums_.crcs)[sums_.first + at / sums_.block], crc = crc32_of(bytes);
     if (crc != want)
       LOOM_USAGE("checkpoint file '", file_->path(), "' does not match its manifest (bytes ", at,
-                 " to ", at + bytes.size(), " of '", name_, "': CRC-32 ", crc,
-                 ", its index says ", want, "): it is damaged; resume from another checkpoint");
+                 " to ", at + bytes.size(), " of '", name_, "': CRC-32 ", crc, ", its index says ",
+                 want, "): it is damaged; resume from another checkpoint");
   }
 
   std::shared_ptr<const OpenFile> file_;
@@ -382,8 +387,8 @@ torch::Tensor chunks_from_file(const std::string& file, parallel::ChunkSink& set
         throw std::runtime_error("bad index");
       std::memcpy(&block, crcs.data(), sizeof block);
       if (block <= 0 || block > (int64_t{1} << 40)) throw std::runtime_error("bad index");
-      auto all = std::make_shared<std::vector<uint32_t>>((crcs.size() - sizeof block) /
-                                                         sizeof(uint32_t));
+      auto all =
+          std::make_shared<std::vector<uint32_t>>((crcs.size() - sizeof block) / sizeof(uint32_t));
       std::memcpy(all->data(), crcs.data() + sizeof block, all->size() * sizeof(uint32_t));
       sums = {std::move(all), 0, static_cast<uint64_t>(block)};
     }
