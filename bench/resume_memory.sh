@@ -11,16 +11,8 @@
 #           reads every file, each a shard of the whole model, and keeps its stage's part).
 # A resume's extra memory is its peak above the fresh run of its layout.
 # usage: bench/resume_memory.sh [BUILD_DIR] [RANKS] [ROUNDS]
-set -euo pipefail
-build=${1:-build}
-ranks=${2:-2}
-rounds=${3:-1}
-cd "$(dirname "$0")/.."
-loom=$PWD/$build/bin/loom
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-cfg=$PWD/bench/gpt_checkpoints.toml
+# shellcheck source=bench/gpt_bench_lib.sh
+source "$(dirname "$0")/gpt_bench_lib.sh" 1 "$@"
 pp=(--pp "$ranks")
 dp=(--dp "$ranks" --dp-mode allreduce)
 [ "$ranks" = 1 ] && dp=(--dp-mode zero1)

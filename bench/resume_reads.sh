@@ -8,16 +8,8 @@
 # a rank opens checked whole first, as loom did before 2026-12-07). The resume loads and trains
 # no step (train.steps = the checkpoint's step). Wall times are medians of ROUNDS.
 # usage: bench/resume_reads.sh [BUILD_DIR] [RANKS] [ROUNDS]
-set -euo pipefail
-build=${1:-build}
-ranks=${2:-2}
-rounds=${3:-3}
-cd "$(dirname "$0")/.."
-loom=$PWD/$build/bin/loom
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-cfg=$PWD/bench/gpt_checkpoints.toml
+# shellcheck source=bench/gpt_bench_lib.sh
+source "$(dirname "$0")/gpt_bench_lib.sh" 3 "$@"
 declare -A layout=([pp]="--pp $ranks" [zero3]="--dp $ranks --dp-mode zero3")
 
 train() {
