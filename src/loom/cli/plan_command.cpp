@@ -35,6 +35,8 @@ options: --top K (10)  --time-budget 30s  --memory-limit GB (90% of the device's
          --schedules a,b  --dp-modes a,b  --micro-batch-sizes 1,2,4,8  --loops 1,2,4,8
          --recompute none,selective,full (all three)  --attention standard,flash (standard)
          --tp-comm-overlap on|off|both (off)  --distributed-optimizer on|off|both (off)
+         --async-save (checkpoints in the background, as the file's output.async_save:
+         a copy of each rank's state counts in the memory of a shared (CPU) cluster)
          --json (one line per ranked configuration)
 Exits 2 with one line when no configuration fits.
 
@@ -114,6 +116,7 @@ int plan_command(const std::vector<std::string>& args) {
                                                     {"tp-comm-overlap", "both"},
                                                     {"distributed-optimizer", "both"},
                                                     {"from-config", "configs/gpt-fortunes.toml"},
+                                                    {"async-save", ""},
                                                     {"json", ""}})});
   if (a.help) {
     std::cout << kPlanHelp;
@@ -126,6 +129,7 @@ int plan_command(const std::vector<std::string>& args) {
     const config::Config cfg = config_with_model_flags(a);
     req.model = plan::transformer_of(cfg.model);
     file_batch = cfg.train.global_batch;
+    req.async_save = cfg.output.async_save;
   } else {
     req.model = model_from_flags(a);
   }
@@ -179,6 +183,7 @@ int plan_command(const std::vector<std::string>& args) {
       req.attention.push_back(plan::parse_attention(s));
   }
   req.megatron = a.has("megatron");
+  req.async_save = req.async_save || a.has("async-save");
   req.tp_comm_overlap = on_off_both(a, "tp-comm-overlap");
   req.distributed_optimizer = on_off_both(a, "distributed-optimizer");
   const bool overlap_asked = std::find(req.tp_comm_overlap.begin(), req.tp_comm_overlap.end(),

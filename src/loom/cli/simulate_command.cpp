@@ -61,6 +61,9 @@ configuration:
         [--max-unsharded K (2)] [--no-reshard-after-forward]
         [--rank-speed S0,S1,..: compute-time multiplier per pipeline rank, e.g. 1.2,1 for
          a first rank 20% slower (a straggler, or the speeds measured during a run)]
+        [--async-save: checkpoints written in the background (output.async_save, also
+         read from --from-config): each rank holds a copy of its state meanwhile, in the
+         peak on a shared (CPU) cluster, as host memory otherwise]
 output: [--svg FILE] [--trace FILE] [--json: one line: the figures, and
          every pipeline rank's under "ranks"]
 
@@ -91,6 +94,8 @@ std::string json_line(const plan::Evaluation& e) {
      << ",\"memory_limit_bytes\":" << e.memory_limit
      << ",\"rank0_activation_bytes\":" << r0.peak.activations
      << ",\"rank0_working_bytes\":" << r0.peak.working
+     << ",\"rank0_snapshot_bytes\":" << r0.peak.snapshot
+     << ",\"rank0_host_snapshot_bytes\":" << r0.host_snapshot
      << ",\"rank0_kept_activation_bytes\":" << r0.peak_kept
      << ",\"rank0_compute_s\":" << r0.compute_s << ",\"rank0_dp_bytes\":" << r0.dp_bytes
      << ",\"rank0_p2p_bytes\":" << r0.p2p_bytes << ",\"compute_source\":\"" << e.compute_source
@@ -107,8 +112,10 @@ std::string json_line(const plan::Evaluation& e) {
        << ",\"params_bytes\":" << rr.peak.params << ",\"grads_bytes\":" << rr.peak.grads
        << ",\"optimizer_bytes\":" << rr.peak.optimizer
        << ",\"activation_bytes\":" << rr.peak.activations
-       << ",\"working_bytes\":" << rr.peak.working << ",\"kept_activation_bytes\":" << rr.peak_kept
-       << ",\"in_flight\":" << rr.peak_inflight << "}";
+       << ",\"working_bytes\":" << rr.peak.working << ",\"snapshot_bytes\":" << rr.peak.snapshot
+       << ",\"host_snapshot_bytes\":" << rr.host_snapshot
+       << ",\"kept_activation_bytes\":" << rr.peak_kept << ",\"in_flight\":" << rr.peak_inflight
+       << "}";
   }
   os << "]}\n";
   return os.str();
@@ -141,6 +148,7 @@ int simulate_command(const std::vector<std::string>& args) {
                                            {"no-reshard-after-forward", ""},
                                            {"placement", "pipeline-inside"},
                                            {"rank-speed", "1.2,1"},
+                                           {"async-save", ""},
                                            {"svg", "step.svg"},
                                            {"trace", "step.json"},
                                            {"json", ""}})});
@@ -167,6 +175,7 @@ int simulate_command(const std::vector<std::string>& args) {
   if (a.has("from-config")) {
     from_config(a, &m, &p, &eo.cut);
     apply_parallel_flags(a, p, true);
+    eo.async_save = config_with_model_flags(a).output.async_save;
   } else {
     m = model_from_flags(a);
     apply_parallel_flags(a, p, false);
@@ -188,6 +197,7 @@ int simulate_command(const std::vector<std::string>& args) {
           v, "'");
     eo.rank_speed.push_back(x);
   }
+  eo.async_save = eo.async_save || a.has("async-save");
   if (a.has("rank-speed") && eo.rank_speed.empty())
     LOOM_USAGE("--rank-speed needs one number per pipeline rank, e.g. --rank-speed 1.2,1");
   plan::Evaluation e = plan::evaluate(m, p, cluster, eo);

@@ -35,6 +35,9 @@ struct StageMemory {
   // Tables the layers share, one copy a rank whatever its stages (the causal mask, rotary
   // angles); the simulator counts them with the parameters.
   double buffers = 0;
+  // What a checkpoint copies of the stage (parallel/stage_state.cpp): the parameters its
+  // optimizer updates (a shard under zero1/2/3), their optimizer state and a light mode's own.
+  double saved = 0;
 };
 
 class CostModel {

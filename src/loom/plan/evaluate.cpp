@@ -33,6 +33,8 @@ Evaluation evaluate(const Transformer& m, const Parallel& p, const Cluster& c,
   so.timeline = o.timeline;
   so.blocking_p2p = o.blocking_p2p;
   so.grad_reduce_after_flush = o.grad_reduce_after_flush;
+  if (o.async_save)
+    so.async_save = c.shared ? SimOptions::Snapshot::Device : SimOptions::Snapshot::Host;
   // Megatron-LM's interleaved schedule exchanges once per forward-backward pair.
   if (o.blocking_p2p) e.lowered = blocking_exchanges(e.lowered, p.schedule == "interleaved");
   // Megatron-Core's buckets hold 40M parameters (ddp_bucket_size's default).
@@ -148,7 +150,15 @@ std::string format_breakdown(const Evaluation& e) {
                 human_bytes(pk.params).c_str(), human_bytes(pk.grads).c_str(),
                 human_bytes(pk.optimizer).c_str(), human_bytes(pk.activations).c_str(),
                 r.ranks[pr].peak_inflight, human_bytes(pk.working).c_str());
-  add("peak memory", line);
+  std::string peak = line;
+  if (pk.snapshot > 0) peak += " + " + human_bytes(pk.snapshot) + " an async save's copy";
+  add("peak memory", peak);
+  double host = 0;
+  for (const RankResult& rr : r.ranks) host = std::max(host, rr.host_snapshot);
+  if (host > 0)
+    add("host memory",
+        human_bytes(host) +
+            " a rank at most: an async save's copy of its state (output.async_save)");
   if (!e.fits())
     out +=
         "  WARNING: over the device memory; use recomputation, zero3, more pp or fewer "

@@ -21,6 +21,7 @@ struct EvalOptions {
   bool timeline = false;
   bool blocking_p2p = false;  // SimOptions::blocking_p2p, messages placed by blocking_exchanges
   bool grad_reduce_after_flush = false;  // SimOptions::grad_reduce_after_flush
+  bool async_save = false;  // output.async_save: SimOptions::async_save, by the cluster's kind
 };
 
 struct Evaluation {

@@ -173,6 +173,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
                         cost.compute_s(s, schedule::Kind::F) + cost.compute_s(s, schedule::Kind::B);
                     const StageMemory sm_s = cost.memory(s);
                     sm += sm_s.params + sm_s.grads + sm_s.optimizer;
+                    if (req.async_save && c.shared) sm += sm_s.saved;
                     act = std::max(act, sm_s.activation);
                   }
                   work = std::max(work, w * mb);
@@ -199,6 +200,7 @@ PlanResult plan(const PlanRequest& req, const Cluster& c) {
     }
     EvalOptions eo;
     eo.precision = req.precision;
+    eo.async_save = req.async_save;
     Candidate cand = summarize(evaluate(m, p.par, c, eo));
     cand.bound_s = p.bound;
     ++out.simulated;

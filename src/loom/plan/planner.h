@@ -42,6 +42,7 @@ struct PlanRequest {
   std::vector<bool> tp_comm_overlap = {false};        // true: only where tp > 1
   std::vector<bool> distributed_optimizer = {false};  // true: only for zero1 with dp > 1
   bool megatron = false;                              // Parallel::megatron
+  bool async_save = false;                            // EvalOptions::async_save
   int max_microbatches = 1024;                        // m above this is skipped (simulation cost)
   double memory_limit = 0;  // bytes per device; 0 = kDefaultMemoryShare of the cluster's
   double time_budget_s = 30;

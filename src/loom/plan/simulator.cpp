@@ -479,15 +479,18 @@ class Sim {
     // Static state of the rank's stages; anything still gathered or buffered ends here.
     MemoryBreakdown base;
     const std::vector<int> mine = stages_of(r);
-    double buffers = 0;
+    double buffers = 0, saved = 0;
     for (int s : mine) {
       const StageMemory m = c_.memory(s);
       base.params += m.params;
       base.grads += m.grads;
       base.optimizer += m.optimizer;
       buffers = std::max(buffers, m.buffers);
+      saved += m.saved;
     }
     base.params += buffers;
+    if (o_.async_save == SimOptions::Snapshot::Device) base.snapshot = saved;
+    if (o_.async_save == SimOptions::Snapshot::Host) rr.host_snapshot = saved;
     for (auto& [s, since] : st.gathered_since) mem(r, since, t, c_.memory(s).gathered, 0);
     for (auto& [s, since] : st.buffer_since) mem(r, since, t, c_.memory(s).grad_buffer, 1);
     for (auto& [key, since] : st.act_since) mem(r, since, t, c_.memory(key.first).activation, 2, 1);
@@ -548,7 +551,8 @@ class Sim {
       rr.peak_kept = std::max(rr.peak_kept, cur[2]);
       const double total = base.total() + cur[0] + cur[1] + cur[2] + cur[3];
       if (total > rr.peak.total() + 1e-9) {
-        rr.peak = {base.params + cur[0], base.grads + cur[1], base.optimizer, cur[2], cur[3]};
+        rr.peak = {base.params + cur[0], base.grads + cur[1], base.optimizer, cur[2], cur[3],
+                   base.snapshot};
         rr.peak_inflight = inflight;
       }
     }

@@ -69,6 +69,12 @@ struct SimOptions {
   // of 2021 all-reduces after the pipeline flush); default: each when its stage's last
   // backward is done, behind the compute that follows.
   bool grad_reduce_after_flush = false;
+  // A checkpoint written in the background (output.async_save): each rank holds a copy of its
+  // state (StageMemory::saved) while the next steps train, in host memory. On a shared (CPU)
+  // cluster the host's memory is the device's: it counts in the peak (MemoryBreakdown::
+  // snapshot); on devices of their own it is reported apart (RankResult::host_snapshot).
+  enum class Snapshot { None, Device, Host };
+  Snapshot async_save = Snapshot::None;
 };
 
 enum class Stream { Compute = 0, Send = 1, Dp = 2 };
@@ -86,7 +92,8 @@ struct MemoryBreakdown {
   double optimizer = 0;
   double activations = 0;  // kept from forwards to their backwards
   double working = 0;      // transient inside a backward (recomputed layer, logits)
-  double total() const { return params + grads + optimizer + activations + working; }
+  double snapshot = 0;     // an async save's copy of the state, where it is device memory
+  double total() const { return params + grads + optimizer + activations + working + snapshot; }
 };
 
 struct RankResult {
@@ -95,13 +102,14 @@ struct RankResult {
   double p2p_s = 0;      // busy time of the send links
   double dp_s = 0;       // busy time of the DP stream
   double optimizer_s = 0;
-  double end_s = 0;       // step end on this rank
-  double p2p_bytes = 0;   // sent by this rank
-  double dp_bytes = 0;    // sent by this rank (ring traffic)
-  MemoryBreakdown peak;   // at the moment of the peak total
-  int peak_inflight = 0;  // stored (stage, micro-batch) activations at that moment
-  double peak_kept = 0;   // the most kept activations at any moment (the runtime's
-                          // peak_activation_bytes measures the same)
+  double end_s = 0;          // step end on this rank
+  double p2p_bytes = 0;      // sent by this rank
+  double dp_bytes = 0;       // sent by this rank (ring traffic)
+  MemoryBreakdown peak;      // at the moment of the peak total
+  int peak_inflight = 0;     // stored (stage, micro-batch) activations at that moment
+  double peak_kept = 0;      // the most kept activations at any moment (the runtime's
+                             // peak_activation_bytes measures the same)
+  double host_snapshot = 0;  // host memory of an async save's copy (SimOptions::async_save)
   std::vector<SimEvent> events;
 };
 

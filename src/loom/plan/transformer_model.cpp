@@ -591,6 +591,9 @@ StageMemory TransformerCostModel::memory(int stage) const {
       case DpMode::PowerSgd: check_simulated(p_.dp_mode, true);
     }
   }
+  const bool sharded = p_.dp > 1 && (p_.dp_mode == DpMode::Zero1 || p_.dp_mode == DpMode::Zero2 ||
+                                     p_.dp_mode == DpMode::Zero3);
+  mem.saved = (sharded ? P / d : P) * prec_.param + mem.optimizer;
   // loom's tied head: the last stage's copy and its gradient, whole on every replica.
   if (stage + 1 == int(stage_.size())) {
     mem.params += tied_copy_bytes();
