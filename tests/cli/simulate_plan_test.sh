@@ -88,6 +88,25 @@ expect_exit2 from_config_batch_three "give two of the three" -- simulate --from-
   "$src/configs/gpt-fortunes.toml" --cluster "$a100" --microbatches 2 --micro-batch-size 4 \
   --global-batch 64
 
+# output.async_save of --from-config, or --async-save: a copy of each rank's state, in the
+# peak of a shared (CPU) cluster (exactly the state: fp32 parameters and AdamW's two moments),
+# host memory beside an A100's.
+sed 's/^\[output\]$/[output]\nasync_save = true/' "$src/configs/gpt-fortunes.toml" >"$tmp/async.toml"
+machine="$src/clusters/this-machine.toml"
+if "$loom" simulate --from-config "$tmp/async.toml" --cluster "$machine" --json >"$tmp/with" &&
+  "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$machine" --json \
+    >"$tmp/without" &&
+  "$loom" simulate --from-config "$src/configs/gpt-fortunes.toml" --cluster "$a100" --async-save \
+    >"$tmp/gpu" && grep -q "^  host memory .* an async save's copy" "$tmp/gpu" &&
+  python3 - "$tmp/with" "$tmp/without" <<'PY'; then ok "async_save_copy"; else fail "async_save_copy"; fi
+import json, sys
+w, wo = (json.load(open(f)) for f in sys.argv[1:])
+copy = w["rank0_snapshot_bytes"]
+assert abs(copy / w["rank0_optimizer_bytes"] - 1.5) < 1e-5, w  # 4 + 8 bytes against AdamW's 8
+assert abs((w["peak_bytes"] - wo["peak_bytes"]) / copy - 1) < 1e-4, (w, wo)
+assert wo["rank0_snapshot_bytes"] == 0 and w["rank0_host_snapshot_bytes"] == 0, (w, wo)
+PY
+
 # Selective recomputation keeps less than none and more than full.
 kept() {
   "$loom" simulate "${gpt[@]}" --gpus 1 --recompute "$1" --json |
