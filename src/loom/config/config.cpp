@@ -489,7 +489,8 @@ const std::vector<Field>& schema() {
       {LOOM_FIELD(output, async_save),
        "write a checkpoint's files in the background while the next steps train, and on hosts "
        "without a shared folder their copies to other hosts (the state is copied first: the "
-       "rank holds a second copy of it meanwhile); the checkpoint is complete (its manifest "
+       "rank holds a second copy of it meanwhile, which `loom simulate --from-config` "
+       "counts); the checkpoint is complete (its manifest "
        "written) after the first step that ends with every rank's file written and copied, at "
        "the latest when the next checkpoint begins; the last step's is written at once",
        {}},
