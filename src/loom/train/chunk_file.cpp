@@ -23,7 +23,9 @@
 namespace loom::train {
 namespace {
 
-// The file is a zip of uncompressed records, each 64-byte aligned (torch's PyTorchStreamWriter):
+// The file is a zip of uncompressed records, each 64-byte aligned (torch's PyTorchStreamWriter,
+// its records' zip CRC-32 fields left 0: the blocks' CRC-32s below check the elements, and the
+// zip's would be a second pass over every byte of a save):
 //   loom_chunks  the format, "2"
 //   index_names  the chunks' names, one a line
 //   index_meta   int64 a chunk, kMetaCols each: replica, begin, numel, dtype (c10::ScalarType),
@@ -101,25 +103,27 @@ FileSum write_chunks(AtomicFile& file, const std::vector<parallel::Chunk>& chunk
   std::vector<uint32_t> block_sums;
   std::string_view elements;  // the chunk being written: its blocks' CRC-32s make the file's
   bool summed = false;
-  caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, size_t n) {
-    if (failure) return n;
-    const std::string_view piece(static_cast<const char*>(data), n);
-    try {
-      file.write(piece);
-      if (keep) keep->append(piece);
-    } catch (...) {
-      failure = std::current_exception();
-      return n;
-    }
-    if (n > 0 && piece.data() == elements.data() && n == elements.size()) {
-      sum_blocks(piece, block_sums, &sum.crc32);
-      summed = true;
-    } else {
-      sum.crc32 = crc32_of(piece, sum.crc32);
-    }
-    sum.bytes += static_cast<int64_t>(n);
-    return n;
-  });
+  caffe2::serialize::PyTorchStreamWriter zip(
+      [&](const void* data, size_t n) {
+        if (failure) return n;
+        const std::string_view piece(static_cast<const char*>(data), n);
+        try {
+          file.write(piece);
+          if (keep) keep->append(piece);
+        } catch (...) {
+          failure = std::current_exception();
+          return n;
+        }
+        if (n > 0 && piece.data() == elements.data() && n == elements.size()) {
+          sum_blocks(piece, block_sums, &sum.crc32);
+          summed = true;
+        } else {
+          sum.crc32 = crc32_of(piece, sum.crc32);
+        }
+        sum.bytes += static_cast<int64_t>(n);
+        return n;
+      },
+      /*compute_crc32=*/false);
   const std::string_view meta_bytes(reinterpret_cast<const char*>(meta.data()),
                                     meta.size() * sizeof(int64_t));
   zip.writeRecord(kFormatRecord, kFormat, std::strlen(kFormat));

@@ -1,9 +1,10 @@
 #pragma once
 // The bytes of one checkpoint file: the chunks of state_chunks.h (an index of names, ranges,
-// replicas, shapes and dtypes, then each chunk's elements) and the writer's RNG state, as
-// records of a zip (torch's PyTorchStreamWriter: uncompressed, 64-byte aligned; the records are
-// listed in chunk_file.cpp; tests/cli/chunk_records.py reads them from Python). A reader reads the
-// index and then only the elements it asks for, where the file holds them.
+// replicas, shapes and dtypes, the CRC-32 of each MiB of elements, then each chunk's elements)
+// and the writer's RNG state, as records of a zip (torch's PyTorchStreamWriter: uncompressed,
+// 64-byte aligned, the zip's own CRC-32 fields 0; the records are listed in chunk_file.cpp;
+// tests/cli/chunk_records.py reads them from Python). A reader reads the index and then only
+// the elements it asks for, where the file holds them, checking each block it reads.
 #include <torch/torch.h>
 
 #include <string>
