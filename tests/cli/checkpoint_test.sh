@@ -158,6 +158,34 @@ for damage in deleted garbage missing; do
   fi
 done
 
+# The newest checkpoint damaged (a byte among its elements, found when read), resumed from the
+# run's checkpoint folder on 1 rank and on 2: the newest checkpoint before it is used, with one
+# warning naming the damage, and the run ends as it would have (each step once).
+for n in 1 2; do
+  R="$tmp/rot-$n"
+  cp -r "$A" "$R"
+  newest=$(cat "$R/checkpoint/latest")
+  older=$(basename "$(ls -d "$R/checkpoint"/step-* | sort | tail -2 | head -1)")
+  python3 - "$R/checkpoint/$newest/rank-00000.pt" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(os.path.getsize(sys.argv[1]) // 2)
+    b = f.read(1)[0]
+    f.seek(-1, 1)
+    f.write(bytes([b ^ 0x40]))
+PY
+  train --nproc "$n" --output.dir "$R" --resume "$R/checkpoint" --steps 7
+  rc=$?
+  if [[ $rc -eq 0 ]] && [[ $(grep -c "does not match its manifest" "$tmp/stderr") -eq 1 ]] &&
+     grep -q "$newest/rank-00000.pt' does not match its manifest (bytes .*; resuming from $older, the newest checkpoint before it" "$tmp/stderr" &&
+     cat "$tmp/stdout" "$tmp/stderr" | grep -q "resumed at step $((10#${older#step-}))" &&
+     steps_once "$R/metrics.jsonl" 7; then
+    ok "newest checkpoint damaged, $n rank(s): $(grep "resuming from" "$tmp/stderr")"
+  else
+    fail "newest checkpoint damaged, $n rank(s): rc=$rc; $(cat "$tmp/stderr")"
+  fi
+done
+
 # Damaged and foreign files, changed settings: refused before any tensor is used.
 ck="$A/checkpoint/step-000004"
 cp -r "$ck" "$tmp/bad"

@@ -321,13 +321,15 @@ void check_file_size(const Manifest& m, const std::string& step_dir, size_t i) {
   std::error_code ec;
   const auto size = fs::file_size(f, ec);
   if (ec)
-    LOOM_USAGE("checkpoint file '", f, "' is ",
-               ec == std::errc::no_such_file_or_directory ? "missing"
-                                                          : "unreadable (" + ec.message() + ")",
-               "; the checkpoint is incomplete: resume from another checkpoint");
+    throw DamagedCheckpoint(detail::concat(
+        "checkpoint file '", f, "' is ",
+        ec == std::errc::no_such_file_or_directory ? "missing"
+                                                   : "unreadable (" + ec.message() + ")",
+        "; the checkpoint is incomplete: resume from another checkpoint"));
   if (static_cast<int64_t>(size) != want.bytes)
-    LOOM_USAGE("checkpoint file '", f, "' is ", size, " bytes, its manifest says ", want.bytes,
-               ": it is cut short, damaged or from another run; resume from another checkpoint");
+    throw DamagedCheckpoint(detail::concat(
+        "checkpoint file '", f, "' is ", size, " bytes, its manifest says ", want.bytes,
+        ": it is cut short, damaged or from another run; resume from another checkpoint"));
 }
 
 bool Manifest::same_layout(const Manifest& run) const {

@@ -17,11 +17,20 @@
 #include <string_view>
 #include <vector>
 
+#include "loom/common/error.h"
 #include "loom/config/config.h"
 
 namespace loom::train {
 
 struct Resolved;
+
+// A checkpoint file that is not what its manifest says (missing, cut short, damaged,
+// unreadable): a resume from a run's checkpoint folder goes on from the newest intact
+// checkpoint before it (Checkpointer::load).
+class DamagedCheckpoint : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
 
 struct Manifest {
   struct File {

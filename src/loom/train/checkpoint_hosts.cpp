@@ -139,16 +139,20 @@ Fetched fetch_missing(comm::Backend& world, const Manifest& saved, const std::st
 
 void agreed_check(comm::Backend& world, const std::function<void()>& check) {
   std::string why;
+  bool damaged = false;
   try {
     check();
   } catch (const UsageError& e) {
     why = e.what();
+    damaged = dynamic_cast<const DamagedCheckpoint*>(&e) != nullptr;
   }
   const std::vector<int> refused = ranks_where(world, !why.empty());
   if (refused.empty()) return;
   // Rank 0 says what every rank found, else the first rank that refused, which knows why.
-  throw AgreedUsageError(why,
-                         static_cast<int>(refused.size()) == world.size() ? 0 : refused.front());
+  const int reporter = static_cast<int>(refused.size()) == world.size() ? 0 : refused.front();
+  if (ranks_where(world, damaged).size() == refused.size())
+    throw AgreedDamagedCheckpoint(why, reporter);
+  throw AgreedUsageError(why, reporter);
 }
 
 void check_files_seen(comm::Backend& world, const Manifest& saved, const std::string& dir,

@@ -9,12 +9,19 @@
 #include <vector>
 
 #include "loom/comm/backend.h"
+#include "loom/common/agreed_usage_error.h"
 #include "loom/train/checkpoint.h"
 
 namespace loom::train {
 
+class AgreedDamagedCheckpoint : public AgreedUsageError {
+ public:
+  using AgreedUsageError::AgreedUsageError;
+};
+
 // Runs `check` on every rank. A UsageError on every rank: rank 0 says it; on some: the first
-// of them says it (AgreedUsageError on every rank).
+// of them says it (AgreedUsageError on every rank; AgreedDamagedCheckpoint where every rank
+// that refused found a DamagedCheckpoint).
 void agreed_check(comm::Backend& world, const std::function<void()>& check);
 
 // The manifest every rank reads: the newest step any rank finds at `path` (a step folder, or

@@ -538,7 +538,50 @@ Manifest Checkpointer::this_run() const {
 }
 
 int64_t Checkpointer::load(const std::string& path) {
-  std::string dir;
+  std::string from = path;
+  for (;;) {
+    std::string dir;
+    try {
+      return load_checkpoint(from, &dir);
+    } catch (const AgreedDamagedCheckpoint& e) {
+      const int64_t older = older_checkpoint(path, dir);
+      if (older < 0) throw;
+      std::string why = e.what();
+      const std::string advice = "; resume from another checkpoint";
+      if (why.size() > advice.size() && why.ends_with(advice))
+        why.resize(why.size() - advice.size());
+      if (world_.rank() == e.reporter())
+        log::warn(detail::concat(why, "; resuming from ", step_name(older),
+                                 ", the newest checkpoint before it"));
+      from = (fs::path(dir).parent_path() / step_name(older)).string();
+    }
+  }
+}
+
+int64_t Checkpointer::older_checkpoint(const std::string& path, const std::string& dir) {
+  int64_t newest = -1;
+  std::error_code ec;
+  const fs::path step = fs::path(dir);
+  const std::string name = step.filename().string();
+  auto is_step = [](const std::string& n) {
+    return n.size() > 5 && n.rfind("step-", 0) == 0 &&
+           n.find_first_not_of("0123456789", 5) == std::string::npos;
+  };
+  if (!dir.empty() && !fs::equivalent(path, dir, ec) && is_step(name)) {
+    const int64_t damaged = std::stoll(name.substr(5));
+    for (const std::string& f : complete_checkpoints(step.parent_path().string())) {
+      const std::string n = fs::path(f).filename().string();
+      if (!is_step(n)) continue;
+      const int64_t s = std::stoll(n.substr(5));
+      if (s < damaged) newest = std::max(newest, s);
+    }
+  }
+  world_.all_reduce(&newest, 1, comm::DType::Int64, comm::ReduceOp::Max)->wait();
+  return newest;
+}
+
+int64_t Checkpointer::load_checkpoint(const std::string& path, std::string* dir_out) {
+  std::string& dir = *dir_out;
   Manifest saved;
   const Manifest run = this_run();
   std::string reshard;

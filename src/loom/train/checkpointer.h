@@ -73,6 +73,8 @@ class Checkpointer {
   // Restores this rank's state from a checkpoint folder (or its parent with `latest`) written
   // with any layout (dp x pp x loops x dp-mode; slim only into slim with the same dp): this
   // rank reads the pieces its stages and shards hold. Returns the steps it had completed.
+  // From a run's checkpoint folder, a checkpoint whose files turn out damaged (any rank's
+  // DamagedCheckpoint) gives way to the newest complete one before it, said in one line.
   int64_t load(const std::string& path);
   // At the run's end, after its summary (collective): on hosts without a shared run folder,
   // the metrics.jsonl lines rank 0 wrote since the last save reach every host's folder.
@@ -85,6 +87,11 @@ class Checkpointer {
  private:
   struct Pending;
   Manifest this_run() const;  // without files and step
+  // load() of the checkpoint `path` names, without going back; *dir: its step folder.
+  int64_t load_checkpoint(const std::string& path, std::string* dir);
+  // The step of the newest complete checkpoint before the one in `dir` that any rank has in
+  // that checkpoint folder; -1 when none, or when `path` is `dir` itself (chosen by hand).
+  int64_t older_checkpoint(const std::string& path, const std::string& dir);
   // Says (rank 0) how many bytes of the checkpoint's files the ranks read to resume: `read`,
   // this rank's.
   void report_reads(const Manifest& saved, int64_t read);

@@ -166,8 +166,9 @@ std::string exception_line(const std::exception& e) {
 namespace {
 
 [[noreturn]] void not_a_chunk_file(const std::string& file, const std::string& why) {
-  LOOM_USAGE("checkpoint file '", file, "' is not a loom checkpoint file of this format (", why,
-             "); resume from another checkpoint");
+  throw DamagedCheckpoint(detail::concat("checkpoint file '", file,
+                                         "' is not a loom checkpoint file of this format (", why,
+                                         "); resume from another checkpoint"));
 }
 
 // A format-1 file's chunks into `set`: a torch archive, whose tensors are all read when it is
@@ -248,8 +249,8 @@ class OpenFile : public caffe2::serialize::ReadAdapterInterface {
 
  private:
   [[noreturn]] void unreadable(const char* why) const {
-    LOOM_USAGE("checkpoint file '", path_, "' is unreadable (", why,
-               "); resume from another checkpoint");
+    throw DamagedCheckpoint(detail::concat("checkpoint file '", path_, "' is unreadable (", why,
+                                           "); resume from another checkpoint"));
   }
   std::string path_;
   int fd_ = -1;
@@ -323,9 +324,10 @@ class StoredRecord : public parallel::StoredElements {
   void check(uint64_t at, std::string_view bytes) const {
     const uint32_t want = (*sums_.crcs)[sums_.first + at / sums_.block], crc = crc32_of(bytes);
     if (crc != want)
-      LOOM_USAGE("checkpoint file '", file_->path(), "' does not match its manifest (bytes ", at,
-                 " to ", at + bytes.size(), " of '", name_, "': CRC-32 ", crc, ", its index says ",
-                 want, "): it is damaged; resume from another checkpoint");
+      throw DamagedCheckpoint(detail::concat(
+          "checkpoint file '", file_->path(), "' does not match its manifest (bytes ", at, " to ",
+          at + bytes.size(), " of '", name_, "': CRC-32 ", crc, ", its index says ", want,
+          "): it is damaged; resume from another checkpoint"));
   }
 
   std::shared_ptr<const OpenFile> file_;
@@ -383,9 +385,10 @@ torch::Tensor chunks_from_file(const std::string& file, parallel::ChunkSink& set
       const std::string crcs = text(kSumsRecord);
       const uint32_t crc = index_crc_of({format, names, meta_bytes, crcs, rng_bytes});
       if (crc != *expected.index_crc32)
-        LOOM_USAGE("checkpoint file '", file, "' does not match its manifest (the CRC-32 of its ",
-                   "index is ", crc, ", the manifest says ", *expected.index_crc32,
-                   "): it is damaged or from another run; resume from another checkpoint");
+        throw DamagedCheckpoint(detail::concat(
+            "checkpoint file '", file, "' does not match its manifest (the CRC-32 of its index is ",
+            crc, ", the manifest says ", *expected.index_crc32,
+            "): it is damaged or from another run; resume from another checkpoint"));
       int64_t block = 0;
       if (crcs.size() < sizeof block || (crcs.size() - sizeof block) % sizeof(uint32_t) != 0)
         throw std::runtime_error("bad index");
@@ -457,8 +460,9 @@ uint32_t crc32_of_file(const std::string& f) {
     bytes_read += in.gcount();
   }
   if (!in.eof())
-    LOOM_USAGE("checkpoint file '", f, "' is unreadable (", std::strerror(errno),
-               "); resume from another checkpoint");
+    throw DamagedCheckpoint(detail::concat("checkpoint file '", f, "' is unreadable (",
+                                           std::strerror(errno),
+                                           "); resume from another checkpoint"));
   return crc;
 }
 
@@ -474,9 +478,10 @@ torch::Tensor read_checkpoint_file(const std::string& dir, const Manifest& m, si
   expected.whole_file = [&] {
     const uint32_t crc = crc32_of_file(f);
     if (crc != want.crc32)
-      LOOM_USAGE("checkpoint file '", f, "' does not match its manifest (CRC-32 ", crc,
-                 "; the manifest says ", want.crc32,
-                 "): it is damaged or from another run; resume from another checkpoint");
+      throw DamagedCheckpoint(
+          detail::concat("checkpoint file '", f, "' does not match its manifest (CRC-32 ", crc,
+                         "; the manifest says ", want.crc32,
+                         "): it is damaged or from another run; resume from another checkpoint"));
   };
   return chunks_from_file(f, set, keep_replicas, expected);
 }
