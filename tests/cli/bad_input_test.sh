@@ -134,6 +134,9 @@ if [[ $mode == local ]]; then
   # machine's memory); only that they are counted is checked: a regression would start them.
   expect_usage too_big_for_memory "MiB of libraries per process), this machine has" -- train \
     --config "$good" --nproc 2 --width 16384 --layers 48 --heads 16
+  # With checkpoints in the background, each rank's copy of its state counts too.
+  expect_usage too_big_with_async_saves " of an async save's copy of the state and " -- train \
+    --config "$good" --nproc 2 --width 16384 --layers 48 --heads 16 --output.async_save true
   # The same for a lone process (no --nproc), which was built until the OOM killer ended it;
   # an --overwrite of a run folder leaves that run as it was.
   cp -r "$tmp/ckpt" "$tmp/kept"

@@ -1,5 +1,6 @@
 #include "loom/train/memory_estimate.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -63,8 +64,8 @@ double process_baseline_bytes() {
 
 }  // namespace
 
-double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
-  if (!config::is_transformer(cfg.model.kind) || cfg.model.head_bias) return 0;
+RankMemory estimate_rank_memory(const config::Config& cfg, const Resolved& r) {
+  if (!config::is_transformer(cfg.model.kind) || cfg.model.head_bias) return {};
   const plan::Transformer m = plan::transformer_of(cfg.model);
   plan::Parallel p;
   p.dp = r.dp;
@@ -84,15 +85,21 @@ double estimate_rank_bytes(const config::Config& cfg, const Resolved& r) {
   p.recompute = cfg.parallel.recompute;
   plan::EvalOptions eo;
   eo.precision = cfg.train.precision == config::Precision::Bf16 ? "bf16" : "fp32";
-  return plan::evaluate(m, p, nominal_cluster(), eo).sim.peak_memory();
+  eo.async_save = cfg.output.async_save;  // the nominal cluster's devices are not the host
+  const plan::Evaluation e = plan::evaluate(m, p, nominal_cluster(), eo);
+  RankMemory out{e.sim.peak_memory(), 0};
+  for (const plan::RankResult& rank : e.sim.ranks)
+    out.save_copy = std::max(out.save_copy, rank.host_snapshot);
+  return out;
 }
 
 void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
-  double model = 0;
+  RankMemory est;
   try {
-    model = estimate_rank_bytes(cfg, r);
+    est = estimate_rank_memory(cfg, r);
   } catch (const UsageError&) {  // a layout the planner does not model: the baseline only
   }
+  const double model = est.peak;
   constexpr const char* kFix =
       "use fewer ranks, more pipeline stages, --dp-mode zero3 or a smaller model (loom simulate "
       "--from-config shows the breakdown)";
@@ -111,12 +118,17 @@ void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
           g.name, " has ", human_bytes(g.bytes), "; ", kFix);
   }
   const double baseline = process_baseline_bytes();
-  const double per_rank = (gpu ? 0 : model) + baseline;
+  // An async save's copy of the state is in host memory, on GPUs too.
+  const double per_rank = (gpu ? 0 : model) + est.save_copy + baseline;
   const double have = available_bytes();
   if (per_rank <= 0 || have <= 0 || per_rank * nproc <= have) return;
   const std::string parts = detail::concat(
-      model > 0 && !gpu ? "parameters, gradients, optimizer state, activations and " : "",
-      human_bytes(baseline), " of libraries per process");
+      model > 0 && !gpu ? "parameters, gradients, optimizer state, activations" : "",
+      model > 0 && !gpu && est.save_copy > 0 ? ", " : "",
+      est.save_copy > 0 ? human_bytes(est.save_copy) + " of an async save's copy of the state"
+                        : std::string(),
+      (model > 0 && !gpu) || est.save_copy > 0 ? " and " : "", human_bytes(baseline),
+      " of libraries per process");
   const std::string need =
       nproc == 1
           ? detail::concat("this model needs about ", human_bytes(per_rank), " (", parts, ")")

@@ -8,9 +8,14 @@
 
 namespace loom::train {
 
-// Estimated peak bytes of the largest rank (GPT and Llama models; 0 for the others, which are
-// small, and for a GPT head with a bias).
-double estimate_rank_bytes(const config::Config& cfg, const Resolved& r);
+// Estimated memory of the largest rank (GPT and Llama models; zeros for the others, which are
+// small, and for a GPT head with a bias): its peak, and with output.async_save the copy of its
+// state an async save holds in host memory while the next steps train.
+struct RankMemory {
+  double peak = 0;
+  double save_copy = 0;
+};
+RankMemory estimate_rank_memory(const config::Config& cfg, const Resolved& r);
 
 // UsageError (one line) when `nproc` ranks of this configuration (all on this machine) are
 // estimated to need more than it has available (MemAvailable in /proc/meminfo; each process's
