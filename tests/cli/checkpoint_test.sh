@@ -39,6 +39,18 @@ refused() {
     fail "$name: rc=$rc, $lines lines, expected 2 and one line with '$want'"
   fi
 }
+# flip_mid_byte FILE: one bit of the byte in the middle of FILE flipped (among a rank file's
+# elements).
+flip_mid_byte() {
+  python3 - "$1" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(os.path.getsize(sys.argv[1]) // 2)
+    b = f.read(1)[0]
+    f.seek(-1, 1)
+    f.write(bytes([b ^ 0x40]))
+PY
+}
 # steps_once FILE N: metrics.jsonl has steps 1..N exactly once each, and one summary.
 steps_once() {
   local want got
@@ -166,14 +178,7 @@ for n in 1 2; do
   cp -r "$A" "$R"
   newest=$(cat "$R/checkpoint/latest")
   older=$(basename "$(ls -d "$R/checkpoint"/step-* | sort | tail -2 | head -1)")
-  python3 - "$R/checkpoint/$newest/rank-00000.pt" <<'PY'
-import os, sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(os.path.getsize(sys.argv[1]) // 2)
-    b = f.read(1)[0]
-    f.seek(-1, 1)
-    f.write(bytes([b ^ 0x40]))
-PY
+  flip_mid_byte "$R/checkpoint/$newest/rank-00000.pt"
   train --nproc "$n" --output.dir "$R" --resume "$R/checkpoint" --steps 7
   rc=$?
   if [[ $rc -eq 0 ]] && [[ $(grep -c "does not match its manifest" "$tmp/stderr") -eq 1 ]] &&
@@ -200,14 +205,7 @@ refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2
 # the same layout and under another (2 ranks, each reading its part; the one that finds it
 # stops both, in one line).
 cp -r "$ck" "$tmp/deep"
-python3 - "$tmp/deep/rank-00000.pt" <<'PY'
-import os, sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(os.path.getsize(sys.argv[1]) // 2)
-    b = f.read(1)[0]
-    f.seek(-1, 1)
-    f.write(bytes([b ^ 0x40]))
-PY
+flip_mid_byte "$tmp/deep/rank-00000.pt"
 refused damaged_elements "rank-00000.pt' does not match its manifest (bytes " -- \
   --output.dir "$tmp/o13" --resume "$tmp/deep"
 train --nproc 2 --output.dir "$tmp/o14" --resume "$tmp/deep"
