@@ -12,7 +12,8 @@
 #    copies, to the same loss as the first resume, with the run's metrics.jsonl from host 1;
 #  - host 0's disk lost again: `loom checkpoint gather` on both hosts brings every file of the
 #    checkpoint back into host 0's folder, where `loom checkpoint info` reads it;
-#  - a rank file lost on both hosts: one line naming it, exit 2 on both;
+#  - a rank file lost on both hosts: the resume goes back to step 2 with one warning naming it;
+#    named by its step folder, the checkpoint is refused: one line naming it, exit 2 on both;
 #  - a copy that cannot be written fails the save: one line, the last checkpoint intact; so
 #    does a rank's own write, at once or in the background (output.async_save); a save in the
 #    background leaves both hosts the same files as one written at once, its copies made while
@@ -160,9 +161,20 @@ fi
 
 restore
 rm "$tmp/h0/$step4/rank-00002.pt" "$tmp/h1/$step4/rank-00002.pt"
+# From the run's checkpoint folder, the ranks agree that step 4 is damaged and resume from step
+# 2, one warning naming the file; named by its step folder, step 4 is refused (one line, exit 2).
 private gone 29626 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/gone" \
   --resume "$tmp/run/out/checkpoint"
-refused_once gone "a rank file lost on both hosts" \
+if [[ ${rcs[*]} == "0 0" ]] && [[ $(cat "$tmp/gone.0" "$tmp/gone.1" | grep -c "warning:") -eq 1 ]] &&
+   cat "$tmp/gone.0" "$tmp/gone.1" | grep -q "rank-00002.pt' is missing; the checkpoint is incomplete; resuming from step-000002, the newest checkpoint before it" &&
+   grep -q "resumed at step 2" "$tmp/gone.0"; then
+  ok "a rank file lost on both hosts: $(cat "$tmp/gone.0" "$tmp/gone.1" | grep -o "resuming from.*")"
+else
+  cat "$tmp/gone.0" "$tmp/gone.1"; fail "a rank file lost on both hosts (exits ${rcs[*]})"
+fi
+private gone4 29632 --pp 2 --dp 2 --steps 6 --output.dir "$tmp/run/gone4" \
+  --resume "$tmp/run/$step4"
+refused_once gone4 "a rank file lost on both hosts, its step folder named" \
   "checkpoint file '.*/rank-00002.pt' is missing; the checkpoint is incomplete"
 said() { cat "$tmp/$1.0" "$tmp/$1.1" | grep "error:"; }  # the launchers add their exit lines
 # save_fails NAME PORT KIND FILE WHAT [TRAIN_ARGS...]: LOOM_FAULT_KIND=KIND strikes rank 2 (host

@@ -547,9 +547,9 @@ int64_t Checkpointer::load(const std::string& path) {
       const int64_t older = older_checkpoint(path, dir);
       if (older < 0) throw;
       std::string why = e.what();
-      const std::string advice = "; resume from another checkpoint";
-      if (why.size() > advice.size() && why.ends_with(advice))
-        why.resize(why.size() - advice.size());
+      const std::string advice = "resume from another checkpoint";  // after "; " or ": "
+      if (why.size() > advice.size() + 2 && why.ends_with(advice))
+        why.resize(why.size() - advice.size() - 2);
       if (world_.rank() == e.reporter())
         log::warn(detail::concat(why, "; resuming from ", step_name(older),
                                  ", the newest checkpoint before it"));
