@@ -297,8 +297,8 @@ class StoredRecord : public parallel::StoredElements {
   // buffer.
   void read_bytes(uint64_t from, char* to, uint64_t n) const {
     if (!sums_.crcs) return file_->read_at(offset_ + from, to, n);
-    const uint64_t block = sums_.block, total = static_cast<uint64_t>(numel_) * elementSize(),
-                   end = from + n;
+    const uint64_t block = sums_.block,
+                   total = static_cast<uint64_t>(numel_) * c10::elementSize(dtype_), end = from + n;
     auto block_end = [&](uint64_t b) { return std::min(b + block, total); };
     for (uint64_t at = from; at < end;) {
       const uint64_t b = at - at % block;
@@ -319,7 +319,6 @@ class StoredRecord : public parallel::StoredElements {
       }
     }
   }
-  size_t elementSize() const { return c10::elementSize(dtype_); }
   // The block of the elements that starts at byte `at`.
   void check(uint64_t at, std::string_view bytes) const {
     const uint32_t want = (*sums_.crcs)[sums_.first + at / sums_.block], crc = crc32_of(bytes);
