@@ -170,26 +170,44 @@ for damage in deleted garbage missing; do
   fi
 done
 
-# The newest checkpoint damaged (a byte among its elements, found when read), resumed from the
-# run's checkpoint folder on 1 rank and on 2: the newest checkpoint before it is used, with one
+# The newest checkpoint damaged (a byte among its elements, found when read; or its rank file cut
+# short, found by loom train's own check before the ranks start), resumed from the run's
+# checkpoint folder on 1 rank and on 2: the newest checkpoint before it is used, with one
 # warning naming the damage, and the run ends as it would have (each step once).
-for n in 1 2; do
-  R="$tmp/rot-$n"
-  cp -r "$A" "$R"
-  newest=$(cat "$R/checkpoint/latest")
-  older=$(basename "$(ls -d "$R/checkpoint"/step-* | sort | tail -2 | head -1)")
-  flip_mid_byte "$R/checkpoint/$newest/rank-00000.pt"
-  train --nproc "$n" --output.dir "$R" --resume "$R/checkpoint" --steps 7
-  rc=$?
-  if [[ $rc -eq 0 ]] && [[ $(grep -c "does not match its manifest" "$tmp/stderr") -eq 1 ]] &&
-     grep -q "$newest/rank-00000.pt' does not match its manifest (bytes .*; resuming from $older, the newest checkpoint before it" "$tmp/stderr" &&
-     cat "$tmp/stdout" "$tmp/stderr" | grep -q "resumed at step $((10#${older#step-}))" &&
-     steps_once "$R/metrics.jsonl" 7; then
-    ok "newest checkpoint damaged, $n rank(s): $(grep "resuming from" "$tmp/stderr")"
-  else
-    fail "newest checkpoint damaged, $n rank(s): rc=$rc; $(cat "$tmp/stderr")"
-  fi
+for damage in flipped short; do
+  for n in 1 2; do
+    R="$tmp/rot-$damage-$n"
+    cp -r "$A" "$R"
+    newest=$(cat "$R/checkpoint/latest")
+    older=$(basename "$(ls -d "$R/checkpoint"/step-* | sort | tail -2 | head -1)")
+    file="$R/checkpoint/$newest/rank-00000.pt"
+    if [[ $damage == flipped ]]; then
+      flip_mid_byte "$file"
+      why="does not match its manifest (bytes .*"
+    else
+      truncate -s -1000 "$file"
+      why="is [0-9]* bytes, its manifest says [0-9]*: it is cut short, damaged or from another run"
+    fi
+    train --nproc "$n" --output.dir "$R" --resume "$R/checkpoint" --steps 7
+    rc=$?
+    if [[ $rc -eq 0 ]] && [[ $(grep -c "resuming from" "$tmp/stderr") -eq 1 ]] &&
+       grep -q "$newest/rank-00000.pt' $why; resuming from $older, the newest checkpoint before it" "$tmp/stderr" &&
+       cat "$tmp/stdout" "$tmp/stderr" | grep -q "resumed at step $((10#${older#step-}))" &&
+       steps_once "$R/metrics.jsonl" 7; then
+      ok "newest checkpoint $damage, $n rank(s): $(grep "resuming from" "$tmp/stderr")"
+    else
+      fail "newest checkpoint $damage, $n rank(s): rc=$rc; $(cat "$tmp/stderr")"
+    fi
+  done
 done
+# Every checkpoint of the run cut short: loom train refuses before any rank starts, naming the
+# newest's file (there is nothing to go back to).
+R="$tmp/rot-all"
+cp -r "$A" "$R"
+for f in "$R"/checkpoint/step-*/rank-00000.pt; do truncate -s -1000 "$f"; done
+newest=$(cat "$R/checkpoint/latest")
+refused all_checkpoints_short "$newest/rank-00000.pt' is " -- --nproc 2 --output.dir "$R" \
+  --resume "$R/checkpoint" --steps 7
 
 # Damaged and foreign files, changed settings: refused before any tensor is used.
 ck="$A/checkpoint/step-000004"

@@ -169,6 +169,27 @@ std::vector<std::string> complete_checkpoints(const std::string& root) {
   return complete;
 }
 
+std::string checkpoint_before(const std::string& resume, const std::string& dir) {
+  auto is_step = [](const std::string& n) {  // step-000040, as saves name them
+    return n.size() > 5 && n.rfind("step-", 0) == 0 &&
+           n.find_first_not_of("0123456789", 5) == std::string::npos;
+  };
+  std::error_code ec;
+  const fs::path step = fs::path(dir);
+  const std::string name = step.filename().string();
+  if (dir.empty() || fs::equivalent(resume, dir, ec) || !is_step(name)) return "";
+  const int64_t damaged = std::stoll(name.substr(5));
+  std::string before;
+  int64_t newest = -1;
+  for (const std::string& f : complete_checkpoints(step.parent_path().string())) {
+    const std::string n = fs::path(f).filename().string();
+    if (!is_step(n)) continue;
+    const int64_t s = std::stoll(n.substr(5));
+    if (s < damaged && s > newest) newest = s, before = f;
+  }
+  return before;
+}
+
 namespace {
 
 // The checkpoint `path` names: itself when it holds a manifest; in a run's checkpoint folder,

@@ -63,6 +63,10 @@ Manifest describe_run(const config::Config& cfg, const Resolved& r, int world);
 std::string manifest_to_json(const Manifest& m);
 // The step folders in a run's checkpoint folder `root` that hold a manifest, oldest first.
 std::vector<std::string> complete_checkpoints(const std::string& root);
+// Where a resume goes when the checkpoint `dir` that `resume` led to is damaged: the newest
+// complete checkpoint before it in its folder (its step folder's path); "" when there is none
+// or when `resume` names `dir` itself (a step folder named by hand is not replaced).
+std::string checkpoint_before(const std::string& resume, const std::string& dir);
 // Reads <path>/manifest.json, or follows <path>/latest (the newest complete checkpoint in
 // <path>, with a notice, when `latest` is missing or names none). Throws UsageError (one line
 // naming the file) when absent, corrupt or written by another format. `quiet`: no notice (a

@@ -559,23 +559,8 @@ int64_t Checkpointer::load(const std::string& path) {
 }
 
 int64_t Checkpointer::older_checkpoint(const std::string& path, const std::string& dir) {
-  int64_t newest = -1;
-  std::error_code ec;
-  const fs::path step = fs::path(dir);
-  const std::string name = step.filename().string();
-  auto is_step = [](const std::string& n) {
-    return n.size() > 5 && n.rfind("step-", 0) == 0 &&
-           n.find_first_not_of("0123456789", 5) == std::string::npos;
-  };
-  if (!dir.empty() && !fs::equivalent(path, dir, ec) && is_step(name)) {
-    const int64_t damaged = std::stoll(name.substr(5));
-    for (const std::string& f : complete_checkpoints(step.parent_path().string())) {
-      const std::string n = fs::path(f).filename().string();
-      if (!is_step(n)) continue;
-      const int64_t s = std::stoll(n.substr(5));
-      if (s < damaged) newest = std::max(newest, s);
-    }
-  }
+  const std::string before = checkpoint_before(path, dir);
+  int64_t newest = before.empty() ? -1 : std::stoll(fs::path(before).filename().string().substr(5));
   world_.all_reduce(&newest, 1, comm::DType::Int64, comm::ReduceOp::Max)->wait();
   return newest;
 }

@@ -14,9 +14,26 @@ namespace loom::train {
 void check_resume_target(const config::Config& cfg, const Resolved& r, int world) {
   if (cfg.output.resume.empty()) return;
   std::string dir;
+  const Manifest run = describe_run(cfg, r, world);
   const Manifest saved = read_manifest(cfg.output.resume, &dir, /*quiet=*/true);
-  check_resumable(saved, describe_run(cfg, r, world), dir);
-  for (size_t i = 0; i < saved.files.size(); ++i) check_file_size(saved, dir, i);
+  check_resumable(saved, run, dir);
+  try {
+    for (size_t i = 0; i < saved.files.size(); ++i) check_file_size(saved, dir, i);
+  } catch (const DamagedCheckpoint&) {
+    // The ranks go back past a damaged checkpoint to the newest complete one before it
+    // (Checkpointer::load, which says so): let them when one of those is whole by its sizes.
+    for (std::string older = checkpoint_before(cfg.output.resume, dir); !older.empty();
+         older = checkpoint_before(cfg.output.resume, older)) {
+      const Manifest m = read_manifest(older, nullptr, /*quiet=*/true);
+      check_resumable(m, run, older);
+      try {
+        for (size_t i = 0; i < m.files.size(); ++i) check_file_size(m, older, i);
+        return;
+      } catch (const DamagedCheckpoint&) {
+      }
+    }
+    throw;
+  }
 }
 
 namespace {
