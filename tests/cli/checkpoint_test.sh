@@ -200,6 +200,33 @@ for damage in flipped short; do
     fi
   done
 done
+# The run's metrics.jsonl damaged (a line cut mid-value) or lost before a resume from its own
+# folder: the run goes on, one warning says what its history lost, and no damaged line is kept.
+for damage in line lost; do
+  R="$tmp/hist-$damage"
+  cp -r "$A" "$R"
+  newest=$(cat "$R/checkpoint/latest")
+  at=$((10#${newest#step-}))
+  if [[ $damage == line ]]; then
+    sed -i '2s/"loss": .*/"loss": 5.7/' "$R/metrics.jsonl"
+    why="1 line that is not JSON (damaged) removed; it goes on from step $((at + 1))"
+    want=$(seq 1 7 | grep -vx 2 | tr '\n' ' ')
+  else
+    rm "$R/metrics.jsonl"
+    why="it is missing: the lines of steps 1 to $at are lost; it goes on from step $((at + 1))"
+    want=$(seq $((at + 1)) 7 | tr '\n' ' ')
+  fi
+  train --output.dir "$R" --resume "$R/checkpoint" --steps 7
+  rc=$?
+  got=$(grep -o '^{"step": [0-9]*, "loss"' "$R/metrics.jsonl" | grep -o '[0-9]*' | tr '\n' ' ')
+  if [[ $rc -eq 0 && $got == "$want" ]] &&
+     grep -qF "resuming at step $at, $R/metrics.jsonl: $why" "$tmp/stderr" &&
+     python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$R/metrics.jsonl"; then
+    ok "metrics.jsonl $damage before a resume: $(grep "goes on from" "$tmp/stderr")"
+  else
+    fail "metrics.jsonl $damage before a resume: rc=$rc, steps '$got' (want '$want'); $(cat "$tmp/stderr")"
+  fi
+done
 # Every checkpoint of the run cut short: loom train refuses before any rank starts, naming the
 # newest's file (there is nothing to go back to).
 R="$tmp/rot-all"
@@ -218,6 +245,23 @@ train --output.dir "$tmp/B" --seed 99 || fail "second run"
 cp -r "$ck" "$tmp/foreign"
 cp "$tmp/B/checkpoint/step-000004/rank-00000.pt" "$tmp/foreign/rank-00000.pt"
 refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2" --resume "$tmp/foreign"
+# Another run's checkpoint resumed into a folder that holds a run (B): refused before anything
+# is written (its saves would replace B's checkpoints of the same steps, its metrics join B's);
+# with --overwrite, B's run is replaced by the resumed one.
+before=$(cd "$tmp/B" && find . -type f -exec md5sum {} + | sort)
+refused resume_into_another_run "output folder '$tmp/B' holds another run (metrics.jsonl, checkpoint/), and --resume $ck is not in it" -- \
+  --output.dir "$tmp/B" --resume "$ck" --steps 6
+[[ $(cd "$tmp/B" && find . -type f -exec md5sum {} + | sort) == "$before" ]] ||
+  fail "resume_into_another_run: the refused run changed B's files"
+cp -r "$tmp/B" "$tmp/B2"
+train --output.dir "$tmp/B2" --resume "$ck" --steps 6 --overwrite
+rc=$?
+got=$(grep -o '^{"step": [0-9]*, "loss"' "$tmp/B2/metrics.jsonl" | grep -o '[0-9]*' | tr '\n' ' ')
+if [[ $rc -eq 0 && $got == "5 6 " && ! -d $tmp/B2/checkpoint/step-000004 && -d $tmp/B2/checkpoint/step-000006 ]]; then
+  ok "resume into another run with --overwrite: its metrics and checkpoints replaced (steps $got)"
+else
+  fail "resume into another run with --overwrite: rc=$rc, steps '$got', $(ls "$tmp/B2/checkpoint"); $(cat "$tmp/stderr")"
+fi
 # A byte among the elements (mid-file) damaged: a resume checks each MiB of elements it reads
 # against the file's index (whose CRC-32 the manifest holds), so it is found when read, under
 # the same layout and under another (2 ranks, each reading its part; the one that finds it

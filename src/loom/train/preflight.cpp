@@ -27,26 +27,46 @@ std::string default_data_path(const config::Config& cfg) {
 
 namespace {
 
+// A folder's path, absolute, without "..", "." or a trailing "/".
+fs::path absolute_folder(fs::path p) {
+  std::error_code ec;
+  p = fs::weakly_canonical(p.empty() ? "." : p, ec).lexically_normal();
+  return p.has_filename() ? p : p.parent_path();
+}
+
 // A folder that holds a run's metrics or checkpoints belongs to that run: a new run there
 // would truncate its metrics and delete its checkpoints, and a later --resume of it would
-// continue the wrong run.
+// continue the wrong run. So would a run resumed there from another folder's checkpoint (its
+// saves replace that run's checkpoints of the same steps, its metrics join that run's).
 void check_run_folder(const config::OutputConfig& o) {
-  if (!o.resume.empty() || o.overwrite) return;
+  if (o.overwrite || resumes_own_folder(o)) return;
   const fs::path dir(o.dir);
   std::error_code ec;
   const bool metrics = fs::exists(dir / "metrics.jsonl", ec);
   const bool checkpoints =
       fs::is_directory(dir / "checkpoint", ec) && !fs::is_empty(dir / "checkpoint", ec);
   if (!metrics && !checkpoints) return;
-  LOOM_USAGE("output folder '", o.dir, "' holds another run (",
-             metrics && checkpoints ? "metrics.jsonl, checkpoint/"
-             : metrics              ? "metrics.jsonl"
-                                    : "checkpoint/",
+  const char* held = metrics && checkpoints ? "metrics.jsonl, checkpoint/"
+                     : metrics              ? "metrics.jsonl"
+                                            : "checkpoint/";
+  if (!o.resume.empty())
+    LOOM_USAGE("output folder '", o.dir, "' holds another run (", held, "), and --resume ",
+               o.resume,
+               " is not in it: continuing that checkpoint there would replace the run's; "
+               "choose another --output.dir, or replace the run with --overwrite");
+  LOOM_USAGE("output folder '", o.dir, "' holds another run (", held,
              "); continue it with --resume ", (dir / "checkpoint").string(),
              ", replace it with --overwrite, or choose another --output.dir");
 }
 
 }  // namespace
+
+bool resumes_own_folder(const config::OutputConfig& o) {
+  if (o.resume.empty()) return false;
+  // The run folder itself, its checkpoint folder, or a step folder in it.
+  const fs::path in = absolute_folder(o.resume).lexically_relative(absolute_folder(o.dir));
+  return !in.empty() && (in == "." || *in.begin() == "checkpoint");
+}
 
 void prepare_output_dir(const config::OutputConfig& o) {
   check_run_folder(o);
@@ -56,12 +76,8 @@ void prepare_output_dir(const config::OutputConfig& o) {
   // checked before the run's folder is made (a refusal leaves no folder behind), or after, when
   // it goes into that folder.
   constexpr const char* kTraceFix = "pass a writable file path to --output.trace, or leave it out";
-  auto folder_of = [&](fs::path p) {  // absolute, without "..", "." or a trailing "/"
-    p = fs::weakly_canonical(p.empty() ? "." : p, ec).lexically_normal();
-    return p.has_filename() ? p : p.parent_path();
-  };
   const bool trace_in_run_folder =
-      !o.trace.empty() && folder_of(fs::path(o.trace).parent_path()) == folder_of(dir);
+      !o.trace.empty() && absolute_folder(fs::path(o.trace).parent_path()) == absolute_folder(dir);
   if (!o.trace.empty() && !trace_in_run_folder) check_writable_path(o.trace, kTraceFix);
   const bool made = !fs::exists(dir, ec);
   fs::create_directories(dir, ec);

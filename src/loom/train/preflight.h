@@ -23,9 +23,14 @@ struct Resolved {
 Resolved preflight(const config::Config& cfg, int world_size, bool check_output = true);
 
 // The output folder, made and checked last, once the rest of the input passed: refused if it
-// holds another run (without --resume or --overwrite), is not writable, or a live run holds it
-// (run_lock.h); this process holds it from here on.
+// holds another run (without --overwrite, and without --resume of a checkpoint in it), is not
+// writable, or a live run holds it (run_lock.h); this process holds it from here on.
 void prepare_output_dir(const config::OutputConfig& o);
+
+// output.resume names output.dir, its checkpoint folder or a step folder in it: the run
+// continues its own folder (its metrics and checkpoints go on). Otherwise a resume starts a new
+// run folder from another's checkpoint.
+bool resumes_own_folder(const config::OutputConfig& o);
 
 // Default data location for a data kind when data.path is empty.
 std::string default_data_path(const config::Config& cfg);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "loom/train/checkpoint.h"
 #include "loom/train/data_feed.h"
 #include "loom/train/evaluator.h"
+#include "loom/train/preflight.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -36,22 +38,48 @@ double ExposedDpWait::stop() {
 
 // A resumed run continues the metrics of the checkpoint's step: the lines of later steps (the
 // interrupted run went on past its last checkpoint) and that run's summary go, so that every
-// step appears once.
-std::string steps_up_to(const std::string& lines, int64_t step) {
+// step appears once. A line that is not JSON (damaged on disk) goes too, counted.
+std::string steps_up_to(const std::string& lines, int64_t step, MetricsHistory* history) {
   std::istringstream in(lines);
   std::string kept, line;
   const std::regex step_re("^\\{\"step\": ?([0-9]+)");
   while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (!nlohmann::json::accept(line)) {
+      if (history) ++history->damaged;
+      continue;
+    }
     std::smatch m;
-    if (std::regex_search(line, m, step_re) && std::stoll(m[1].str()) <= step) kept += line + "\n";
+    if (!std::regex_search(line, m, step_re)) continue;
+    const int64_t s = std::stoll(m[1].str());
+    if (s > step) continue;
+    kept += line + "\n";
+    if (history && line.find("\"loss\"") != std::string::npos)
+      history->last_step = std::max(history->last_step, s);
   }
   return kept;
 }
 
-static void keep_steps_up_to(const fs::path& path, int64_t step) {
+// Where a resumed run's own metrics.jsonl lost lines (a file removed or damaged on disk), one
+// warning says which: the run goes on, its history has the hole. `own`: the checkpoint is of
+// this run folder (one resumed from another run's folder starts its metrics at its step).
+static void keep_steps_up_to(const fs::path& path, int64_t step, bool own) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return;
-  write_file_atomic(path.string(), steps_up_to(read_file(path.string()), step));
+  const bool there = fs::exists(path, ec);
+  MetricsHistory h;
+  if (there) write_file_atomic(path.string(), steps_up_to(read_file(path.string()), step, &h));
+  std::string lost;
+  if (h.damaged > 0)
+    lost = detail::concat(h.damaged, h.damaged == 1 ? " line that is" : " lines that are",
+                          " not JSON (damaged) removed");
+  if (own && h.last_step < step)
+    lost +=
+        detail::concat(lost.empty() ? "" : "; ",
+                       !there ? "it is missing" : detail::concat("its last step is ", h.last_step),
+                       ": the lines of steps ", h.last_step + 1, " to ", step, " are lost");
+  if (!lost.empty())
+    log::warn(detail::concat("resuming at step ", step, ", ", path.string(), ": ", lost,
+                             "; it goes on from step ", step + 1));
 }
 
 RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Backend& dp_comm,
@@ -68,7 +96,7 @@ RunMetrics::RunMetrics(const config::Config& cfg, comm::Backend& world, comm::Ba
     fs::create_directories(cfg.output.dir);
     write_file_atomic((fs::path(cfg.output.dir) / "config.toml").string(), config::to_toml(cfg));
     const fs::path path = fs::path(cfg.output.dir) / "metrics.jsonl";
-    if (start_step > 0) keep_steps_up_to(path, start_step);
+    if (start_step > 0) keep_steps_up_to(path, start_step, resumes_own_folder(cfg.output));
     file_ = std::make_unique<LineFile>(path.string(), /*truncate=*/start_step == 0);
     // A resumed run's plot starts with the steps before its checkpoint; a new run's replaces
     // any earlier one at its first evaluation, so none is left over until then.

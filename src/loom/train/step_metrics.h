@@ -61,9 +61,14 @@ struct StepSample {
   std::vector<std::pair<std::string, double>> sync_metrics;  // "name.stage" -> value
 };
 
+// What steps_up_to found: lines that are not JSON (removed), the last training step kept.
+struct MetricsHistory {
+  int64_t damaged = 0;
+  int64_t last_step = 0;
+};
 // The lines of metrics.jsonl `lines` that belong to steps up to `step` (a step's line and its
-// evaluation's), in order: what a run resumed at `step` keeps.
-std::string steps_up_to(const std::string& lines, int64_t step);
+// evaluation's), in order: what a run resumed at `step` keeps. Lines that are not JSON go.
+std::string steps_up_to(const std::string& lines, int64_t step, MetricsHistory* history = nullptr);
 
 class RunMetrics {
  public:

@@ -110,7 +110,8 @@ void Trainer::Impl::setup() {
   evaluator = std::make_unique<Evaluator>(cfg, base, *exec, *feed, r.m, r.micro_batch,
                                           model.classifier, model.criterion,
                                           stages.count(r.pp * r.loops - 1) > 0, mesh.tp_rank == 0);
-  if (cfg.output.overwrite && cfg.output.resume.empty()) {
+  // --overwrite replaces the folder's run, unless the resume continues that run's checkpoint.
+  if (cfg.output.overwrite && !resumes_own_folder(cfg.output)) {
     clear_run_folder(cfg.output.dir);
     base.barrier()->wait();  // before rank 0 starts the new metrics
   }
