@@ -153,6 +153,12 @@ restart_case restart restart 1 7 \
 # afresh in the failed attempt's folder.
 if [[ $comm == gloo ]]; then
   restart_case restart_fresh fresh 0 1 "restart 1 of 1 from the start$"
+  # A job that began from another folder's checkpoint (the restart case's step 21), killed
+  # before its own first checkpoint: the restart begins again from that checkpoint, over the
+  # failed attempt's output (that folder holds no run of another).
+  restart_case restart_resumed resumed 1 22 \
+    "restart 1 of 1 from $tmp/restart/checkpoint/step-000021$" \
+    --resume "$tmp/restart/checkpoint/step-000021"
   # The same under `loom launch --max-restarts` (the launcher of several machines, here one):
   # the restarted ranks find the job's newest checkpoint themselves (LOOM_JOB_START).
   d="$tmp/launched"
@@ -165,6 +171,19 @@ if [[ $comm == gloo ]]; then
     compare "$d" "launch --max-restarts: $(grep "attempt 0 failed" "$d.err"); the uninterrupted run's parameters"
   else
     fail "launch --max-restarts: rc=$rc" "$d.err"
+  fi
+  # Under `loom launch`, a job that began from that checkpoint and saves every step, killed
+  # after its step 23: the restart goes on from the job's own step 23, not from where it began.
+  d="$tmp/launched-resumed"
+  LOOM_FAULT_RANK=1 LOOM_FAULT_STEP=23 timeout 120 "$loom" launch --nproc 2 --max-restarts 1 -- \
+    "$loom" train --config "$cfg" --comm gloo --steps "$steps" --emulate.latency 5ms \
+    --output.checkpoint_every 1 --resume "$tmp/restart/checkpoint/step-000021" \
+    --output.dir "$d" >"$d.out" 2>"$d.err"
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "restart 1: going on from step-000023$" "$d.err"; then
+    compare "$d" "launch --max-restarts of a resumed job: $(grep "going on from" "$d.err"); the uninterrupted run's parameters"
+  else
+    fail "launch --max-restarts of a resumed job: rc=$rc" "$d.err"
   fi
 fi
 

@@ -124,9 +124,11 @@ fi
 S="$tmp/S"
 train --nproc 2 --dp 2 --dp-mode slim --steps 3 --output.dir "$S" || fail "slim run"
 # Slim's replicas each hold a model: another mode or dp starts from their mean, and says so.
+k=0
 for to in "--nproc 2 --dp 2 --dp-mode allreduce" "--nproc 1 --dp-mode slim"; do
+  k=$((k + 1))  # a folder each: one that holds a run takes no other run's checkpoint
   # shellcheck disable=SC2086
-  if train $to --output.dir "$tmp/S-again" --resume "$S/checkpoint" &&
+  if train $to --output.dir "$tmp/S-again-$k" --resume "$S/checkpoint" &&
       grep -q "the 2 slim replicas' models and optimizer state are averaged" "$tmp/stderr"; then
     ok "slim dp 2 resumed with $to: $(grep -o "resharding.*" "$tmp/stderr" | head -1)"
   else

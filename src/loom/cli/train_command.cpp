@@ -129,10 +129,14 @@ int run_with_restarts(
     args = pass;
     if (n != nproc) args.push_back("--parallel.dp=0");  // world / (pp * tp)
     std::string from = train::job_checkpoint(cfg, started);
-    if (!from.empty()) args.push_back("--output.resume=" + root);
-    if (from.empty()) from = cfg.output.resume.empty() ? "the start" : cfg.output.resume;
-    // From the start: the folder holds the failed attempt's metrics, which may go.
-    if (from == "the start") args.push_back("--output.overwrite=true");
+    if (!from.empty()) {
+      args.push_back("--output.resume=" + root);
+    } else {
+      // As the job began (afresh, or from the checkpoint it resumed): the folder holds the
+      // failed attempt's output, which may go (a checkpoint of the folder's own stays).
+      from = cfg.output.resume.empty() ? "the start" : cfg.output.resume;
+      args.push_back("--output.overwrite=true");
+    }
     const std::string who = o.failed_rank >= 0 ? detail::concat("rank ", o.failed_rank) : "mpirun";
     const std::string where =
         n != before ? detail::concat(" on ", n, " ranks (was ", before, ")") : std::string();
@@ -293,12 +297,12 @@ int train_command(const std::vector<std::string>& args, const std::string& self,
     comm::finalize();
     return 2;
   }
-  // A restarted attempt goes on from a checkpoint when any rank found one (every rank passes
-  // the same --resume otherwise, so only a restart's choice can differ between hosts).
+  // A restarted attempt goes on from the job's checkpoint when any rank found one (every rank
+  // passes the same --resume otherwise, so only a restart's choice can differ between hosts).
   if (w.size() > 1) {
-    int32_t resumes = cfg.output.resume.empty() ? 0 : 1;
-    w.all_reduce(&resumes, 1, comm::DType::Int32, comm::ReduceOp::Max)->wait();
-    if (resumes && cfg.output.resume.empty()) {
+    int32_t own = train::resumes_own_folder(cfg.output) ? 1 : 0;
+    w.all_reduce(&own, 1, comm::DType::Int32, comm::ReduceOp::Max)->wait();
+    if (own && !train::resumes_own_folder(cfg.output)) {
       train::resume_with_the_others(cfg);
       restart_from = "the checkpoint other hosts hold";
     }

@@ -113,14 +113,16 @@ std::string job_checkpoint(const config::Config& cfg, double since) {
 std::string resume_after_restart(config::Config& cfg) {
   const char* count = std::getenv("LOOM_RESTART_COUNT");
   const char* start = std::getenv("LOOM_JOB_START");
-  if (!count || std::atoi(count) <= 0 || !start || !*start || !cfg.output.resume.empty()) return "";
-  std::string from = job_checkpoint(cfg, std::atof(start));
-  if (from.empty()) {
-    cfg.output.overwrite = true;  // the failed attempt's metrics, from the start again
-    return "the start";
+  if (!count || std::atoi(count) <= 0 || !start || !*start) return "";
+  const std::string from = job_checkpoint(cfg, std::atof(start));
+  if (!from.empty()) {
+    cfg.output.resume = checkpoint_root(cfg);
+    return from;
   }
-  cfg.output.resume = checkpoint_root(cfg);
-  return from;
+  // Again from where the job began (the start, or the checkpoint it resumed), over the failed
+  // attempt's output (a checkpoint of the run folder's own is not removed: resumes_own_folder).
+  cfg.output.overwrite = true;
+  return cfg.output.resume.empty() ? "the start" : cfg.output.resume;
 }
 
 void resume_with_the_others(config::Config& cfg) {

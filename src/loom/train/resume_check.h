@@ -29,9 +29,10 @@ std::string job_checkpoint(const config::Config& cfg, double since);
 
 // A restarted attempt of a job of several machines (the launcher sets LOOM_RESTART_COUNT > 0
 // and LOOM_JOB_START, the job's start by node 0's clock): output.resume becomes the job's
-// newest checkpoint, or, without one, output.overwrite lets the attempt start afresh over the
-// failed one's output. Returns where it goes on from ("step-00000040" or "the start"); ""
-// when this is no such restart or output.resume was given.
+// newest checkpoint, or, without one, output.overwrite lets the attempt begin again as the job
+// did (afresh, or from the checkpoint it resumed) over the failed one's output. Returns where
+// it goes on from ("step-00000040", "the start" or the job's --resume); "" when this is no
+// such restart.
 std::string resume_after_restart(config::Config& cfg);
 // A restarted attempt on a rank whose host found no checkpoint of the job while other ranks'
 // did (hosts whose run folders are their own: a host that lost its disk, or one whose manifest
