@@ -114,7 +114,7 @@ std::string resume_after_restart(config::Config& cfg) {
   const char* count = std::getenv("LOOM_RESTART_COUNT");
   const char* start = std::getenv("LOOM_JOB_START");
   if (!count || std::atoi(count) <= 0 || !start || !*start) return "";
-  const std::string from = job_checkpoint(cfg, std::atof(start));
+  std::string from = job_checkpoint(cfg, std::atof(start));
   if (!from.empty()) {
     cfg.output.resume = checkpoint_root(cfg);
     return from;
