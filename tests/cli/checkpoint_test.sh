@@ -76,14 +76,31 @@ else
   fail "overwrite + keep 1: $(ls "$tmp/K/checkpoint")"
 fi
 
-# Resumed from step 2 of a run that went on to step 4: steps 3 and 4 are not repeated.
+# Resumed from step 2 of a run that went on to step 4: steps 3 and 4 are not repeated, and the
+# checkpoint of step 4 (of the course the resume leaves) is moved aside, said in one warning.
 cp -r "$A" "$tmp/R"
 rm -f "$tmp/R/checkpoint/latest"
 train --output.dir "$tmp/R" --resume "$tmp/R/checkpoint/step-000002" --steps 6
-if [[ $? -eq 0 ]] && steps_once "$tmp/R/metrics.jsonl" 6; then
-  ok "resume: metrics steps 1..6 once each, one summary"
+if [[ $? -eq 0 ]] && steps_once "$tmp/R/metrics.jsonl" 6 &&
+   grep -q "resuming step-000002 of .*, which holds newer checkpoints: the run goes on from step 2; of the course it leaves, step-000004 moved to abandoned-step-000004" "$tmp/stderr" &&
+   [[ -f $tmp/R/checkpoint/abandoned-step-000004/manifest.json && $(cat "$tmp/R/checkpoint/latest") == step-000006 ]]; then
+  ok "resume: metrics steps 1..6 once each, one summary; $(grep "newer checkpoints" "$tmp/stderr")"
 else
-  fail "resume metrics: $(grep -o '^{"step": [0-9]*' "$tmp/R/metrics.jsonl" | tr '\n' ' ')"
+  fail "resume metrics: $(grep -o '^{"step": [0-9]*' "$tmp/R/metrics.jsonl" | tr '\n' ' '); $(cat "$tmp/stderr")"
+fi
+# The same resume killed before its first save: `latest` already names step 2, so resuming the
+# run folder goes on from step 2, not from the left course's step 4.
+cp -r "$A" "$tmp/R2"
+LOOM_FAULT_RANK=0 LOOM_FAULT_STEP=2 train --output.dir "$tmp/R2" \
+  --resume "$tmp/R2/checkpoint/step-000002" --steps 6 --lr 0.001
+rc=$?
+train --output.dir "$tmp/R2" --resume "$tmp/R2" --steps 6 --lr 0.001
+rc2=$?
+if [[ $rc -ne 0 && $rc2 -eq 0 ]] && cat "$tmp/stdout" "$tmp/stderr" | grep -q "resumed at step 2" &&
+   steps_once "$tmp/R2/metrics.jsonl" 6; then
+  ok "resume of an older step killed before its first save: the folder resumes at step 2 again"
+else
+  fail "older step killed before its first save: rc=$rc, then $rc2; $(cat "$tmp/stderr")"
 fi
 
 # A resume that changes the run's course names each setting it changes, in one line; another
@@ -245,6 +262,12 @@ train --output.dir "$tmp/B" --seed 99 || fail "second run"
 cp -r "$ck" "$tmp/foreign"
 cp "$tmp/B/checkpoint/step-000004/rank-00000.pt" "$tmp/foreign/rank-00000.pt"
 refused foreign_rank_file "does not match its manifest" -- --output.dir "$tmp/o2" --resume "$tmp/foreign"
+# A checkpoint past the run's last step: nothing to train (the run's summary would give way to
+# an empty one); refused in a lone process and by loom train --nproc before the ranks start.
+refused resume_past_steps "checkpoint '$ck' is of step 4, past train.steps = 3; pass --steps above 4" -- \
+  --output.dir "$tmp/o15" --resume "$ck" --steps 3
+refused resume_past_steps_nproc "checkpoint '$ck' is of step 4, past train.steps = 3" -- \
+  --nproc 2 --output.dir "$tmp/o16" --resume "$ck" --steps 3
 # Another run's checkpoint resumed into a folder that holds a run (B): refused before anything
 # is written (its saves would replace B's checkpoints of the same steps, its metrics join B's);
 # with --overwrite, B's run is replaced by the resumed one.
@@ -398,7 +421,7 @@ if mount -t tmpfs -o size=1500k tmpfs "$mnt" 2>/dev/null; then
      grep -q "No space left on device" "$tmp/stderr" && grep -q "is intact" "$tmp/stderr" &&
      [[ -f $mnt/run/checkpoint/step-000004/manifest.json && ! -e $mnt/run/checkpoint/step-000006 &&
         -z $(find "$mnt/run" -name '*.tmp*') ]] &&
-     "$loom" train --config "$cfg" --output.dir "$tmp/after" --resume "$mnt/run/checkpoint" --steps 3 >/dev/null 2>&1; then
+     "$loom" train --config "$cfg" --output.dir "$tmp/after" --resume "$mnt/run/checkpoint" --steps 5 >/dev/null 2>&1; then
     ok "full disk: $(grep error "$tmp/stderr"); step-000004 resumes"
   else
     fail "full disk: rc=$rc; $(ls -R "$mnt/run/checkpoint" 2>&1 | tr '\n' ' ')"

@@ -365,6 +365,13 @@ std::string Manifest::layout() const {
       placement == "looping" ? "" : ", " + placement + " placement", ", ", dp_mode);
 }
 
+void check_steps_left(int64_t saved_step, int64_t steps, const std::string& dir) {
+  if (saved_step > steps)
+    LOOM_USAGE("checkpoint '", dir, "' is of step ", saved_step, ", past train.steps = ", steps,
+               "; pass --steps above ", saved_step,
+               " to train on, or resume an earlier checkpoint");
+}
+
 std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir) {
   auto refuse = [&](const std::string& what, const auto& was, const auto& now) {
     LOOM_USAGE("checkpoint '", dir, "' was written with ", what, " = ", was, ", this run has ", now,

@@ -76,6 +76,9 @@ Manifest read_manifest(const std::string& path, std::string* step_dir, bool quie
 // it that resharding cannot bridge (what the checkpoint was written with, what the run has,
 // what to do). Returns one line describing the resharding ("" for the same layout).
 std::string check_resumable(const Manifest& saved, const Manifest& run, const std::string& dir);
+// UsageError when the checkpoint `dir` (of step `saved_step`) lies past the run's last step
+// (`steps`, train.steps): the run would train nothing and replace its summary.
+void check_steps_left(int64_t saved_step, int64_t steps, const std::string& dir);
 // UsageError when file `i` of the manifest is missing from `step_dir` or has another size (a
 // copy cut short): found with a stat before any rank starts (the CRC-32 is checked on loading).
 void check_file_size(const Manifest& m, const std::string& step_dir, size_t i);

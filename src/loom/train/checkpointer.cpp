@@ -26,6 +26,7 @@
 #include "loom/train/fault_injection.h"
 #include "loom/train/host_copies.h"
 #include "loom/train/metrics_copies.h"
+#include "loom/train/preflight.h"
 #include "loom/train/report.h"
 #include "loom/train/resume_check.h"
 #include "loom/train/shared_folder.h"
@@ -206,6 +207,24 @@ void prune(const fs::path& root, size_t keep) {
     if (is_step_folder(e) && e.path().filename().string() < newest &&
         !fs::exists(e.path() / "manifest.json", ec))
       fs::remove_all(e.path(), ec);
+}
+
+// The complete checkpoints in `root` of steps after `step` (of a course a resume leaves), moved
+// to "abandoned-step-N": kept for the user, but neither resumed by the folder's name, pruned,
+// nor written into by this course's saves (a save into a folder that holds a manifest would
+// look complete before it is). Returns "step-N moved to abandoned-step-N" for each.
+std::vector<std::string> set_aside_newer(const fs::path& root, int64_t step) {
+  std::vector<std::string> moved;
+  std::error_code ec;
+  for (const std::string& f : complete_checkpoints(root.string())) {
+    const std::string name = fs::path(f).filename().string();
+    if (name <= step_name(step) || name.size() != step_name(step).size()) continue;
+    fs::path to = root / ("abandoned-" + name);
+    for (int k = 2; fs::exists(to, ec); ++k) to = root / detail::concat("abandoned-", name, "-", k);
+    fs::rename(f, to, ec);
+    if (!ec) moved.push_back(name + " moved to " + to.filename().string());
+  }
+  return moved;
 }
 
 // The rank's own file in step folders older than the newest `keep`; empty folders go too.
@@ -542,7 +561,9 @@ int64_t Checkpointer::load(const std::string& path) {
   for (;;) {
     std::string dir;
     try {
-      return load_checkpoint(from, &dir);
+      const int64_t step = load_checkpoint(from, &dir);
+      leave_newer_checkpoints(dir, step);
+      return step;
     } catch (const AgreedDamagedCheckpoint& e) {
       const int64_t older = older_checkpoint(path, dir);
       if (older < 0) throw;
@@ -556,6 +577,26 @@ int64_t Checkpointer::load(const std::string& path) {
       from = (fs::path(dir).parent_path() / step_name(older)).string();
     }
   }
+}
+
+void Checkpointer::leave_newer_checkpoints(const std::string& dir, int64_t step) {
+  const fs::path root = fs::path(cfg_.output.dir) / "checkpoint";
+  std::error_code ec;
+  if (!resumes_own_folder(cfg_.output) || !fs::equivalent(fs::path(dir).parent_path(), root, ec))
+    return;
+  if (writes_manifests()) {
+    const std::vector<std::string> moved = set_aside_newer(root, step);
+    if (!moved.empty())  // the resumed folder (an abandoned one too, resumed by its path)
+      write_file_atomic((root / "latest").string(), fs::path(dir).filename().string() + "\n");
+    std::string what;
+    for (const std::string& m : moved) what += (what.empty() ? "" : ", ") + m;
+    if (world_.rank() == 0 && !moved.empty())
+      log::warn(detail::concat(
+          "resuming ", fs::path(dir).filename().string(), " of ", root.string(),
+          ", which holds newer checkpoints: the run goes on from step ", step,
+          "; of the course it leaves, ", what, " (resume by that folder's path, or delete it)"));
+  }
+  world_.barrier()->wait();  // no save of this course before the folders moved
 }
 
 int64_t Checkpointer::older_checkpoint(const std::string& path, const std::string& dir) {
@@ -574,6 +615,7 @@ int64_t Checkpointer::load_checkpoint(const std::string& path, std::string* dir_
   agree_on_manifest(world_, path, &saved, &dir);
   agreed_check(world_, [&] {
     reshard = check_resumable(saved, run, dir);
+    check_steps_left(saved.step, cfg_.train.steps, dir);
     if (saved.blocks != run.blocks)
       LOOM_USAGE("checkpoint '", dir, "' holds a model of ", saved.blocks, " blocks, this run has ",
                  run.blocks, "; resume it with the model that wrote it");

@@ -89,6 +89,10 @@ class Checkpointer {
   Manifest this_run() const;  // without files and step
   // load() of the checkpoint `path` names, without going back; *dir: its step folder.
   int64_t load_checkpoint(const std::string& path, std::string* dir);
+  // After a resume from the run folder's own checkpoint `dir` of `step`: newer checkpoints
+  // there (a course the run leaves) move aside (abandoned-step-N, said once) and `latest`
+  // names the resumed one.
+  void leave_newer_checkpoints(const std::string& dir, int64_t step);
   // The step of the newest complete checkpoint before the one in `dir` that any rank has in
   // that checkpoint folder; -1 when none, or when `path` is `dir` itself (chosen by hand).
   int64_t older_checkpoint(const std::string& path, const std::string& dir);

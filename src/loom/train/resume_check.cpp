@@ -17,6 +17,7 @@ void check_resume_target(const config::Config& cfg, const Resolved& r, int world
   const Manifest run = describe_run(cfg, r, world);
   const Manifest saved = read_manifest(cfg.output.resume, &dir, /*quiet=*/true);
   check_resumable(saved, run, dir);
+  check_steps_left(saved.step, cfg.train.steps, dir);
   try {
     for (size_t i = 0; i < saved.files.size(); ++i) check_file_size(saved, dir, i);
   } catch (const DamagedCheckpoint&) {
