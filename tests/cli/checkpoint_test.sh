@@ -103,6 +103,17 @@ else
   fail "older step killed before its first save: rc=$rc, then $rc2; $(cat "$tmp/stderr")"
 fi
 
+# A run whose checkpoint folder is a link to another disk: its own step folder resumes (not
+# taken for another run's checkpoint).
+mkdir -p "$tmp/elsewhere" "$tmp/SL" && ln -s "$tmp/elsewhere" "$tmp/SL/checkpoint"
+train --output.dir "$tmp/SL" && train --output.dir "$tmp/SL" --resume "$tmp/SL/checkpoint/step-000002" --steps 6
+rc=$?
+if [[ $rc -eq 0 ]] && steps_once "$tmp/SL/metrics.jsonl" 6 && [[ -d $tmp/elsewhere/abandoned-step-000004 ]]; then
+  ok "checkpoint folder behind a link: its step 2 resumes in its run folder"
+else
+  fail "checkpoint folder behind a link: rc=$rc; $(cat "$tmp/stderr")"
+fi
+
 # A resume that changes the run's course names each setting it changes, in one line; another
 # layout alone (more micro-batches) continues the same run and says nothing of the kind. The
 # settings travel with a consolidated checkpoint.
@@ -166,14 +177,16 @@ else
 fi
 
 # A `latest` that names no complete checkpoint (the newest folder deleted by hand, `latest`
-# damaged or missing): the newest complete checkpoint is used, with a notice.
-for damage in deleted garbage missing; do
+# damaged or missing) or an older one (a save cut short between its manifest and `latest`):
+# the newest complete checkpoint is used, with a notice.
+for damage in deleted garbage missing older; do
   L="$tmp/L-$damage"
   cp -r "$A" "$L"
   case $damage in
     deleted) rm -rf "$L/checkpoint/$(cat "$L/checkpoint/latest")" ;;
     garbage) echo "step-9x" >"$L/checkpoint/latest" ;;
     missing) rm "$L/checkpoint/latest" ;;
+    older) basename "$(ls -d "$L/checkpoint"/step-* | sort | head -1)" >"$L/checkpoint/latest" ;;
   esac
   want=$(basename "$(ls -d "$L/checkpoint"/step-* | sort | tail -1)")
   train --output.dir "$L" --resume "$L/checkpoint" --steps 7

@@ -208,12 +208,25 @@ fs::path step_folder(const fs::path& path, bool quiet) {
     std::getline(f, latest);
   }
   const bool named = !latest.empty() && latest.find('/') == std::string::npos;
-  if (named && fs::exists(path / latest / "manifest.json", ec)) return path / latest;
   const std::vector<std::string> complete = complete_checkpoints(path.string());
-  if (complete.empty()) return named ? path / latest : path;
-  const std::string why =
-      !has_latest ? "has no 'latest'"
-                  : detail::concat("'latest' names '", latest, "', not a complete checkpoint");
+  std::string why;
+  if (named && fs::exists(path / latest / "manifest.json", ec)) {
+    // `latest` follows a save's manifest: a newer complete checkpoint is one whose save was cut
+    // short between the two.
+    auto step_of = [](const std::string& name) {  // step-000040, abandoned-step-000040-2: 40
+      const size_t at = name.find("step-");
+      return at == std::string::npos ? -1 : std::atoll(name.c_str() + at + 5);
+    };
+    if (complete.empty() ||
+        step_of(fs::path(complete.back()).filename().string()) <= step_of(latest))
+      return path / latest;
+    why = detail::concat("'latest' names '", latest,
+                         "', before its newest complete checkpoint (a save cut short)");
+  } else {
+    if (complete.empty()) return named ? path / latest : path;
+    why = !has_latest ? "has no 'latest'"
+                      : detail::concat("'latest' names '", latest, "', not a complete checkpoint");
+  }
   if (!quiet)
     log::info0(detail::concat("loom: '", path.string(), "' ", why,
                               "; using the newest complete one, ",

@@ -63,9 +63,15 @@ void check_run_folder(const config::OutputConfig& o) {
 
 bool resumes_own_folder(const config::OutputConfig& o) {
   if (o.resume.empty()) return false;
-  // The run folder itself, its checkpoint folder, or a step folder in it.
-  const fs::path in = absolute_folder(o.resume).lexically_relative(absolute_folder(o.dir));
-  return !in.empty() && (in == "." || *in.begin() == "checkpoint");
+  // The run folder itself, its checkpoint folder, or a step folder in it; by what the paths
+  // lead to (a checkpoint folder may be a link to another disk).
+  auto same = [](const fs::path& a, const fs::path& b) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec);
+  };
+  const fs::path from = absolute_folder(fs::path(o.resume).lexically_normal());
+  const fs::path dir = o.dir, root = dir / "checkpoint";
+  return same(from, dir) || same(from, root) || same(from.parent_path(), root);
 }
 
 void prepare_output_dir(const config::OutputConfig& o) {
