@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -169,22 +170,23 @@ std::vector<std::string> complete_checkpoints(const std::string& root) {
   return complete;
 }
 
+int64_t folder_step(const std::string& name) {
+  const size_t at = name.find("step-");
+  if (at == std::string::npos || at + 5 >= name.size() ||
+      !std::isdigit(static_cast<unsigned char>(name[at + 5])))
+    return -1;
+  return std::atoll(name.c_str() + at + 5);
+}
+
 std::string checkpoint_before(const std::string& resume, const std::string& dir) {
-  auto is_step = [](const std::string& n) {  // step-000040, as saves name them
-    return n.size() > 5 && n.rfind("step-", 0) == 0 &&
-           n.find_first_not_of("0123456789", 5) == std::string::npos;
-  };
   std::error_code ec;
   const fs::path step = fs::path(dir);
-  const std::string name = step.filename().string();
-  if (dir.empty() || fs::equivalent(resume, dir, ec) || !is_step(name)) return "";
-  const int64_t damaged = std::stoll(name.substr(5));
+  const int64_t damaged = folder_step(step.filename().string());
+  if (dir.empty() || fs::equivalent(resume, dir, ec) || damaged < 0) return "";
   std::string before;
   int64_t newest = -1;
   for (const std::string& f : complete_checkpoints(step.parent_path().string())) {
-    const std::string n = fs::path(f).filename().string();
-    if (!is_step(n)) continue;
-    const int64_t s = std::stoll(n.substr(5));
+    const int64_t s = folder_step(fs::path(f).filename().string());
     if (s < damaged && s > newest) newest = s, before = f;
   }
   return before;
@@ -213,12 +215,8 @@ fs::path step_folder(const fs::path& path, bool quiet) {
   if (named && fs::exists(path / latest / "manifest.json", ec)) {
     // `latest` follows a save's manifest: a newer complete checkpoint is one whose save was cut
     // short between the two.
-    auto step_of = [](const std::string& name) {  // step-000040, abandoned-step-000040-2: 40
-      const size_t at = name.find("step-");
-      return at == std::string::npos ? -1 : std::atoll(name.c_str() + at + 5);
-    };
     if (complete.empty() ||
-        step_of(fs::path(complete.back()).filename().string()) <= step_of(latest))
+        folder_step(fs::path(complete.back()).filename().string()) <= folder_step(latest))
       return path / latest;
     why = detail::concat("'latest' names '", latest,
                          "', before its newest complete checkpoint (a save cut short)");

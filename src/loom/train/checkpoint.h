@@ -63,6 +63,9 @@ Manifest describe_run(const config::Config& cfg, const Resolved& r, int world);
 std::string manifest_to_json(const Manifest& m);
 // The step folders in a run's checkpoint folder `root` that hold a manifest, oldest first.
 std::vector<std::string> complete_checkpoints(const std::string& root);
+// The step of a step folder's name: "step-000040" (and "abandoned-step-000040-2", a step folder
+// a resume set aside) give 40; -1 for a name without "step-" and digits.
+int64_t folder_step(const std::string& name);
 // Where a resume goes when the checkpoint `dir` that `resume` led to is damaged: the newest
 // complete checkpoint before it in its folder (its step folder's path); "" when there is none
 // or when `resume` names `dir` itself (a step folder named by hand is not replaced).

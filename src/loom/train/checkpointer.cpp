@@ -218,7 +218,7 @@ std::vector<std::string> set_aside_newer(const fs::path& root, int64_t step) {
   std::error_code ec;
   for (const std::string& f : complete_checkpoints(root.string())) {
     const std::string name = fs::path(f).filename().string();
-    if (name <= step_name(step) || name.size() != step_name(step).size()) continue;
+    if (folder_step(name) <= step) continue;
     fs::path to = root / ("abandoned-" + name);
     for (int k = 2; fs::exists(to, ec); ++k) to = root / detail::concat("abandoned-", name, "-", k);
     fs::rename(f, to, ec);
@@ -601,7 +601,7 @@ void Checkpointer::leave_newer_checkpoints(const std::string& dir, int64_t step)
 
 int64_t Checkpointer::older_checkpoint(const std::string& path, const std::string& dir) {
   const std::string before = checkpoint_before(path, dir);
-  int64_t newest = before.empty() ? -1 : std::stoll(fs::path(before).filename().string().substr(5));
+  int64_t newest = before.empty() ? -1 : folder_step(fs::path(before).filename().string());
   world_.all_reduce(&newest, 1, comm::DType::Int64, comm::ReduceOp::Max)->wait();
   return newest;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "loom/common/error.h"
 #include "loom/model/compute.h"
@@ -122,13 +123,13 @@ void check_memory(const config::Config& cfg, const Resolved& r, int nproc) {
   const double per_rank = (gpu ? 0 : model) + est.save_copy + baseline;
   const double have = available_bytes();
   if (per_rank <= 0 || have <= 0 || per_rank * nproc <= have) return;
-  const std::string parts = detail::concat(
-      model > 0 && !gpu ? "parameters, gradients, optimizer state, activations" : "",
-      model > 0 && !gpu && est.save_copy > 0 ? ", " : "",
-      est.save_copy > 0 ? human_bytes(est.save_copy) + " of an async save's copy of the state"
-                        : std::string(),
-      (model > 0 && !gpu) || est.save_copy > 0 ? " and " : "", human_bytes(baseline),
-      " of libraries per process");
+  std::vector<std::string> held;
+  if (model > 0 && !gpu) held.emplace_back("parameters, gradients, optimizer state, activations");
+  if (est.save_copy > 0)
+    held.push_back(human_bytes(est.save_copy) + " of an async save's copy of the state");
+  std::string parts;
+  for (const std::string& h : held) parts += (parts.empty() ? "" : ", ") + h;
+  parts += (parts.empty() ? "" : " and ") + human_bytes(baseline) + " of libraries per process";
   const std::string need =
       nproc == 1
           ? detail::concat("this model needs about ", human_bytes(per_rank), " (", parts, ")")
